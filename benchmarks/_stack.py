@@ -1,8 +1,9 @@
 """Starting and stopping whole stacks for the benchmarks, and timing each start.
 
 ``running_stack`` builds what the ``chaos_stack`` fixture builds (tiny policy, Toxiproxy, the
-Gym stack with a proxy on every link) or, with ``proxied=False``, the same Gym stack wired
-straight to its upstreams. Every process goes on one ExitStack, so it is stopped on every path.
+fault layer, the Gym stack with a proxy and a layer listener on every link) or, with
+``proxied=False``, the same Gym stack wired straight to its upstreams. Every process goes on one
+ExitStack, so it is stopped on every path.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos.servers.faultlayer.spec import NAME as FAULT_LAYER_NAME
+from pytest_rollout_chaos.servers.faultlayer.spec import FaultLayer, fault_layer_spec
 from pytest_rollout_chaos.servers.gym.stack import (
     GymStack,
     Link,
@@ -21,7 +24,7 @@ from pytest_rollout_chaos.servers.gym.stack import (
     eos_token_id,
     start_gym_stack,
 )
-from pytest_rollout_chaos.servers.links import ProxyLinks
+from pytest_rollout_chaos.servers.links import COLLECTOR_TO_POLICY, ProxyLinks
 from pytest_rollout_chaos.servers.policy.spec import DEFAULT_SERVED_MODEL_NAME, PolicyServer, tiny_policy_spec
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 from pytest_rollout_chaos.servers.toxiproxy.controller import start_embedded
@@ -54,6 +57,12 @@ def start_policy(start: Starter, *, seed: int = 0) -> PolicyServer:
     return PolicyServer.of(process, model=DEFAULT_SERVED_MODEL_NAME, model_dir=model_dir, backend="tiny")
 
 
+def start_fault_layer(start: Starter) -> FaultLayer:
+    """The HTTP fault layer, recording every link into its events file next to its log."""
+    events = start.log_dir / f"{FAULT_LAYER_NAME}.events.jsonl"
+    return FaultLayer(start(fault_layer_spec(events)).url, events)
+
+
 @dataclass(frozen=True, slots=True)
 class TimedStack:
     """A running stack and how long its start took, in total and per server."""
@@ -72,10 +81,20 @@ def running_stack(log_dir: Path, *, proxied: bool = True, seed: int = 0) -> Iter
         began = time.perf_counter()
         policy = start_policy(start, seed=seed)
         toxiproxy = ChaosToxiproxy(start_embedded(start, seed=seed))
-        links = ProxyLinks(toxiproxy.api_url)
-        gym = _gym(start, policy, links if proxied else direct_link)
+        fault_layer = start_fault_layer(start)
+        links = ProxyLinks(toxiproxy.api_url, fault_layer.url)
+        link: Link = links if proxied else direct_link
+        gym = _gym(start, policy, link)
+        collector_policy_url = link(COLLECTOR_TO_POLICY, policy.base_url)
         elapsed_s = time.perf_counter() - began
-        stack = ChaosStack(policy=policy, gym=gym, toxiproxy=toxiproxy, links=links.links)
+        stack = ChaosStack(
+            policy=policy,
+            gym=gym,
+            toxiproxy=toxiproxy,
+            links=links.links,
+            fault_layer=fault_layer,
+            collector_policy_url=collector_policy_url,
+        )
         yield TimedStack(stack, elapsed_s, dict(start.started_s))
 
 

@@ -58,7 +58,7 @@ async def _one_trial(stack: ChaosStack, n_rows: int) -> tuple[float | None, str]
     """Latency from SIGKILL to the collector raising, and what it raised (None: it did not raise)."""
     rows = greedy_rows(stack.gym, "calculator", n_rows)
     watch = History()
-    for path in stack.gym.events_files:
+    for path in stack.events_files():  # the fault layer records every /run the agents get
         watch.follow(path)
     task = asyncio.create_task(collect(stack.gym, stack.policy, ReferenceCollector, rows, settings=SETTINGS))
     await _until_run_in_flight(watch, task)

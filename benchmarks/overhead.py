@@ -1,12 +1,11 @@
-"""Harness overhead: rollouts/s through every proxy and fault hook (nothing armed) vs straight to the servers.
+"""Harness overhead: rollouts/s through every layer of the harness (nothing armed) vs straight to the servers.
 
-Two Gym stacks run side by side in front of one tiny policy server: one wired through
-Toxiproxy proxies on every link (as the ``chaos_stack`` fixture does), one wired directly. The
-same greedy rows are collected by the reference collector on each, alternating, ``rounds``
-times. The number is proxied rollouts/s divided by direct rollouts/s per round (the two runs
-of a round are adjacent in time), median over rounds; goal at least 0.9. The fault hooks are
-installed in every server of both stacks, so the ratio measures the proxies; the hooks' own
-cost (one middleware, one event line per request) is in both.
+Two Gym stacks run side by side in front of one tiny policy server: one wired as the
+``chaos_stack`` fixture wires it, a Toxiproxy proxy and a fault-layer listener on every link
+(the layer parses and records every request and answer), one wired directly. The same greedy
+rows are collected by the reference collector on each, alternating, ``rounds`` times. The
+number is proxied rollouts/s divided by direct rollouts/s per round (the two runs of a round are
+adjacent in time), median over rounds; goal at least 0.9.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from benchmarks._collect import collect, greedy_rows, require_rollouts
 from benchmarks._result import Number, Result
-from benchmarks._stack import Starter, start_gym, start_policy
+from benchmarks._stack import Starter, start_fault_layer, start_gym, start_policy
 from pytest_rollout_chaos.collector.protocol import CollectorSettings
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
 from pytest_rollout_chaos.servers.gym.stack import GymStack
@@ -36,8 +35,11 @@ def run(*, rows: int = 32, rounds: int = 8) -> Result:
         start = Starter(stack, Path(log_dir))
         policy = start_policy(start)
         toxiproxy = start_embedded(start, seed=0)
+        fault_layer = start_fault_layer(start)
         proxied = start_gym(
-            Starter(stack, Path(log_dir) / "proxied"), policy, proxied_by=ProxyLinks(toxiproxy.api_url)
+            Starter(stack, Path(log_dir) / "proxied"),
+            policy,
+            proxied_by=ProxyLinks(toxiproxy.api_url, fault_layer.url),
         )
         direct = start_gym(Starter(stack, Path(log_dir) / "direct"), policy)
         return asyncio.run(_measure(policy, direct, proxied, rows, rounds))

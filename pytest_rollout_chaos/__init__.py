@@ -1,9 +1,37 @@
-"""pytest-rollout-chaos: chaos testing for the rollout collection of LLM RL trainers."""
+"""pytest-rollout-chaos: chaos testing for the rollout collection of LLM RL trainers.
+
+The public API is ``__all__``: what a collector under test is given and returns (DESIGN 3.2
+and 3.3), the History it may write to, and the exceptions. Importing this package has no side
+effects and stays light (no pytest, aiohttp, torch): the names whose modules pull in more are
+loaded on first use. Deep imports (``pytest_rollout_chaos.collector.protocol``) keep working.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+from typing import TYPE_CHECKING, Any, Final
 
+from pytest_rollout_chaos.collector.protocol import (
+    STYLES,
+    CollectionError,
+    Collector,
+    CollectorContext,
+    CollectorFactory,
+    CollectorSettings,
+    Environment,
+    GymRunner,
+    InfrastructureError,
+    Mode,
+    Rollout,
+    RolloutStatus,
+    Row,
+    ShortCountError,
+    Style,
+    TooManyAbortedError,
+    Turn,
+    row_index,
+    supported_styles,
+)
 from pytest_rollout_chaos.errors import (
     ChaosError,
     CollectorTargetError,
@@ -13,26 +41,67 @@ from pytest_rollout_chaos.errors import (
     ServerCrashedError,
     ServerStartError,
 )
+from pytest_rollout_chaos.history import Event, History
 
 if TYPE_CHECKING:
+    from pytest_rollout_chaos.collector.environment import EnvironmentReturn
+    from pytest_rollout_chaos.collector.gym_client import GymRequestError
+    from pytest_rollout_chaos.faults.injector import FaultInjector
     from pytest_rollout_chaos.settings import ChaosSettings
 
 __all__ = [
+    "STYLES",
     "ChaosError",
     "ChaosSettings",
+    "CollectionError",
+    "Collector",
+    "CollectorContext",
+    "CollectorFactory",
+    "CollectorSettings",
     "CollectorTargetError",
+    "Environment",
+    "EnvironmentReturn",
+    "Event",
     "FaultError",
+    "FaultInjector",
+    "GymRequestError",
+    "GymRunner",
+    "History",
+    "InfrastructureError",
     "InvariantViolation",
+    "Mode",
+    "Rollout",
+    "RolloutStatus",
+    "Row",
     "ScenarioError",
     "ServerCrashedError",
     "ServerStartError",
+    "ShortCountError",
+    "Style",
+    "TooManyAbortedError",
+    "Turn",
+    "row_index",
+    "supported_styles",
 ]
+
+# Loaded on first use: these modules import pytest, aiohttp or yaml, which a server process or
+# a collector module importing ``Rollout`` does not need.
+_LAZY: Final = {
+    "ChaosSettings": "pytest_rollout_chaos.settings",
+    "EnvironmentReturn": "pytest_rollout_chaos.collector.environment",
+    "FaultInjector": "pytest_rollout_chaos.faults.injector",
+    "GymRequestError": "pytest_rollout_chaos.collector.gym_client",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """``ChaosSettings`` on first use: importing it pulls in pytest, which no server process needs."""
-    if name == "ChaosSettings":
-        from pytest_rollout_chaos.settings import ChaosSettings
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return ChaosSettings
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

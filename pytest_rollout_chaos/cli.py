@@ -1,7 +1,9 @@
-"""The ``rollout-chaos`` command: validate, list, create and describe scenario files without running them.
+"""The ``rollout-chaos`` command: validate, list, create and describe scenario files without running
+them, and serve the embedded Toxiproxy-compatible server on its own.
 
-Exit status: 0 when everything is fine, 1 when a file has problems (one ``path:line`` line per
-problem) or ``new`` would overwrite a file, 2 for bad usage.
+Exit status: 0 when everything is fine (``toxiproxy``: stopped by SIGINT or SIGTERM), 1 when a
+file has problems (one ``path:line`` line per problem), ``new`` would overwrite a file or
+``toxiproxy`` cannot listen, 2 for bad usage.
 """
 
 from __future__ import annotations
@@ -21,7 +23,15 @@ from pytest_rollout_chaos.scenario.model import SUFFIX, Scenario, ScenarioFileEr
 
 EXIT_OK: Final = 0
 EXIT_PROBLEMS: Final = 1
-DESCRIPTION: Final = "Check and create rollout-chaos scenario files (*.chaos.yaml) without running them."
+DESCRIPTION: Final = (
+    "Check and create rollout-chaos scenario files (*.chaos.yaml) without running them; "
+    "serve the embedded Toxiproxy."
+)
+TOXIPROXY_DESCRIPTION: Final = (
+    "Run the embedded Toxiproxy-compatible server (Toxiproxy 2.x REST API and toxics) in the "
+    "foreground, for toxiproxy-python, toxiproxy-cli or curl, without pytest. It prints the URL it "
+    "listens on; Ctrl-C (SIGINT) or SIGTERM stops it."
+)
 EPILOG: Final = "Run scenarios with: pytest --rollout-chaos [FILES or folders]"
 
 
@@ -59,7 +69,30 @@ def _parser() -> argparse.ArgumentParser:
 
     schema = commands.add_parser("schema", help="Print the JSON Schema of the scenario format")
     schema.set_defaults(handler=_schema)
+
+    proxy = commands.add_parser(
+        "toxiproxy",
+        help="Run the embedded Toxiproxy-compatible server in the foreground",
+        description=TOXIPROXY_DESCRIPTION,
+    )
+    proxy.add_argument("--host", default="127.0.0.1", help="API host (default: 127.0.0.1)")
+    proxy.add_argument(
+        "--port", type=_port, default=8474, help="API port; 0 lets the OS choose (default: 8474, Toxiproxy's)"
+    )
+    proxy.add_argument("--config", metavar="FILE", default="", help="JSON list of proxies to create at start")
+    proxy.add_argument("--seed", type=int, default=None, help="Seed for jitter, slicing and toxicity")
+    proxy.set_defaults(handler=_toxiproxy)
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {text!r} (valid: 0 to 65535)")
+    return port
 
 
 def scenario_files(paths: Iterable[Path]) -> list[Path]:
@@ -141,6 +174,24 @@ def _schema(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from pytest_rollout_chaos.scenario.schema import scenario_schema
 
     print(json.dumps(scenario_schema(), indent=2), file=out)
+    return EXIT_OK
+
+
+def _toxiproxy(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from pytest_rollout_chaos.servers.toxiproxy.__main__ import main as serve_toxiproxy
+
+    argv = ["-host", args.host, "-port", str(args.port)]
+    argv += ["-config", args.config] if args.config else []
+    argv += ["-seed", str(args.seed)] if args.seed is not None else []
+    try:
+        serve_toxiproxy(argv)
+    except OSError as error:
+        print(
+            f"rollout-chaos toxiproxy: cannot listen on {args.host}:{args.port}: {error} "
+            "(pass another --port, or --port 0 to let the OS choose)",
+            file=err,
+        )
+        return EXIT_PROBLEMS
     return EXIT_OK
 
 

@@ -7,7 +7,6 @@ unless ``--rollout-chaos`` is on; so without the flag nothing is ever started.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,13 +14,14 @@ import pytest_asyncio
 
 from pytest_rollout_chaos.harness import ChaosHarness
 from pytest_rollout_chaos.history import History
-from pytest_rollout_chaos.plugin import HARNESS_KEY, SETTINGS_KEY
+from pytest_rollout_chaos.plugin import EXTERNAL_POLICY_KEY, HARNESS_KEY, SETTINGS_KEY
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 from pytest_rollout_chaos.settings import ChaosSettings
 
 if TYPE_CHECKING:
     from pytest_rollout_chaos.collector.protocol import Collector, CollectorContext
     from pytest_rollout_chaos.faults.injector import FaultInjector
+    from pytest_rollout_chaos.servers.faultlayer.spec import FaultLayer
     from pytest_rollout_chaos.servers.gym.stack import GymStack
     from pytest_rollout_chaos.servers.links import ProxyLinks
     from pytest_rollout_chaos.servers.policy.spec import PolicyServer
@@ -94,15 +94,25 @@ def chaos_toxics_reset(chaos_toxiproxy: ChaosToxiproxy) -> ChaosToxiproxy:
 
 
 @pytest.fixture(scope="session")
-def chaos_policy(chaos_harness: ChaosHarness, chaos_settings: ChaosSettings) -> PolicyServer:
-    """The session's policy server: the tiny torch model, or ``vllm serve`` (``--rollout-chaos-backend``)."""
+def chaos_policy(
+    chaos_harness: ChaosHarness, chaos_settings: ChaosSettings, pytestconfig: pytest.Config
+) -> PolicyServer:
+    """The session's policy server: the tiny torch model, or ``vllm serve`` (``--rollout-chaos-backend``),
+    or the server already running at ``--rollout-chaos-policy-url``, which is not started (no process)."""
     from pytest_rollout_chaos.servers.policy import spec
 
+    if chaos_settings.policy_url is not None:
+        return _external_policy(chaos_settings.policy_url, chaos_harness, chaos_settings, pytestconfig)
     name = "policy"
     events_file = chaos_harness.log_dir / f"{name}.events.jsonl"
     if chaos_settings.backend == "vllm":
+        from pytest_rollout_chaos.servers.policy.vllm import locate
+
+        vllm = locate(chaos_settings.vllm_python)  # checked at session start; cached
+        chaos_harness.summary_lines.append(f"vllm backend: {vllm.describe()}")
         server_spec = spec.vllm_policy_spec(
             chaos_settings.model,
+            vllm=vllm,
             name=name,
             port=spec.reserve_port(),
             seed=chaos_settings.seed,
@@ -121,12 +131,46 @@ def chaos_policy(chaos_harness: ChaosHarness, chaos_settings: ChaosSettings) -> 
     )
 
 
+def _external_policy(
+    url: str, harness: ChaosHarness, settings: ChaosSettings, config: pytest.Config
+) -> PolicyServer:
+    """The external policy as found ready at session start (``plugin.pytest_sessionstart``)."""
+    from pytest_rollout_chaos.servers.policy.external import connect
+
+    policy = config.stash.get(EXTERNAL_POLICY_KEY, None)
+    if policy is None:  # a run whose session start did not check it
+        policy = connect(url, model_dir=settings.model, timeout_s=settings.policy_ready_timeout_s)
+    harness.summary_lines.append(
+        f"policy: external server at {policy.base_url}, model {policy.model!r}, "
+        f"tokenizer from {policy.model_dir} (not started by this run)"
+    )
+    return policy
+
+
 @pytest.fixture(scope="session")
-def chaos_links(chaos_toxiproxy: ChaosToxiproxy) -> ProxyLinks:
-    """One Toxiproxy proxy per link of the stack, created as the stack starts."""
+def chaos_fault_layer(chaos_harness: ChaosHarness) -> FaultLayer:
+    """The session's HTTP fault layer: it records every link's traffic into the History and
+    applies the semantic faults, in front of every server."""
+    from pytest_rollout_chaos.servers.faultlayer.spec import NAME, FaultLayer, fault_layer_spec
+
+    events_file = chaos_harness.log_dir / f"{NAME}.events.jsonl"
+    return FaultLayer(chaos_harness.start(fault_layer_spec(events_file)).url, events_file)
+
+
+@pytest.fixture(scope="session")
+def chaos_links(chaos_toxiproxy: ChaosToxiproxy, chaos_fault_layer: FaultLayer) -> ProxyLinks:
+    """One fault-layer listener and one Toxiproxy proxy per link of the stack, created as it starts."""
     from pytest_rollout_chaos.servers.links import ProxyLinks
 
-    return ProxyLinks(chaos_toxiproxy.api_url)
+    return ProxyLinks(chaos_toxiproxy.api_url, chaos_fault_layer.url)
+
+
+@pytest.fixture(scope="session")
+def chaos_collector_policy_url(chaos_policy: PolicyServer, chaos_links: ProxyLinks) -> str:
+    """The policy's OpenAI base URL as the collector reaches it: through the ``collector->policy`` link."""
+    from pytest_rollout_chaos.servers.links import COLLECTOR_TO_POLICY
+
+    return chaos_links(COLLECTOR_TO_POLICY, chaos_policy.base_url)
 
 
 @pytest.fixture(scope="session")
@@ -138,7 +182,8 @@ def chaos_gym(
 ) -> GymStack:
     """The Gym stack (resources, model, two agents, head) in front of the session's policy.
 
-    ``--rollout-chaos-gym`` picks our embedded servers or real NeMo Gym servers. Every link
+    ``--rollout-chaos-gym`` picks our embedded servers or real NeMo Gym servers (with our
+    environment server beside them as ``ctx.env``, for native-style collectors). Every link
     between servers, and from the collector to them, goes through a Toxiproxy proxy.
     """
     from pytest_rollout_chaos.servers.gym.stack import eos_token_id, start_gym_stack
@@ -148,9 +193,7 @@ def chaos_gym(
         from pytest_rollout_chaos.servers.nemo_gym.stack import start_nemo_gym_stack
 
         python = locate(chaos_settings.gym_python)
-        chaos_harness.summary_lines.append(
-            f"nemo-gym backend: nemo_gym {python.nemo_gym_version} ({python.path})"
-        )
+        chaos_harness.summary_lines.append(f"nemo-gym backend: {python.describe()}")
         return start_nemo_gym_stack(
             chaos_harness.start,
             chaos_harness.log_dir,
@@ -170,13 +213,25 @@ def chaos_gym(
 
 
 @pytest.fixture(scope="session")
-def chaos_stack(
-    chaos_policy: PolicyServer, chaos_gym: GymStack, chaos_toxiproxy: ChaosToxiproxy, chaos_links: ProxyLinks
+def chaos_stack(  # noqa: PLR0917 - pytest passes fixtures by name
+    chaos_policy: PolicyServer,
+    chaos_gym: GymStack,
+    chaos_toxiproxy: ChaosToxiproxy,
+    chaos_links: ProxyLinks,
+    chaos_fault_layer: FaultLayer,
+    chaos_collector_policy_url: str,
 ) -> ChaosStack:
     """The whole system under test, addressed by the scenario format's server and link names."""
     from pytest_rollout_chaos.stack import ChaosStack
 
-    return ChaosStack(policy=chaos_policy, gym=chaos_gym, toxiproxy=chaos_toxiproxy, links=chaos_links.links)
+    return ChaosStack(
+        policy=chaos_policy,
+        gym=chaos_gym,
+        toxiproxy=chaos_toxiproxy,
+        links=chaos_links.links,
+        fault_layer=chaos_fault_layer,
+        collector_policy_url=chaos_collector_policy_url,
+    )
 
 
 @pytest.fixture
@@ -188,7 +243,10 @@ def chaos_gym_reset(chaos_gym: GymStack) -> GymStack:
 
 @pytest_asyncio.fixture
 async def chaos_collector_context(
-    chaos_gym_reset: GymStack, chaos_policy: PolicyServer
+    chaos_gym_reset: GymStack,
+    chaos_policy: PolicyServer,
+    chaos_fault_layer: FaultLayer,
+    chaos_collector_policy_url: str,
 ) -> AsyncIterator[CollectorContext]:
     """What a trainer gives its collector, over the session's stack, with a fresh History."""
     from pytest_rollout_chaos.collector.context import collector_context
@@ -197,10 +255,14 @@ async def chaos_collector_context(
     async with collector_context(
         head_url=chaos_gym_reset.head_url,
         resources_url=chaos_gym_reset.resources_url,
-        policy_url=chaos_policy.base_url,
+        policy_url=chaos_collector_policy_url,
         model=chaos_policy.model,
         eos_token_ids=(eos_token_id(chaos_policy.model_dir),),
-        events_files=[*chaos_gym_reset.events_files, *_events_file_of(chaos_policy.process)],
+        events_files=[
+            *chaos_gym_reset.events_files,
+            *chaos_policy.events_files(),
+            chaos_fault_layer.events_file,
+        ],
         agent_urls=chaos_gym_reset.agents,
         model_dir=chaos_policy.model_dir,
     ) as ctx:
@@ -232,6 +294,8 @@ async def chaos_faults(
         seed=chaos_settings.seed,
     ) as injector:
         for marker in reversed(list(request.node.iter_markers("chaos_fault"))):
+            if (reason := injector.cannot_act(*marker.args[:2])) is not None:
+                pytest.skip(f"chaos_fault{marker.args[:2]!r}: {reason}")
             await injector.inject(*marker.args, **marker.kwargs)
         yield injector
 
@@ -252,10 +316,3 @@ def chaos_collector(
     except CollectorTargetError as error:
         raise pytest.UsageError(f"--rollout-chaos-target: {error}") from error
     return factory(chaos_collector_context)
-
-
-def _events_file_of(process: ManagedProcess) -> list[Path]:
-    from pytest_rollout_chaos.history import EVENTS_FILE_ENV
-
-    path = process.spec.env.get(EVENTS_FILE_ENV)
-    return [Path(path)] if path else []

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from pytest_rollout_chaos.report.plugin import ScenarioReports
+from pytest_rollout_chaos.report.reports import ScenarioReports
+from pytest_rollout_chaos.report.run_info import ServerLog, describe_run
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 from pytest_rollout_chaos.settings import ChaosSettings
 
@@ -108,7 +109,7 @@ class ChaosHarness:
         return report
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        self.reports.start(session.config)
+        self.reports.start(session.config, describe_run(session.config, self.settings))
 
     @pytest.hookimpl(trylast=True)  # after the terminal reporter wrote the item's status
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -117,18 +118,24 @@ class ChaosHarness:
     def pytest_keyboard_interrupt(self) -> None:
         self.close()
 
-    def pytest_sessionfinish(self) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
         try:
-            self.reports.write()
+            logs = [ServerLog(process.name, str(process.log_path)) for process in self._processes]
+            self.reports.finish(session.config, self.summary_lines, logs)
         finally:
             self.close()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """pytest-xdist controller: a worker finished; merge the scenarios it reported."""
+        self.reports.node_down(node, error)
 
     def pytest_unconfigure(self) -> None:
         self.close()
         self.restore_sigterm_handler()
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        lines = self.reports.summary(self.summary_lines, verbose=terminalreporter.config.get_verbosity() > 0)
+        lines = self.reports.summary(verbose=terminalreporter.config.get_verbosity() > 0)
         if lines:
             terminalreporter.section("rollout-chaos")
             for line in lines:

@@ -8,19 +8,25 @@ servers) are imported lazily by the fixtures that need them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import pytest
 
 from pytest_rollout_chaos import settings as _settings
 from pytest_rollout_chaos.harness import ChaosHarness
 
+if TYPE_CHECKING:
+    from pytest_rollout_chaos.servers.policy.spec import PolicyServer
+
 pytest_plugins = ["pytest_rollout_chaos.fixtures"]
 
 SETTINGS_KEY: Final = pytest.StashKey[_settings.ChaosSettings]()
 HARNESS_KEY: Final = pytest.StashKey[ChaosHarness]()
+# The external policy (--rollout-chaos-policy-url) as found ready at session start.
+EXTERNAL_POLICY_KEY: Final[pytest.StashKey[PolicyServer]] = pytest.StashKey()
 HARNESS_PLUGIN_NAME: Final = "rollout-chaos-harness"
 CATALOG_INI: Final = "rollout_chaos_catalog"
+ASYNCIO_LOOP_SCOPE_INI: Final = "asyncio_default_fixture_loop_scope"  # pytest-asyncio's
 
 _OPTIONS: Final = (
     # (dest, metavar, help, ini type)
@@ -54,6 +60,18 @@ _OPTIONS: Final = (
         "PATH",
         "Interpreter with nemo_gym installed, for --rollout-chaos-gym=nemo-gym",
     ),
+    (
+        _settings.OPT_VLLM_PYTHON,
+        "PATH",
+        "Interpreter with vllm installed, for --rollout-chaos-backend=vllm "
+        "(default: ROLLOUT_CHAOS_VLLM_PYTHON, else the current one if it imports vllm)",
+    ),
+    (
+        _settings.OPT_POLICY_URL,
+        "URL",
+        "Use the OpenAI-compatible policy server already running at URL (vLLM, SGLang, ...) instead of "
+        "starting one; http(s)://host:port, with or without a trailing /v1",
+    ),
     (_settings.OPT_SEED, "N", "Seed for every random choice: fault schedules, sampling (default: 0)"),
     (_settings.OPT_REPORT, "PATH", "Write the HTML report (a timeline per scenario) to PATH"),
 )
@@ -76,10 +94,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="bool",
         default=True,
     )
+    parser.addini(
+        _settings.INI_POLICY_READY_TIMEOUT,
+        "Seconds the server of --rollout-chaos-policy-url may take to answer ready at session start "
+        f"(default: {_settings.DEFAULT_POLICY_READY_TIMEOUT_S:g})",
+        default="",
+    )
     for dest, metavar, help_text in _OPTIONS:
         flag = "--" + dest.replace("_", "-")
         group.addoption(flag, action="store", default=None, dest=dest, metavar=metavar, help=help_text)
         parser.addini(dest, f"{help_text} (twin of {flag})", default="")
+
+
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> None:
+    """With rollout-chaos on, pytest-asyncio's fixture loop scope defaults to ``function``.
+
+    pytest-asyncio warns in every run where ``asyncio_default_fixture_loop_scope`` is unset, so a
+    fresh repository's first ``pytest --rollout-chaos`` would print its deprecation warning. The
+    default is given where the user set none (their ini or ``-o`` value always wins), and only when
+    the plugin is enabled: without ``--rollout-chaos`` it stays inert for other suites.
+    """
+    if not early_config.pluginmanager.has_plugin("asyncio") or not _settings.enabled_early(early_config):
+        return
+    parser.addini(
+        ASYNCIO_LOOP_SCOPE_INI,
+        "default scope of the asyncio event loop used to execute async fixtures",
+        default="function",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -121,7 +164,9 @@ def _add_builtin_catalog(config: pytest.Config) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """A ``--rollout-chaos-target`` that cannot be loaded is a usage error before anything starts."""
+    """A ``--rollout-chaos-target`` that cannot be loaded, a vllm backend with no vLLM to run, a
+    ``--rollout-chaos-policy-url`` that is not ready, or a model, NeMo Gym or Toxiproxy setting that
+    cannot be had is a usage error before anything starts."""
     settings = session.config.stash.get(SETTINGS_KEY, None)
     if settings is None or not settings.enabled:
         return
@@ -132,6 +177,34 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         load_factory(settings.target)
     except CollectorTargetError as error:
         raise pytest.UsageError(f"--rollout-chaos-target: {error}") from error
+    from pytest_rollout_chaos import preflight
+
+    preflight.check(settings)  # model, NeMo Gym interpreter, Toxiproxy mode: one usage error
+    if settings.policy_url is not None:
+        _check_policy_url(session.config, settings.policy_url, settings)
+    elif settings.backend == "vllm":
+        _check_vllm(settings)
+
+
+def _check_policy_url(config: pytest.Config, url: str, settings: _settings.ChaosSettings) -> None:
+    """An external policy that does not answer, or never answers ready, is one usage error."""
+    from pytest_rollout_chaos.servers.policy.external import ExternalPolicyError, connect
+
+    try:
+        policy = connect(url, model_dir=settings.model, timeout_s=settings.policy_ready_timeout_s)
+    except ExternalPolicyError as error:
+        raise pytest.UsageError(f"--rollout-chaos-policy-url={url}: {error}") from error
+    config.stash[EXTERNAL_POLICY_KEY] = policy
+
+
+def _check_vllm(settings: _settings.ChaosSettings) -> None:
+    """No interpreter that runs vLLM is one usage error at the start, not an error per test."""
+    from pytest_rollout_chaos.servers.policy.vllm import VllmMissingError, locate
+
+    try:
+        locate(settings.vllm_python)
+    except VllmMissingError as error:
+        raise pytest.UsageError(f"--rollout-chaos-backend=vllm: {error}") from error
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -7,6 +7,8 @@ value is a ``pytest.UsageError`` naming the value, where it came from and what i
 from __future__ import annotations
 
 import dataclasses
+import math
+import urllib.parse
 from pathlib import Path
 from typing import Final, Literal, cast
 
@@ -30,8 +32,17 @@ OPT_MODEL: Final = "rollout_chaos_model"
 OPT_TOXIPROXY: Final = "rollout_chaos_toxiproxy"
 OPT_GYM: Final = "rollout_chaos_gym"
 OPT_GYM_PYTHON: Final = "rollout_chaos_gym_python"
+OPT_VLLM_PYTHON: Final = "rollout_chaos_vllm_python"
 OPT_SEED: Final = "rollout_chaos_seed"
 OPT_REPORT: Final = "rollout_chaos_report"
+OPT_POLICY_URL: Final = "rollout_chaos_policy_url"
+# ini only (``-o`` sets it on the command line): how long an external policy may take to be ready.
+INI_POLICY_READY_TIMEOUT: Final = "rollout_chaos_policy_ready_timeout_s"
+DEFAULT_POLICY_READY_TIMEOUT_S: Final = 60.0
+POLICY_URL_VALID: Final = (
+    "an http:// or https:// URL with host:port of an OpenAI-compatible server, "
+    "with or without a trailing /v1, such as 'http://127.0.0.1:8000/v1'"
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -45,14 +56,19 @@ class ChaosSettings:
     toxiproxy: str = "auto"
     gym: GymBackend = "embedded"
     gym_python: Path | None = None
+    vllm_python: Path | None = None
     seed: int = 0
     report: Path | None = None
+    # An already-running OpenAI-compatible policy server (its root, ``http://host:port``, no
+    # ``/v1``): the harness starts no policy and ``backend`` is unused.
+    policy_url: str | None = None
+    policy_ready_timeout_s: float = DEFAULT_POLICY_READY_TIMEOUT_S
 
     def header_line(self) -> str:
         """One line for ``pytest_report_header``."""
         parts = [
             f"target={self.target}",
-            f"backend={self.backend}",
+            f"policy={self.policy_url} (external)" if self.policy_url else f"backend={self.backend}",
             f"model={self.model}",
             f"toxiproxy={self.toxiproxy}",
             f"gym={self.gym}",
@@ -90,8 +106,24 @@ def resolve(config: pytest.Config) -> ChaosSettings:
             f"{raw.source(OPT_GYM_PYTHON)}: interpreter {str(gym_python)!r} does not exist "
             "(valid: the path of a python that can import nemo_gym)"
         )
+    vllm_python = raw.path(OPT_VLLM_PYTHON) if raw.get(OPT_VLLM_PYTHON) else None
+    if vllm_python is not None and not vllm_python.exists():
+        raise pytest.UsageError(
+            f"{raw.source(OPT_VLLM_PYTHON)}: interpreter {str(vllm_python)!r} does not exist "
+            "(valid: the path of a python that can import vllm)"
+        )
     seed = _parse_seed(raw.get(OPT_SEED), raw.source(OPT_SEED))
     report = raw.path(OPT_REPORT) if raw.get(OPT_REPORT) else None
+    policy_text = raw.get(OPT_POLICY_URL)
+    policy_url = None
+    if policy_text:
+        try:
+            policy_url = policy_root_url(policy_text)
+        except ValueError as error:
+            raise pytest.UsageError(
+                f"{raw.source(OPT_POLICY_URL)}: invalid value {policy_text!r}: {error} "
+                f"(valid: {POLICY_URL_VALID})"
+            ) from None
     return ChaosSettings(
         enabled=enabled,
         target=target,
@@ -100,9 +132,55 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         toxiproxy=toxiproxy,
         gym=cast(GymBackend, gym),
         gym_python=gym_python,
+        vllm_python=vllm_python,
         seed=seed,
         report=report,
+        policy_url=policy_url,
+        policy_ready_timeout_s=_parse_timeout(config),
     )
+
+
+def policy_root_url(text: str) -> str:
+    """``http://host:port`` from a policy URL with or without ``/v1``; ``ValueError`` says what is wrong.
+
+    The port may be left out only where the scheme implies it (80, 443); the result always names it,
+    because every link of the stack is a proxy to one host:port.
+    """
+    parts = urllib.parse.urlsplit(text.strip())
+    if not parts.scheme:
+        raise ValueError("there is no scheme")
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"the scheme must be http or https, not {parts.scheme!r}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"the port of {parts.netloc!r} is not a number from 1 to 65535") from None
+    if not parts.hostname:
+        raise ValueError("there is no host")
+    if parts.username is not None or parts.query or parts.fragment:
+        raise ValueError("credentials, a query or a fragment cannot be used")
+    if parts.path.rstrip("/") not in ("", "/v1"):
+        raise ValueError(f"the path {parts.path!r} is neither empty nor /v1")
+    if port == 0:
+        raise ValueError("port 0 names no server")
+    port = port or (443 if parts.scheme == "https" else 80)
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{parts.scheme}://{host}:{port}"
+
+
+def enabled_early(config: pytest.Config) -> bool:
+    """Whether ``--rollout-chaos`` (or its ini twin) is on, before the command line is fully parsed.
+
+    For hooks that run ahead of ``pytest_configure``; a bad value counts as off here, and
+    ``resolve`` reports it.
+    """
+    option = getattr(config.known_args_namespace, OPT_ENABLED, None)
+    if option is not None:
+        return bool(option)
+    try:
+        return _parse_bool(str(config.getini(OPT_ENABLED)).strip() or None, "", default=False)
+    except pytest.UsageError:
+        return False
 
 
 class _Raw:
@@ -166,6 +244,22 @@ def _parse_seed(value: str | None, source: str) -> int:
     if seed < 0:
         raise pytest.UsageError(f"{source}: invalid value {value!r} (valid: an integer >= 0)")
     return seed
+
+
+def _parse_timeout(config: pytest.Config) -> float:
+    text = str(config.getini(INI_POLICY_READY_TIMEOUT) or "").strip()
+    if not text:
+        return DEFAULT_POLICY_READY_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (value > 0 and math.isfinite(value)):
+        raise pytest.UsageError(
+            f"ini option {INI_POLICY_READY_TIMEOUT!r}: invalid value {text!r} "
+            "(valid: seconds > 0, such as 120)"
+        )
+    return value
 
 
 def _validate_target(target: str, source: str) -> None:

@@ -5,8 +5,8 @@ model call. The template may tokenize an earlier assistant turn differently from
 model generated it ("retokenization drift", NeMo RL #1337), so the trainer would train on
 tokens the model never produced. Trainers' patched vLLM servers fix this by splicing: keep
 the previous call's prompt + generation ids exactly, and take from the template only what
-comes after the end of the last assistant turn. ``splice_prefix`` is that algorithm;
-``first_mismatch`` / ``starts_with`` are the check the ``prefix_consistent`` invariant makes.
+comes after the end of the last assistant turn. ``splice_prefix`` is that algorithm; the
+check that prompts extend earlier turns belongs to the judge (``invariants.rules``).
 """
 
 from __future__ import annotations
@@ -52,23 +52,6 @@ def splice_prefix(
             "no boundary to splice at"
         )
     return kept + list(template_ids[boundary:])
-
-
-def first_mismatch(ids: Sequence[int], prefix: Sequence[int]) -> int | None:
-    """Index of the first position where ``ids`` does not continue ``prefix``; None if it does.
-
-    When ``ids`` is shorter than ``prefix`` and agrees as far as it goes, the answer is
-    ``len(ids)`` (the first position ``ids`` is missing).
-    """
-    for index, expected in enumerate(prefix):
-        if index >= len(ids) or ids[index] != expected:
-            return index
-    return None
-
-
-def starts_with(ids: Sequence[int], prefix: Sequence[int]) -> bool:
-    """True when ``ids`` begins with exactly ``prefix``."""
-    return first_mismatch(ids, prefix) is None
 
 
 def _last_index(ids: Sequence[int], token: int) -> int | None:

@@ -1,6 +1,16 @@
-"""Test-suite wiring: pytester for plugin tests, with pytest-asyncio configured in inner runs."""
+"""Test-suite wiring: pytester for plugin tests, inner runs configured, and the fast loop kept fast.
+
+A run that selects no ``slow`` test (``pytest -m "not slow"``, or ``tests/unit``) must start no
+policy or Gym server: every server the harness starts writes ``--- HH:MM:SS start: COMMAND`` at
+the top of its log under the run's base temporary directory, inner pytester runs included, and
+at session end those lines are checked.
+"""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,3 +31,44 @@ def _configure_inner_pytest_asyncio(request: pytest.FixtureRequest) -> None:
     if "pytester" in request.fixturenames:
         pytester: pytest.Pytester = request.getfixturevalue("pytester")
         pytester.makeini("[pytest]\n" + INNER_ASYNCIO_INI)
+
+
+# The commands of the servers that make up the full stack: the policy (ours or vLLM) and the Gym
+# servers (ours or NeMo Gym's). Toxiproxy and test programs are cheap and allowed.
+START_LINE = re.compile(r"^--- [\d:]+ start: (?P<command>.*)$", re.MULTILINE)
+FULL_STACK_COMMAND = re.compile(r"pytest_rollout_chaos[./]servers[./](policy|gym|nemo_gym)|vllm")
+
+
+def full_stack_starts(under: Path) -> list[str]:
+    """``log: command`` for each policy or Gym server start logged below ``under``.
+
+    A program that lies below ``under`` itself is a fake a test made (a stand-in ``vllm`` in a
+    throw-away virtual environment), not the real server, and is allowed.
+    """
+    found = []
+    for log in sorted(under.rglob("*.log")):
+        for start in START_LINE.finditer(log.read_text(encoding="utf-8", errors="replace")):
+            command = start["command"]
+            program = Path(command.split(" ", 1)[0])
+            if FULL_STACK_COMMAND.search(command) and not program.is_relative_to(under):
+                found.append(f"{log}: {command}")
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fast_runs_start_no_full_stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """In a run without ``slow`` tests, fail at the end if any test started a policy or Gym server."""
+    yield
+    if any(item.get_closest_marker("slow") for item in request.session.items):
+        return
+    started = full_stack_starts(tmp_path_factory.getbasetemp())
+    if started:
+        listed = "\n".join(started[:20])
+        pytest.fail(
+            f"a test that is not marked slow started the full stack ({len(started)} server starts); "
+            "mark it @pytest.mark.slow. The logs below name the folder: a pytester test's own, or "
+            f"rollout-chaos-logs* for the session's chaos_* fixtures:\n{listed}",
+            pytrace=False,
+        )

@@ -2,7 +2,8 @@
 
 A trajectory's exception becomes an aborted Rollout whose ``error`` is the root cause, so the
 text must never be a bare ``CancelledError``; an unreachable server is an infrastructure
-failure, told apart here from a trajectory that failed on a server that answered.
+failure, told apart here from a trajectory that failed on a server that answered. The
+``root_cause_visible`` invariant walks cause chains with its own ``invariants.rules.chain``.
 """
 
 from __future__ import annotations

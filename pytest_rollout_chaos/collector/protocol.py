@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
 
+from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.history import History
 
 Row = Mapping[str, Any]
@@ -20,7 +21,7 @@ Mode = Literal["train", "validation"]
 Style = Literal["gym", "native"]
 RolloutStatus = Literal["completed", "truncated", "aborted"]
 MODES: Final = ("train", "validation")
-STYLES: Final = ("gym", "native")
+STYLES: Final[tuple[Style, ...]] = ("gym", "native")
 STATUSES: Final = ("completed", "truncated", "aborted")
 
 
@@ -107,7 +108,12 @@ class CollectorContext:
 
 @runtime_checkable
 class Collector(Protocol):
-    """The collector under test. Raising is a valid answer to some scenarios (short count)."""
+    """The collector under test. Raising is a valid answer to some scenarios (short count).
+
+    A collector may also declare the workload styles it supports, as a class attribute
+    ``styles = ("gym",)`` (or ``("native",)``, or both, the default). A scenario of a style
+    the collector does not declare is skipped with that reason instead of being judged.
+    """
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]: ...
 
@@ -129,6 +135,23 @@ class InfrastructureError(CollectionError):
 
 class TooManyAbortedError(CollectionError):
     """More rollouts were aborted than the configured bound allows."""
+
+
+def supported_styles(collector: object) -> tuple[Style, ...]:
+    """The styles ``collector`` (or its class, or its factory) declares in ``styles``; all by default.
+
+    Raise ``CollectorTargetError`` when ``styles`` is not a tuple or list of known styles.
+    """
+    declared = getattr(collector, "styles", None)
+    if declared is None:
+        return STYLES
+    if not isinstance(declared, tuple | list) or not declared or any(s not in STYLES for s in declared):
+        owner = collector if isinstance(collector, type) else type(collector)
+        raise CollectorTargetError(
+            f"{owner.__name__}.styles is {declared!r}; valid: a tuple of "
+            f'{", ".join(map(repr, STYLES))}, such as styles = ("gym",)'
+        )
+    return tuple(cast("Sequence[Style]", declared))
 
 
 def row_index(row: Row, position: int) -> int:

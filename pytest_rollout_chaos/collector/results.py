@@ -4,6 +4,9 @@ Only the last output item of each model call carries ``prompt_token_ids``,
 ``generation_token_ids`` and ``generation_log_probs`` (NeMo Gym's contract); every such item
 is one Turn. The checks return a reason string (or None) so that a collector can put the
 reason on an aborted Rollout, and the known-bug collectors can skip them.
+
+The invariants judge the same rules with their own code (``invariants/rules.py``); these are
+the collector's copies, kept apart on purpose so that a bug here is caught there, not shared.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ def bad_logprob(turns: Sequence[Turn]) -> str | None:
                 f"{len(turn.generation_token_ids)} generated tokens"
             )
         for position, value in enumerate(turn.generation_log_probs):
-            if value is None or not isinstance(value, int | float) or not math.isfinite(value):
+            if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
                 return f"non-finite logprob {value!r} at turn {turn_index}, token {position}"
     return None
 

@@ -51,6 +51,7 @@ def load_factory(target: str) -> CollectorFactory:
             f"target {target!r}: {attribute!r} is a {type(factory).__name__}, not callable "
             "(valid: a function factory(ctx: CollectorContext) -> Collector)"
         )
+    _check_is_a_factory(factory, attribute, target)
     _check_signature(factory, target)
     return cast(CollectorFactory, factory)
 
@@ -104,6 +105,20 @@ def _dotted_name(path: Path) -> str | None:
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
     return ".".join(parts)
+
+
+def _check_is_a_factory(factory: object, attribute: str, target: str) -> None:
+    """The two mistakes a signature check lets through: the collect method, a class without one."""
+    if inspect.iscoroutinefunction(factory):
+        raise CollectorTargetError(
+            f"target {target!r}: {attribute!r} is an async function; the target is the factory that "
+            "builds the collector (def make_collector(ctx) -> Collector), not its collect method"
+        )
+    if isinstance(factory, type) and not callable(getattr(factory, "collect", None)):
+        raise CollectorTargetError(
+            f"target {target!r}: class {attribute!r} has no collect method "
+            "(valid: a class with async def collect(self, rows, *, mode), or a factory function)"
+        )
 
 
 def _check_signature(factory: object, target: str) -> None:

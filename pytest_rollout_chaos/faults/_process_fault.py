@@ -1,4 +1,4 @@
-"""Shared steps of the process faults: wait for an exit, list a group, bring a server back.
+"""Shared steps of the process faults: wait for an exit (of a whole group too), bring a server back.
 
 A server killed by a fault is restarted on heal on the same port (``ManagedProcess.restart``
 or the harness's ``ctx.restart``), so proxies pointing at it keep working and later tests have
@@ -27,6 +27,16 @@ async def wait_for_exit(process: ManagedProcess, *, timeout_s: float = EXIT_WAIT
             raise FaultError(f"server {process.name!r} (pid {process.pid}) still runs after {timeout_s:.1f}s")
         await asyncio.sleep(0.02)
     return code
+
+
+async def wait_for_group_exit(pgid: int, *, timeout_s: float = EXIT_WAIT_S) -> list[int]:
+    """The members of process group ``pgid`` still alive after ``timeout_s``; ``[]`` once all are gone."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = [pid for pid in group_pids(pgid) if process_state(pid) not in (None, "Z", "X")]
+        if not left or time.monotonic() >= deadline:
+            return left
+        await asyncio.sleep(0.02)
 
 
 def exit_status(code: int) -> int:

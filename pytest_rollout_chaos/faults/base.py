@@ -89,7 +89,7 @@ def param(help: str, *, minimum: float | None = None, maximum: float | None = No
 
 @dataclass(frozen=True)
 class FaultContext:
-    """What faults may touch: servers, proxies, hook endpoints, the Gym client; and the History.
+    """What faults may touch: servers, proxies, the fault layer, the Gym client; and the History.
 
     Creating one records every exit of the given processes in the History (``source
     "process"``, op ``"exit"``, ``{server, code, signal}``), so a fault-killed server is
@@ -100,10 +100,12 @@ class FaultContext:
     processes: Mapping[str, ManagedProcess] = field(default_factory=dict)
     toxiproxy: ToxicControl | None = None
     links: Mapping[str, str] = field(default_factory=dict)
-    hooks: Mapping[str, str] = field(default_factory=dict)
+    fault_layer: str | None = None  # the fault layer's control URL
     gym_client: object | None = None
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     restart: Callable[[str], Awaitable[None]] | None = None
+    # servers that exist but are not processes of this run (an external policy) -> why
+    unmanaged: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for process in self.processes.values():
@@ -111,20 +113,22 @@ class FaultContext:
 
     def process(self, target: str) -> ManagedProcess:
         """The managed server named ``target``, or a ``FaultError`` listing the known ones."""
+        if target in self.unmanaged:
+            raise FaultError(f"target {target!r}: {self.unmanaged[target]}")
         try:
             return self.processes[target]
         except KeyError:
             known = ", ".join(sorted(self.processes)) or "none"
             raise FaultError(f"target {target!r}: no such server (known servers: {known})") from None
 
-    def hook_url(self, target: str) -> str:
-        """Base URL of ``target``'s fault-hook control endpoint."""
-        if target in self.hooks:
-            return self.hooks[target]
-        if target in self.processes:
-            return self.processes[target].url
-        known = ", ".join(sorted({*self.hooks, *self.processes})) or "none"
-        raise FaultError(f"target {target!r}: no server with fault hooks (known: {known})")
+    def layer_url(self) -> str:
+        """The fault layer's control URL (semantic faults arm their rules there)."""
+        if self.fault_layer is None:
+            raise FaultError(
+                "semantic faults act through the HTTP fault layer in front of the servers, "
+                "and this context has none (use the chaos_stack fixtures, or pass fault_layer=)"
+            )
+        return self.fault_layer
 
     def proxy(self, link: str) -> tuple[ToxicControl, str]:
         """The Toxiproxy client and the proxy name of ``link``."""

@@ -6,12 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pytest_rollout_chaos.faults._hook_fault import HookFault
+from pytest_rollout_chaos.faults._layer_fault import LayerFault
 from pytest_rollout_chaos.faults.base import FaultContext, param
 
 
 @dataclass(frozen=True, slots=True)
-class HttpError(HookFault):
+class HttpError(LayerFault):
     """Answer ``status`` with ``body`` (an OpenAI-style JSON error when empty); the handler never runs."""
 
     kind: ClassVar[str] = "http_error"

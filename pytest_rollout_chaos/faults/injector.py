@@ -15,10 +15,12 @@ from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any
 
+from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.faults.apply import heal_recorded, inject_recorded
 from pytest_rollout_chaos.faults.base import Fault, FaultContext
 from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.scenario import vocabulary
 from pytest_rollout_chaos.stack import ChaosStack
 
 
@@ -41,10 +43,20 @@ class FaultInjector:
             processes=self._stack.servers(),
             toxiproxy=toxiproxy,
             links=self._stack.links,
+            fault_layer=self._stack.fault_layer.url,
             gym_client=self._gym_client,
             rng=random.Random(self._seed),
+            unmanaged=self._stack.unmanaged(),
         )
         return self
+
+    def cannot_act(self, kind: str, target: str) -> str | None:
+        """Why a ``kind`` fault on ``target`` cannot act in this run (a process fault on a server
+        this run did not start), or None."""
+        if vocabulary.category(kind) != "process":
+            return None
+        unmanaged = self._stack.unmanaged()
+        return next((unmanaged[one] for one in self._stack.expand_target(target) if one in unmanaged), None)
 
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
@@ -58,6 +70,8 @@ class FaultInjector:
         """Inject ``kind`` on ``target`` (every agent for ``agent``); return what each inject reported."""
         if self._ctx is None:
             raise RuntimeError("use FaultInjector as an async context manager")
+        if (reason := self.cannot_act(kind, target)) is not None:
+            raise FaultError(f"{kind} on {target!r}: {reason}")  # refused before it starts: nothing to heal
         faults = [
             registry.build(kind, {**params, "target": one}) for one in self._stack.expand_target(target)
         ]

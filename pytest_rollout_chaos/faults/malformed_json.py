@@ -6,12 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from pytest_rollout_chaos.faults._hook_fault import HookFault
+from pytest_rollout_chaos.faults._layer_fault import LayerFault
 from pytest_rollout_chaos.faults.base import FaultContext, param
 
 
 @dataclass(frozen=True, slots=True)
-class MalformedJson(HookFault):
+class MalformedJson(LayerFault):
     """The handler answers, then the body is cut in half or garbled; the status stays 200."""
 
     kind: ClassVar[str] = "malformed_json"

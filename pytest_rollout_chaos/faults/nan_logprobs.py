@@ -10,12 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from pytest_rollout_chaos.faults._hook_fault import HookFault
+from pytest_rollout_chaos.faults._layer_fault import LayerFault
 from pytest_rollout_chaos.faults.base import FaultContext, param
 
 
 @dataclass(frozen=True, slots=True)
-class NanLogprobs(HookFault):
+class NanLogprobs(LayerFault):
     """Rewrite logprob values in matching responses (chat, completions, Gym output items)."""
 
     kind: ClassVar[str] = "nan_logprobs"

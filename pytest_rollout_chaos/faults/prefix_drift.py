@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from pytest_rollout_chaos.faults._hook_fault import HookFault
+from pytest_rollout_chaos.faults._layer_fault import LayerFault
 from pytest_rollout_chaos.faults.base import FaultContext, param
 
 
 @dataclass(frozen=True, slots=True)
-class PrefixDrift(HookFault):
+class PrefixDrift(LayerFault):
     """Change an earlier token in ``prompt_token_ids`` of matching responses."""
 
     kind: ClassVar[str] = "prefix_drift"

@@ -2,6 +2,12 @@
 
 Acts on ``ctx.gym_client``, which offers ``short_results(count)``: from then on it drops
 ``count`` results; ``short_results(0)`` (the heal) restores full results.
+
+It stays on the client side, unlike the other semantic faults (which the fault layer applies in
+the network path): a short count is the transport handing the trainer fewer results than it
+asked for while every ``/run`` it sent was answered, as when NeMo RL's caller awaited fewer
+futures than rows. Nothing on the wire can produce that; a ``/run`` lost on the wire is a
+different fault (``reset_peer``, ``hang``, ``trajectory_exception``).
 """
 
 from __future__ import annotations

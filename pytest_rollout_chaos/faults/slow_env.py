@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pytest_rollout_chaos.faults._hook_fault import HookFault
+from pytest_rollout_chaos.faults._layer_fault import LayerFault
 from pytest_rollout_chaos.faults.base import FaultContext, param
 
 
 @dataclass(frozen=True, slots=True)
-class SlowEnv(HookFault):
+class SlowEnv(LayerFault):
     """Delay matching environment calls by ``delay_ms + per_item_ms * batch size``."""
 
     kind: ClassVar[str] = "slow_env"

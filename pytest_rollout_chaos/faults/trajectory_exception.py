@@ -9,12 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pytest_rollout_chaos.faults._hook_fault import HookFault
+from pytest_rollout_chaos.faults._layer_fault import LayerFault
 from pytest_rollout_chaos.faults.base import FaultContext, param
 
 
 @dataclass(frozen=True, slots=True)
-class TrajectoryException(HookFault):
+class TrajectoryException(LayerFault):
     """Matching ``/run`` requests raise in the server: 500 with the exception repr as a JSON string."""
 
     kind: ClassVar[str] = "trajectory_exception"

@@ -113,9 +113,11 @@ def faults_text(history: History) -> str:
         return "no fault was injected"
     parts = []
     for event in events:
-        what = event.data.get("fault", "?")
-        target = event.data.get("target", "?")
-        parts.append(f"{event.op} {what} on {target} at t={event.t - history.t0:.2f}s")
+        at = f"at t={event.t - history.t0:.2f}s"
+        if "fault" not in event.data:  # a fact about a server, such as a restart after a heal
+            parts.append(f"{event.op} of {event.data.get('server', 'a server')} {at}")
+            continue
+        parts.append(f"{event.op} {event.data['fault']} on {event.data.get('target', '?')} {at}")
     return "faults: " + "; ".join(parts)
 
 

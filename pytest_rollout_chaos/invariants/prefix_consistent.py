@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pytest_rollout_chaos.collector.results import prefix_mismatch
 from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, describe, story, verdict
+from pytest_rollout_chaos.invariants.rules import prefix_mismatch
 
 
 class PrefixConsistent:

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-from typing import ClassVar, Final
+from typing import ClassVar
 
-from pytest_rollout_chaos.collector.failures import chain
 from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, story, verdict
-
-UNINFORMATIVE: Final = frozenset({"", "cancellederror", "timeouterror", "exception", "error", "none"})
-
-
-def _informative(text: str | None) -> bool:
-    return text is not None and text.strip().lower().rstrip(":") not in UNINFORMATIVE
+from pytest_rollout_chaos.invariants.rules import chain, hides_root_cause, informative
 
 
 class RootCauseVisible:
@@ -22,9 +15,7 @@ class RootCauseVisible:
         raised = observation.raised
         if raised is not None:
             links = list(chain(raised))
-            if isinstance(raised, asyncio.CancelledError) or not any(
-                _informative(str(link)) for link in links
-            ):
+            if hides_root_cause(raised):
                 return verdict(
                     self.name,
                     Status.FAIL,
@@ -44,7 +35,7 @@ class RootCauseVisible:
         hidden = [
             f"row {rollout.row_index}: error={rollout.error!r}"
             for rollout in observation.rollouts
-            if rollout is not None and rollout.status == "aborted" and not _informative(rollout.error)
+            if rollout is not None and rollout.status == "aborted" and not informative(rollout.error)
         ]
         if hidden:
             return verdict(

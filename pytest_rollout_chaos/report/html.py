@@ -1,9 +1,11 @@
 """The HTML report: one self-contained page (inline CSS and SVG, no script, no external asset).
 
-``render_report(records)`` returns the page; ``write_report(path, records)`` writes it. Per
-scenario: name, description, upstream references, pass or fail, the outcome line, the fault
-schedule, the verdict table (invariant, status, summary, evidence) and the timeline picture.
-All text is escaped: event data comes from the collector under test and its servers.
+``render_report(records, run=...)`` returns the page; ``write_report(path, records, run=...)``
+writes it. At the top: which run it is (target, seed, backends, Toxiproxy, versions, command
+line), the totals, a "failing only" switch (CSS, no script), the index and each server's log.
+Per scenario: name, description, upstream references, pass or fail, the outcome line, the
+fault schedule, the verdict table (invariant, status, summary, evidence) and the timeline
+picture. All text is escaped: event data comes from the collector under test and its servers.
 """
 
 from __future__ import annotations
@@ -13,16 +15,14 @@ import re
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from pytest_rollout_chaos.report import timeline as tl
-from pytest_rollout_chaos.report.record import ScenarioRecord
+from pytest_rollout_chaos.report.record import ResultFacts, ScenarioRecord
+from pytest_rollout_chaos.report.run_info import TOXIPROXY_LINE, RunInfo, log_href
 from pytest_rollout_chaos.report.style import CSS
-from pytest_rollout_chaos.report.summary import verdict_totals
+from pytest_rollout_chaos.report.summary import verdict_totals, why
 from pytest_rollout_chaos.report.svg import render_timeline
-
-if TYPE_CHECKING:
-    from pytest_rollout_chaos.scenario.run import ScenarioResult
 
 EVIDENCE_LIMIT: Final = 40
 OUTCOME_CHARS: Final = 300  # longer outcomes (chained server errors) fold into a <details>
@@ -36,25 +36,39 @@ FAMILY_LEGEND: Final = (
 
 
 def write_report(
-    path: Path, records: Sequence[ScenarioRecord], *, title: str = "rollout-chaos report"
+    path: Path,
+    records: Sequence[ScenarioRecord],
+    *,
+    run: RunInfo | None = None,
+    title: str = "rollout-chaos report",
 ) -> Path:
     """Write the page to ``path`` (creating its folder) and return ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(records, title=title), encoding="utf-8")
+    path.write_text(render_report(records, run=run, title=title, path=path), encoding="utf-8")
     return path
 
 
-def render_report(records: Sequence[ScenarioRecord], *, title: str = "rollout-chaos report") -> str:
-    """The whole page as a string."""
+def render_report(
+    records: Sequence[ScenarioRecord],
+    *,
+    run: RunInfo | None = None,
+    title: str = "rollout-chaos report",
+    path: Path | None = None,
+) -> str:
+    """The whole page as a string (``path``: where it will be written, for relative log links)."""
     generated = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    failing = sum(record.outcome in ("failed", "error") for record in records)
     body = [
         '<header class="page">',
         f"<h1>{escape(title)}</h1>",
         f'<p class="meta">generated {escape(generated)}</p>',
+        _run_facts(run) if run is not None else "",
         _totals(records),
         "</header>",
+        _filter(failing) if records else "",
         _index(records),
         *(_scenario_section(position, record) for position, record in enumerate(records)),
+        _logs(run, path) if run is not None else "",
     ]
     if not records:
         body.append('<p class="empty">No scenario ran.</p>')
@@ -66,15 +80,60 @@ def render_report(records: Sequence[ScenarioRecord], *, title: str = "rollout-ch
             f"<title>{escape(title)}</title>",
             f"<style>{CSS}</style>",
             "</head><body>",
-            *body,
+            *(part for part in body if part),
             "</body></html>",
         ]
     )
 
 
+def _run_facts(run: RunInfo) -> str:
+    """Which run this page is about, as a two-column list."""
+    facts = [
+        ("target", f"<code>{escape(run.target)}</code>"),
+        ("seed", escape(str(run.seed))),
+        ("policy", f"{escape(run.backend)} serving <code>{escape(run.model)}</code>"),
+        ("agents", escape(run.gym)),
+        ("toxiproxy", "<br>".join(escape(line) for line in run.toxiproxy.split("; "))),
+        ("versions", escape(", ".join(f"{name} {version}" for name, version in run.versions.items()))),
+        ("command", f"<code>{escape(run.command)}</code>"),
+        ("started", escape(run.started)),
+    ]
+    if run.workers:
+        facts.append(("xdist workers", escape(", ".join(sorted(run.workers)))))
+    others = [line for line in run.environment if TOXIPROXY_LINE not in line]
+    if others:
+        facts.append(("backends", "<br>".join(escape(line) for line in others)))
+    if run.notes:
+        facts.append(("notes", "<br>".join(f'<span class="bad">{escape(note)}</span>' for note in run.notes)))
+    rows = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in facts)
+    return f'<dl class="run">{rows}</dl>'
+
+
+def _filter(failing: int) -> str:
+    """A checkbox that hides passing and skipped scenarios, by CSS alone (``:has``)."""
+    return (
+        '<p class="filter"><label><input type="checkbox" id="only-failing"> '
+        f"show only failing scenarios ({failing})</label></p>"
+    )
+
+
+def _logs(run: RunInfo, path: Path | None) -> str:
+    if not run.logs:
+        return ""
+    items = [
+        f'<li><a href="{escape(log_href(log, path), quote=True)}">'
+        f"{escape(f'{log.worker}: ' if log.worker else '')}{escape(log.name)}</a> "
+        f'<code class="muted">{escape(log.path)}</code></li>'
+        for log in sorted(run.logs, key=lambda log: (log.worker, log.name))
+    ]
+    return '<section class="logs"><h2>Server logs</h2><ul>' + "".join(items) + "</ul></section>"
+
+
 def _totals(records: Sequence[ScenarioRecord]) -> str:
     passed = sum(record.outcome == "passed" for record in records)
-    failed = len(records) - passed
+    failed = sum(record.outcome in ("failed", "error") for record in records)
+    skipped = sum(record.outcome == "skipped" for record in records)
+    fault_errors = sum(bool(record.result and record.result.fault_errors) for record in records)
     faults = sum(record.faults_injected for record in records)
     verdicts = {"PASS": 0, "FAIL": 0, "UNKNOWN": 0}
     for counter in verdict_totals(records).values():
@@ -84,7 +143,9 @@ def _totals(records: Sequence[ScenarioRecord]) -> str:
         ("scenarios", str(len(records)), ""),
         ("passed", str(passed), "good" if passed else ""),
         ("failed", str(failed), "bad" if failed else ""),
+        *([("skipped", str(skipped), "")] if skipped else []),
         ("faults injected", str(faults), ""),
+        *([("fault errors", str(fault_errors), "bad")] if fault_errors else []),
         ("invariants passed", str(verdicts["PASS"]), "good" if verdicts["PASS"] else ""),
         ("invariants failed", str(verdicts["FAIL"]), "bad" if verdicts["FAIL"] else ""),
         ("invariants unknown", str(verdicts["UNKNOWN"]), "warn" if verdicts["UNKNOWN"] else ""),
@@ -105,21 +166,33 @@ def _index(records: Sequence[ScenarioRecord]) -> str:
         return ""
     rows = []
     for position, record in enumerate(records):
-        verdicts = record.result.verdicts if record.result is not None else []
+        verdicts = record.result.verdicts if record.result is not None else ()
         chips = "".join(
-            f'<span class="chip {verdict.status.value.lower()}" title="{escape(verdict.summary)}">'
+            f'<span class="chip {verdict.status.lower()}" title="{escape(verdict.summary)}">'
             f"{escape(verdict.name)}</span>"
             for verdict in verdicts
         )
+        link = f'<a href="#{_anchor(position, record)}">'
         rows.append(
-            f'<tr><td>{_badge(record.outcome)}</td><td><a href="#{_anchor(position, record)}">'
+            f'<tr class="{escape(record.outcome)}"><td>{_badge(record.outcome)}</td><td>{link}'
             f'{escape(record.name)}</a></td><td class="num">{record.elapsed_s:.2f}s</td>'
-            f'<td class="num">{record.faults_injected}</td><td>{chips}</td></tr>'
+            f'<td class="num">{record.faults_injected}</td><td>{chips}{_why(record)}</td></tr>'
         )
     return (
         '<table class="index"><thead><tr><th>result</th><th>scenario</th><th>time</th><th>faults</th>'
         "<th>invariants</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
     )
+
+
+def _why(record: ScenarioRecord) -> str:
+    """Under the chips of a scenario that did not pass: the one line that says why."""
+    result = record.result
+    if record.outcome == "passed":
+        return ""
+    if result is not None and result.not_passed() and not (result.fault_errors or result.unfired):
+        return ""  # the red chips say it already
+    text = why(result) if result is not None else record.headline
+    return f'<div class="why">{escape(text)}</div>' if text else ""
 
 
 def _scenario_section(position: int, record: ScenarioRecord) -> str:
@@ -130,17 +203,18 @@ def _scenario_section(position: int, record: ScenarioRecord) -> str:
         f"<h2>{_badge(record.outcome)} {escape(record.name)}</h2>",
     ]
     if scenario is not None:
-        parts.append(f'<p class="where">{escape(f"{scenario.path}:{scenario.line}")}')
+        where = f"{scenario.path}:{scenario.line}" + (f" · {record.worker}" if record.worker else "")
+        parts.append(f'<p class="where">{escape(where)}')
         if scenario.tags:
             parts.append("".join(f' <span class="tag">{escape(tag)}</span>' for tag in scenario.tags))
         parts.append("</p>")
-        parts.append(f'<p class="description">{escape(scenario.description.strip())}</p>')
+        parts.append(f'<p class="description">{escape(scenario.description)}</p>')
         if scenario.upstream:
             parts.append(
                 '<p class="upstream">upstream: ' + ", ".join(map(_upstream, scenario.upstream)) + "</p>"
             )
     if result is not None:
-        outcome = result.outcome()
+        outcome = result.outcome
         shown = outcome if len(outcome) <= OUTCOME_CHARS else outcome[: OUTCOME_CHARS - 1] + "…"
         parts.append(
             f'<p class="outcome"><b>outcome:</b> {escape(shown)} '
@@ -152,17 +226,21 @@ def _scenario_section(position: int, record: ScenarioRecord) -> str:
                 '<details class="message"><summary>the whole outcome</summary>'
                 f"<pre>{escape(outcome)}</pre></details>"
             )
+        if result.fault_errors:
+            parts.append('<div class="problems"><b>fault errors:</b><ul>')
+            parts += [f"<li>{escape(error)}</li>" for error in result.fault_errors]
+            parts.append("</ul></div>")
         if result.expectation_failures:
             parts.append('<div class="problems"><b>expected:</b><ul>')
             parts += [f"<li>{escape(text)}</li>" for text in result.expectation_failures]
             parts.append("</ul></div>")
-        if result.fault_errors:
-            parts.append('<div class="problems"><b>fault errors:</b><ul>')
-            parts += [f"<li>{escape(str(error))}</li>" for error in result.fault_errors]
+        if result.unfired:
+            parts.append('<div class="problems"><b>fault steps that never fired:</b><ul>')
+            parts += [f"<li><code>{escape(step)}</code></li>" for step in result.unfired]
             parts.append("</ul></div>")
-    if scenario is not None and scenario.faults:
+    if scenario is not None and scenario.fault_steps:
         parts.append('<div class="schedule"><b>fault schedule</b><ol>')
-        parts += [f"<li><code>{escape(step.describe())}</code></li>" for step in scenario.faults]
+        parts += [f"<li><code>{escape(step)}</code></li>" for step in scenario.fault_steps]
         parts.append("</ol></div>")
     if result is not None:
         parts.append(_verdict_table(result))
@@ -176,23 +254,23 @@ def _scenario_section(position: int, record: ScenarioRecord) -> str:
     return "\n".join(parts)
 
 
-def _verdict_table(result: ScenarioResult) -> str:
+def _verdict_table(result: ResultFacts) -> str:
     """Invariant, status and summary per row; evidence in a full-width row under its verdict."""
     if not result.verdicts:
         return '<p class="muted">No invariant was judged.</p>'
     rows = []
     for verdict in result.verdicts:
-        status = verdict.status.value.lower()
+        status = verdict.status.lower()
         rows.append(
             f'<tr class="{status}"><td><code>{escape(verdict.name)}</code></td>'
-            f'<td><span class="status {status}">{escape(verdict.status.value)}</span></td>'
+            f'<td><span class="status {status}">{escape(verdict.status)}</span></td>'
             f"<td>{escape(verdict.summary)}</td></tr>"
         )
         if verdict.evidence:
             shown = list(verdict.evidence[:EVIDENCE_LIMIT])
             if len(verdict.evidence) > EVIDENCE_LIMIT:
                 shown.append(f"... {len(verdict.evidence) - EVIDENCE_LIMIT} more")
-            opened = " open" if verdict.status.value != "PASS" else ""
+            opened = " open" if verdict.status != "PASS" else ""
             rows.append(
                 f'<tr class="evidence {status}"><td></td><td colspan="2"><details{opened}>'
                 f"<summary>evidence ({len(verdict.evidence)} lines)</summary>"
@@ -208,16 +286,13 @@ def _picture(record: ScenarioRecord) -> str:
     result = record.result
     if result is None:
         return ""
-    outcomes = tl.row_outcomes(
-        result.rows, result.rollouts, raised=result.raised is not None, timed_out=result.timed_out
-    )
     timeline = tl.build_timeline(
         record.events,
-        t0=result.history.t0,
+        t0=result.t0,
         rows=result.rows,
-        outcomes=outcomes,
+        outcomes=result.row_outcomes,
         elapsed_s=result.elapsed_s,
-        deadline_s=result.scenario.expect.within_s,
+        deadline_s=result.deadline_s,
     )
     return (
         '<figure class="picture">'
@@ -264,7 +339,7 @@ def _upstream(reference: str) -> str:
 def _deadline_text(record: ScenarioRecord) -> str:
     if record.scenario is None:
         return ""
-    return f", deadline {record.scenario.expect.within_s:g}s"
+    return f", deadline {record.scenario.within_s:g}s"
 
 
 def _anchor(position: int, record: ScenarioRecord) -> str:

@@ -60,7 +60,9 @@ section.scenario h2 { margin: 0 0 4px; font-size: 18px; }
 .problems ul { margin: 4px 0; padding-left: 20px; }
 .schedule { margin: 8px 0; } .schedule ol { margin: 4px 0; padding-left: 22px; }
 table.verdicts { margin: 10px 0 14px; border: 1px solid var(--line); }
-table.verdicts td:first-child { white-space: nowrap; }
+table.verdicts { table-layout: fixed; }
+table.verdicts th:nth-child(1) { width: 200px; } table.verdicts th:nth-child(2) { width: 90px; }
+table.verdicts td:first-child { overflow-wrap: anywhere; }
 tr.fail td { background: #fff7f7; }
 tr.evidence td { border-top: 0; padding-top: 0; }
 tr.evidence pre { background: #fff; border: 1px solid #f0d5d5; border-radius: 6px; padding: 6px 8px; }
@@ -85,6 +87,45 @@ figcaption { margin-top: 4px; }
 .glyph.retry { color: var(--aborted); } .glyph.fail, .glyph.exit { color: var(--bad); }
 .glyph.tick, .glyph.end { color: var(--muted); } .glyph.effect { color: var(--semantic); }
 .empty { color: var(--muted); font-style: italic; }
+dl.run { display: grid; grid-template-columns: max-content 1fr; gap: 3px 14px; margin: 12px 0 0;
+  background: var(--paper); border: 1px solid var(--line); border-radius: 10px; padding: 10px 16px; }
+dl.run dt { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .04em;
+  padding-top: 1px; }
+dl.run dd { margin: 0; overflow-wrap: anywhere; }
+.bad { color: var(--bad); }
+.filter { margin: 0 0 10px; }
+.filter label { cursor: pointer; user-select: none; }
+body:has(#only-failing:checked) section.scenario.passed,
+body:has(#only-failing:checked) section.scenario.skipped,
+body:has(#only-failing:checked) table.index tr.passed,
+body:has(#only-failing:checked) table.index tr.skipped { display: none; }
+section.logs { background: var(--paper); border: 1px solid var(--line); border-radius: 10px;
+  padding: 10px 20px; }
+section.logs h2 { font-size: 16px; margin: 4px 0 6px; }
+section.logs ul { margin: 0; padding-left: 18px; }
+section.logs code { overflow-wrap: anywhere; }
+.why { color: var(--bad); font-size: 12px; margin-top: 2px; }
+@media (max-width: 640px) {
+  body { padding: 14px 12px 40px; }
+  dl.run { grid-template-columns: 1fr; padding: 8px 12px; }
+  dl.run dd { margin-bottom: 6px; }
+  .cards { display: grid; grid-template-columns: repeat(2, 1fr); gap: 8px; }
+  .card { min-width: 0; padding: 8px 12px; }
+  table.index thead { display: none; }
+  table.index tr { display: grid; grid-template-columns: auto 1fr auto; gap: 0 8px; padding: 6px 8px;
+    border-bottom: 1px solid var(--line); }
+  table.index td { border: 0; padding: 0; }
+  table.index td:nth-child(4) { display: none; }
+  table.index td:nth-child(5) { grid-column: 1 / -1; padding-top: 4px; }
+  section.scenario { padding: 12px 12px 14px; }
+  table.verdicts thead { display: none; }
+  table.verdicts tr { display: grid; grid-template-columns: 1fr auto; }
+  table.verdicts td { border: 0; }
+  table.verdicts tr:not(.evidence) td:nth-child(3) { grid-column: 1 / -1; padding-top: 0;
+    border-bottom: 1px solid var(--line); }
+  table.verdicts tr.evidence td:first-child { display: none; }
+  table.verdicts tr.evidence td { grid-column: 1 / -1; }
+}
 /* the timeline picture */
 svg.timeline { display: block; font: 11px -apple-system, "Segoe UI", Roboto, Arial, sans-serif; }
 svg.timeline text { fill: var(--ink); }

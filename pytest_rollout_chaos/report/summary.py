@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from pytest_rollout_chaos.report.record import ScenarioRecord
+from pytest_rollout_chaos.report.record import ResultFacts, ScenarioRecord
 
 STATUS_ORDER: Final = ("PASS", "FAIL", "UNKNOWN")
 STATUS_WORDS: Final = {"PASS": "passed", "FAIL": "failed", "UNKNOWN": "unknown"}
@@ -47,7 +47,7 @@ def progress_lines(record: ScenarioRecord) -> list[str]:
     result = record.result
     if result is None:
         return []
-    t0 = result.history.t0
+    t0 = result.t0
     lines = []
     for event in record.events:
         if event.source == "fault" and event.op in ("inject", "heal", "restart"):
@@ -58,7 +58,7 @@ def progress_lines(record: ScenarioRecord) -> list[str]:
         elif event.source == "process" and event.op == "exit":
             server, code = event.data.get("server", "?"), event.data.get("code")
             lines.append(f"    t={event.t - t0:6.2f}s {server} exited (code {code})")
-    outcome = result.outcome()
+    outcome = result.outcome
     if len(outcome) > OUTCOME_CHARS:
         outcome = outcome[: OUTCOME_CHARS - 1] + "…"
     lines.append(f"    outcome: {outcome} after {result.elapsed_s:.2f}s")
@@ -72,7 +72,7 @@ def verdict_totals(records: Sequence[ScenarioRecord]) -> dict[str, Counter[str]]
         if record.result is None:
             continue
         for verdict in record.result.verdicts:
-            totals.setdefault(verdict.name, Counter())[verdict.status.value] += 1
+            totals.setdefault(verdict.name, Counter())[verdict.status] += 1
     return totals
 
 
@@ -107,12 +107,27 @@ def _scenario_line(record: ScenarioRecord, width: int) -> str:
         f"  {ITEM_MARKS[record.outcome]}  {record.name:<{width}}  {record.elapsed_s:7.2f}s  "
         f"{faults} fault{'' if faults == 1 else 's'}"
     )
-    if record.result is not None:
-        bad = [f"{v.name} {v.status.value}" for v in record.result.verdicts if v.status.value != "PASS"]
-        if bad:
-            line += "  " + ", ".join(bad)
-        elif record.result.expectation_failures:
-            line += f"  expectation: {record.result.expectation_failures[0]}"
+    if record.result is not None and (reason := why(record.result)):
+        line += f"  {reason}"
     elif record.headline and record.outcome != "passed":
         line += f"  {record.headline[:100]}"
     return line
+
+
+def why(result: ResultFacts) -> str:
+    """What went wrong, most basic first: the harness's faults, then the invariants, then the rest."""
+    if result.fault_errors:
+        return f"fault error: {_first_line(result.fault_errors[0])}"
+    if result.unfired:
+        return f"fault never fired: {result.unfired[0]}"
+    bad = [f"{verdict.name} {verdict.status}" for verdict in result.not_passed()]
+    if bad:
+        return ", ".join(bad)
+    if result.expectation_failures:
+        return f"expectation: {result.expectation_failures[0]}"
+    return ""
+
+
+def _first_line(text: str) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= OUTCOME_CHARS else first[: OUTCOME_CHARS - 1] + "…"

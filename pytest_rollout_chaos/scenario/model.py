@@ -1,7 +1,8 @@
 """The scenario model: frozen dataclasses and ``load_scenario``, which reads a ``*.chaos.yaml`` file.
 
 Files are parsed with PyYAML's safe loader through ``yaml.compose``, so every node keeps its
-line, and validated against ``tables``. Every problem reads
+line, and validated against ``tables`` and, in the same pass, against the rules that relate
+one part of the file to another (``relations``). Every problem reads
 ``path:line: field.path: what is wrong (valid: ...)``; all problems of a file are reported at once.
 """
 
@@ -9,15 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import yaml
 
 from pytest_rollout_chaos.errors import ScenarioError
+from pytest_rollout_chaos.scenario import relations, tables
 from pytest_rollout_chaos.scenario import spec as s
-from pytest_rollout_chaos.scenario import tables
 from pytest_rollout_chaos.scenario import vocabulary as v
 from pytest_rollout_chaos.scenario.vocabulary import Mode, Style, TriggerKind
 
@@ -190,16 +191,16 @@ def parse_scenario(text: str, path: Path) -> Scenario:
         raise ScenarioFileError(
             (s.Problem(path, 1, "(top level)", f"the file is empty (valid keys: {valid})"),)
         )
+    parsed: s.Parsed | None
     try:
         parsed = tables.SCENARIO.parse(root, "", problems)
-        scenario = _build(parsed, path)
-    except s.Rejected:
-        scenario = None
-    if scenario is not None:
-        _cross_check(scenario, parsed, problems)
-    if problems.items or scenario is None:
+    except s.Rejected as rejected:
+        parsed = rejected.partial
+    if parsed is not None:
+        relations.check(parsed, problems)
+    if problems.items or parsed is None:
         raise ScenarioFileError(tuple(sorted(problems.items, key=lambda problem: problem.line)))
-    return scenario
+    return _build(parsed, path)
 
 
 def _build(parsed: s.Parsed, path: Path) -> Scenario:
@@ -238,7 +239,7 @@ def _workload(parsed: s.Parsed) -> Workload:
 
 
 def _step(parsed: s.Parsed) -> FaultStep:
-    kind, value = parsed["at"]
+    kind, value, _ = parsed["at"]
     if kind == "after_completed":
         trigger = Trigger("after_completed", completed=value)
     elif kind == "after_s":
@@ -272,67 +273,3 @@ def _expectation(parsed: s.Parsed) -> Expectation:
         rollouts=conditions,
         within_s=parsed["within_s"],
     )
-
-
-_Add = Callable[[int, str, str], None]
-
-
-def _cross_check(scenario: Scenario, parsed: s.Parsed, problems: s.Problems) -> None:
-    """Rules that relate two fields: targets vs started servers, row counts vs expectations."""
-
-    def add(line: int, field: str, message: str) -> None:
-        problems.items.append(s.Problem(scenario.path, line, field, message))
-
-    total = scenario.workload.total_rollouts
-    for index, step in enumerate(scenario.faults):
-        field = f"faults[{index}]"
-        for end in step.target.split("->"):
-            _check_server(scenario, end, step.line, f"{field}.target", add)
-        if step.at.kind == "after_completed" and (step.at.completed or 0) > total:
-            add(
-                step.line,
-                f"{field}.at.after_completed",
-                f"{step.at.completed} exceeds the {total} rollouts of the workload",
-            )
-        if step.at.server is not None:
-            _check_server(scenario, step.at.server, step.line, f"{field}.at.on_request.server", add)
-    expect = cast(s.Parsed, parsed["expect"])
-    if scenario.expect.raises is not None and scenario.expect.rollouts is not None:
-        add(expect.lines["rollouts"], "expect", "give either raises or rollouts, not both")
-    _check_counts(scenario, expect, add)
-
-
-def _check_server(scenario: Scenario, name: str, line: int, field: str, add: _Add) -> None:
-    """``name`` must be started by the stack; an agent instance must also serve a task of the workload."""
-    if name in ("collector", v.GYM_CLIENT):
-        return
-    server = "agent" if name in v.AGENT_INSTANCES else name
-    if server not in scenario.stack.servers:
-        add(line, field, f"{name!r} is not in stack.servers (valid: {', '.join(scenario.stack.servers)})")
-    elif name in v.AGENT_INSTANCES:
-        used = {v.AGENT_INSTANCES[v.TASK_NAMES.index(task)] for task in scenario.workload.tasks}
-        if name not in used:
-            add(line, field, f"no task of the workload uses {name!r}")
-
-
-def _check_counts(scenario: Scenario, expect: s.Parsed, add: _Add) -> None:
-    conditions = scenario.expect.rollouts
-    if conditions is None:
-        return
-    total = scenario.workload.total_rollouts
-    rollouts = cast(s.Parsed, expect["rollouts"])
-    for key in ("aborted_max", "min_completed"):
-        value = getattr(conditions, key)
-        if value is not None and value > total:
-            add(
-                rollouts.lines[key],
-                f"expect.rollouts.{key}",
-                f"{value} exceeds the {total} rollouts of the workload",
-            )
-    for row in conditions.aborted_rows or ():
-        if row >= total:
-            add(
-                rollouts.lines["aborted_rows"],
-                "expect.rollouts.aborted_rows",
-                f"row {row} does not exist (valid: 0..{total - 1})",
-            )

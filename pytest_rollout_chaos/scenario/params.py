@@ -57,6 +57,12 @@ def param_specs(kind: str) -> dict[str, Param]:
     return params
 
 
+def default_route(kind: str) -> str | None:
+    """The request path a fault-layer fault of ``kind`` hits when its step names no ``route``."""
+    route = getattr(registry.fault_class(kind), "default_route", None)
+    return route if isinstance(route, str) else None
+
+
 def build_fault(kind: str, target: str, params: Mapping[str, Any]) -> object:
     """The fault object, so that the registry's own checks run at validation time.
 

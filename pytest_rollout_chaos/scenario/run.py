@@ -22,29 +22,31 @@ from typing import Any, Final
 import pytest
 
 from pytest_rollout_chaos.collector.context import collector_context
-from pytest_rollout_chaos.collector.protocol import CollectorFactory, CollectorSettings, Rollout
+from pytest_rollout_chaos.collector.protocol import (
+    CollectorFactory,
+    CollectorSettings,
+    Rollout,
+    Style,
+    supported_styles,
+)
 from pytest_rollout_chaos.collector.target import load_factory
 from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError
-from pytest_rollout_chaos.faults._hook_fault import HookFault
 from pytest_rollout_chaos.faults.base import FaultContext
-from pytest_rollout_chaos.faults.exit_zero import ExitZero
-from pytest_rollout_chaos.faults.oom import Oom
-from pytest_rollout_chaos.faults.registry import fault_class
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict
 from pytest_rollout_chaos.invariants.compose import check_all
+from pytest_rollout_chaos.scenario import vocabulary
 from pytest_rollout_chaos.scenario.expectations import check_expectations
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario, Workload
 from pytest_rollout_chaos.scenario.schedule import Schedule
+from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 from pytest_rollout_chaos.servers.gym.stack import GymStack, eos_token_id
 from pytest_rollout_chaos.settings import ChaosSettings
-from pytest_rollout_chaos.stack import AGENTS_ALIAS, ChaosStack
+from pytest_rollout_chaos.stack import ChaosStack
 
 RESULT_KEY: Final = pytest.StashKey["ScenarioResult"]()
 CANCEL_GRACE_S: Final = 5.0
 READY_GRACE_S: Final = 60.0
-# Faults that act through the target's own fault hooks (oom asks it to allocate inside a cgroup).
-NEEDS_HOOKS: Final = (HookFault, ExitZero, Oom)
 
 
 @dataclass
@@ -95,11 +97,13 @@ def run_scenario(scenario: Scenario, request: pytest.FixtureRequest) -> None:
     """Run ``scenario`` on the session's stack; raise ``InvariantViolation`` unless all is well."""
     __tracebackhide__ = True
     settings: ChaosSettings = request.getfixturevalue("chaos_settings")
+    factory = load_factory(settings.target)
+    # A collector class used as its own factory declares its styles before anything starts.
+    skip_unsupported_style(factory, scenario.workload.style)
     stack: ChaosStack = request.getfixturevalue("chaos_stack")
     reason = not_applicable(scenario, stack)
     if reason is not None:
         pytest.skip(reason)
-    factory = load_factory(settings.target)
     stack.reset(
         env_latency_ms_per_call=scenario.stack.env_latency_ms_per_call,
         env_latency_ms_per_item=scenario.stack.env_latency_ms_per_item,
@@ -119,36 +123,46 @@ def run_scenario(scenario: Scenario, request: pytest.FixtureRequest) -> None:
 
 
 def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
-    """Why ``scenario`` cannot run on ``stack`` (it needs our hooks where there are none), or None.
+    """Why ``scenario`` cannot run on ``stack``, or None.
 
-    Real NeMo Gym servers (``--rollout-chaos-gym=nemo-gym``) have no fault hooks, write no
-    request events and have no ``/step_batch``; scenarios that rely on those run embedded only.
+    Semantic faults act from the fault layer in front of every server and the layer records
+    every request, so no scenario needs anything inside a server; only a process fault aimed at
+    a server this run did not start cannot act.
     """
-    bare = stack.servers_without_hooks()
-    if not bare:
+    return _unmanaged_target(scenario, stack)
+
+
+def _unmanaged_target(scenario: Scenario, stack: ChaosStack) -> str | None:
+    """A process fault, or the policy's ``ready_delay_s``, aimed at a server this run did not start
+    (an external policy) cannot act: the scenario skips rather than tests nothing."""
+    unmanaged = stack.unmanaged()
+    if not unmanaged:
         return None
-    for step in scenario.faults:
-        where = f"{scenario.path.name}:{step.line or scenario.line}"
-        hit = [target for target in stack.expand_target(step.target) if target in bare]
-        if hit and issubclass(fault_class(step.kind), NEEDS_HOOKS):
-            return (
-                f"{where}: fault {step.kind!r} on {step.target!r} needs fault hooks inside "
-                f"{', '.join(hit)}, which real NeMo Gym servers do not have; it runs on the embedded backend"
-            )
-        if step.at.kind == "on_request" and (step.at.server or AGENTS_ALIAS) in bare:
-            server = step.at.server or AGENTS_ALIAS
-            return (
-                f"{where}: trigger on_request counts the requests {server!r} records through fault "
-                "hooks, which real NeMo Gym servers do not have; it runs on the embedded backend"
-            )
-    name = scenario.path.name
-    if scenario.stack.env_latency_ms_per_call or scenario.stack.env_latency_ms_per_item:
-        return f"{name}: environment latency needs the embedded resources server; it runs there only"
-    if scenario.workload.style == "native":
-        return (
-            f"{name}: the native style steps the embedded resources server's /step_batch; it runs there only"
-        )
+    for index, step in enumerate(scenario.faults):
+        if vocabulary.category(step.kind) != "process":
+            continue
+        hit = next((name for name in stack.expand_target(step.target) if name in unmanaged), None)
+        if hit is not None:
+            return f"faults/{index} {step.kind} on {step.target!r}: {unmanaged[hit]}"
+    delay_s = scenario.stack.policy.ready_delay_s
+    if delay_s > 0 and "policy" in unmanaged:
+        return f"stack.policy.ready_delay_s={delay_s:g} stops and restarts the policy: {unmanaged['policy']}"
     return None
+
+
+def skip_unsupported_style(collector: object, style: Style) -> None:
+    """Skip the scenario when ``collector`` declares ``styles`` that leave out ``style``.
+
+    Judging a gym-only collector on a native-style scenario would only give UNKNOWN verdicts
+    (it never steps the environment), so the scenario says why it did not run instead.
+    """
+    styles = supported_styles(collector)
+    if style not in styles:
+        declared = ", ".join(styles)
+        pytest.skip(
+            f"{style}-style scenario; the collector under test supports only {declared} style "
+            f"(its styles = {styles!r})"
+        )
 
 
 def build_rows(workload: Workload, gym: GymStack) -> list[dict[str, Any]]:
@@ -201,7 +215,7 @@ async def execute(
         collector_context(
             head_url=stack.gym.head_url,
             resources_url=stack.gym.resources_url,
-            policy_url=stack.policy.base_url,
+            policy_url=stack.collector_policy_url,
             model=stack.policy.model,
             eos_token_ids=(eos_token_id(stack.policy.model_dir),),
             events_files=stack.events_files(),
@@ -217,13 +231,18 @@ async def execute(
             processes=stack.servers(),
             toxiproxy=toxiproxy,
             links=stack.links,
+            fault_layer=stack.fault_layer.url,
             gym_client=ctx.gym,
             rng=random.Random(seed),
             restart=_restarter(stack),
+            unmanaged=stack.unmanaged(),
         )
         # Building the schedule builds every fault: a bad parameter fails before anything is touched.
         schedule = Schedule([(step, stack.expand_target(step.target)) for step in scenario.faults], fault_ctx)
+        async with LayerControl(stack.fault_layer.url) as layer:
+            await layer.register_rows(rows)  # so policy requests, which carry no row, are tied to one
         collector = factory(ctx)
+        skip_unsupported_style(collector, scenario.workload.style)
         started = time.monotonic()
         loading = await _policy_loading(scenario, stack, history)
         schedule.start()
@@ -266,6 +285,8 @@ async def _policy_loading(
     if delay_s <= 0:
         return None
     process = stack.policy.process
+    if process is None:  # not_applicable skips such a scenario before it gets here
+        raise FaultError(f"stack.policy.ready_delay_s: {stack.policy.unmanaged_reason()}")
     await asyncio.to_thread(process.stop)
     history.append("process", "info", "loading", {"server": process.name, "ready_delay_s": delay_s})
     return asyncio.create_task(asyncio.to_thread(process.restart, ready_delay_s=delay_s))

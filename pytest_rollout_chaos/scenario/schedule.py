@@ -28,15 +28,6 @@ _logger = logging.getLogger(__name__)
 POLL_S: Final = 0.02
 INJECT_GRACE_S: Final = 10.0
 
-# Which History source a scenario server name's requests are recorded under.
-_REQUEST_SOURCE: Final = {
-    "policy": "policy",
-    "model": "model",
-    "resources": "resources",
-    "head": "head",
-    "agent": "agent",
-}
-
 
 def completed_rollouts(history: History) -> int:
     """Rollouts finished so far, as the collector side saw them (Gym ``run`` ok or rollout info)."""
@@ -50,9 +41,16 @@ def completed_rollouts(history: History) -> int:
 
 
 def requests_seen(history: History, server: str) -> int:
-    """Requests server ``server`` received so far (its hook middleware's ``invoke`` events)."""
-    source = _REQUEST_SOURCE.get(server, "agent")
-    return len([event for event in history.events(source=source, kind="invoke") if event.op != "hook"])
+    """Requests server ``server`` received so far, as the fault layer in front of it recorded them.
+
+    ``server`` is a scenario name: ``policy``, ``model``, ``resources``, ``head``, an agent
+    instance, or ``agent`` for all agent instances together.
+    """
+    return sum(
+        1
+        for event in history.events(kind="invoke")
+        if event.op != "hook" and (event.data.get("server") == server or event.source == server)
+    )
 
 
 @dataclass

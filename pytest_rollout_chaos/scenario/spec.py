@@ -36,7 +36,16 @@ class Problem:
 
 
 class Rejected(Exception):
-    """A value was recorded as a problem; the enclosing mapping goes on with its other keys."""
+    """A value was recorded as a problem; the enclosing mapping goes on with its other keys.
+
+    ``partial`` is what could still be read of the value, so that rules relating it to other
+    fields still run in the same pass: a ``Parsed`` whose ``bad`` keys are left out, a list with
+    ``None`` for each rejected item. ``None`` when nothing could be read.
+    """
+
+    def __init__(self, partial: Any = None) -> None:
+        super().__init__()
+        self.partial = partial
 
 
 class Problems:
@@ -46,10 +55,14 @@ class Problems:
         self.path = path
         self.items: list[Problem] = []
 
-    def reject(self, node: yaml.Node, field: str, message: str) -> Rejected:
+    def add(self, line: int, field: str, message: str) -> None:
+        """Record a problem at ``line``."""
+        self.items.append(Problem(self.path, line, field or "(top level)", message))
+
+    def reject(self, node: yaml.Node, field: str, message: str, partial: Any = None) -> Rejected:
         """Record a problem at ``node`` and return the signal to raise."""
-        self.items.append(Problem(self.path, line_of(node), field or "(top level)", message))
-        return Rejected()
+        self.add(line_of(node), field, message)
+        return Rejected(partial)
 
 
 def line_of(node: yaml.Node) -> int:
@@ -252,18 +265,19 @@ class ListOf:
         for index, child in enumerate(node.value):
             try:
                 value = self.item.parse(child, join(field, index), problems)
-            except Rejected:
+            except Rejected as rejected:
                 failed = True
+                values.append(rejected.partial)  # keeps the indexes of the items after it
                 continue
             if self.unique and value in values:
                 problems.reject(child, join(field, index), f"{value!r} is listed twice")
                 failed = True
             values.append(value)
         if failed:
-            raise Rejected()
+            raise Rejected(values)
         if len(values) < self.min_items:
             raise problems.reject(
-                node, field, f"expected at least {self.min_items} item(s), got {len(values)}"
+                node, field, f"expected at least {self.min_items} item(s), got {len(values)}", values
             )
         return values
 
@@ -299,22 +313,44 @@ class Field:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Parsed:
-    """A validated mapping: values by key (defaults filled in) and the line of each key."""
+    """A mapping read from YAML: values by key (defaults filled in) and the line of each key.
+
+    A rejected mapping (``Rejected.partial``) lists its wrong or missing keys in ``bad``: they
+    have no value, and ``parts`` keeps what could still be read of them.
+    """
 
     values: Mapping[str, Any]
     line: int
     lines: Mapping[str, int]
+    bad: frozenset[str] = frozenset()
+    parts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
+    def part(self, key: str) -> Any:
+        """The value of ``key``, else what could be read of it (``None`` when nothing)."""
+        return self.values[key] if key in self.values else self.parts.get(key)
 
-def mapping_items(node: yaml.Node, field: str, problems: Problems) -> list[tuple[str, yaml.Node, yaml.Node]]:
-    """The (key, key node, value node) of a mapping node; non-string or repeated keys are problems."""
+    def known(self, key: str) -> bool:
+        """True when ``key`` holds a valid value (given or default)."""
+        return key in self.values
+
+
+MappingItems = list[tuple[str, yaml.Node, yaml.Node]]
+
+
+def mapping_items(node: yaml.Node, field: str, problems: Problems) -> MappingItems:
+    """The (key, key node, value node) of a mapping node; non-string or repeated keys are problems.
+
+    When some keys are wrong, ``Rejected.partial`` holds ``(items, repeated key names)``: the
+    readable items (the first of each repeated key) and the keys whose value is in doubt.
+    """
     if not isinstance(node, yaml.MappingNode):
         raise problems.reject(node, field, f"expected a mapping, got {describe_node(node)}")
-    items: list[tuple[str, yaml.Node, yaml.Node]] = []
+    items: MappingItems = []
     seen: set[str] = set()
+    repeated: set[str] = set()
     failed = False
     for key_node, value_node in node.value:
         key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
@@ -323,13 +359,28 @@ def mapping_items(node: yaml.Node, field: str, problems: Problems) -> list[tuple
             failed = True
         elif key in seen:
             problems.reject(key_node, join(field, key), "key given twice")
+            repeated.add(key)
             failed = True
         else:
             seen.add(key)
             items.append((key, key_node, value_node))
     if failed:
-        raise Rejected()
+        raise Rejected((items, frozenset(repeated)))
     return items
+
+
+def readable_items(
+    node: yaml.Node, field: str, problems: Problems
+) -> tuple[MappingItems, frozenset[str] | None]:
+    """``mapping_items`` that goes on past wrong keys: the readable items, and ``None`` when every
+    key was fine, else the repeated keys (whose value is in doubt)."""
+    try:
+        return mapping_items(node, field, problems), None
+    except Rejected as rejected:
+        if rejected.partial is None:
+            raise
+        items, repeated = rejected.partial
+        return items, repeated
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -343,9 +394,12 @@ class Section:
         by_name = {f.name: f for f in self.fields}
         values: dict[str, Any] = {}
         lines: dict[str, int] = {}
+        bad: set[str] = set()
+        parts: dict[str, Any] = {}
         present: set[str] = set()
-        failed = False
-        for key, key_node, value_node in mapping_items(node, field, problems):
+        items, doubtful = readable_items(node, field, problems)
+        failed = doubtful is not None
+        for key, key_node, value_node in items:
             present.add(key)
             spec = by_name.get(key)
             if spec is None:
@@ -354,22 +408,31 @@ class Section:
                 )
                 failed = True
                 continue
+            lines[key] = line_of(key_node)
             try:
                 values[key] = spec.spec.parse(value_node, join(field, key), problems)
-                lines[key] = line_of(key_node)
-            except Rejected:
+            except Rejected as rejected:
                 failed = True
+                bad.add(key)
+                if rejected.partial is not None:
+                    parts[key] = rejected.partial
         for spec in self.fields:
             if spec.name in present:
                 continue
             if spec.required:
                 problems.reject(node, join(field, spec.name), f"missing required key ({spec.doc})")
                 failed = True
+                bad.add(spec.name)
             else:
                 values[spec.name] = spec.default
+        for key in doubtful or ():  # which of the repeated values was meant is unknown
+            values.pop(key, None)
+            parts.pop(key, None)
+            bad.add(key)
+        parsed = Parsed(values, line_of(node), lines, frozenset(bad), parts)
         if failed:
-            raise Rejected()
-        return Parsed(values, line_of(node), lines)
+            raise Rejected(parsed)
+        return parsed
 
     def json_schema(self) -> JsonSchema:
         properties: JsonSchema = {}

@@ -7,7 +7,7 @@ step spec builds its JSON Schema as one alternative per kind.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -36,17 +36,32 @@ _TRIGGER_DOCS = {
 }
 
 
+class ParsedTrigger(NamedTuple):
+    """A parsed ``at``: the trigger kind, its value and the line of the key that names it."""
+
+    kind: str
+    value: Any
+    line: int
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class TriggerSpec:
-    """``at``: ``start`` or a one-key mapping naming the trigger; parses to ``(kind, value)``."""
+    """``at``: ``start`` or a one-key mapping naming the trigger; parses to a ``ParsedTrigger``.
 
-    def parse(self, node: yaml.Node, field: str, problems: s.Problems) -> tuple[str, Any]:
+    When only the trigger's value is wrong, ``Rejected.partial`` is a ``ParsedTrigger`` holding
+    what could be read of it (an ``on_request`` mapping with a bad ``server`` keeps its ``nth``).
+    """
+
+    def parse(self, node: yaml.Node, field: str, problems: s.Problems) -> ParsedTrigger:
         if isinstance(node, yaml.ScalarNode):
             value = s.scalar_value(node, field, problems)
             if value == "start":
-                return ("start", None)
+                return ParsedTrigger("start", None, s.line_of(node))
             raise problems.reject(node, field, f"unknown trigger {value!r} (valid: {TRIGGER_HELP})")
-        items = s.mapping_items(node, field, problems)
+        try:
+            items = s.mapping_items(node, field, problems)
+        except s.Rejected:
+            raise s.Rejected() from None
         if len(items) != 1:
             names = ", ".join(key for key, _, _ in items) or "none"
             raise problems.reject(
@@ -56,7 +71,12 @@ class TriggerSpec:
         spec = _TRIGGER_VALUES.get(key)
         if spec is None:
             raise problems.reject(key_node, s.join(field, key), f"unknown trigger (valid: {TRIGGER_HELP})")
-        return (key, spec.parse(value_node, s.join(field, key), problems))
+        line = s.line_of(key_node)
+        try:
+            return ParsedTrigger(key, spec.parse(value_node, s.join(field, key), problems), line)
+        except s.Rejected as rejected:
+            partial = None if rejected.partial is None else ParsedTrigger(key, rejected.partial, line)
+            raise s.Rejected(partial) from None
 
     def json_schema(self) -> s.JsonSchema:
         alternatives: list[s.JsonSchema] = [{"const": "start", "description": "fire when collection starts"}]
@@ -87,64 +107,12 @@ class FaultStepSpec:
     """One entry of ``faults``; parses to a ``Parsed`` whose values include ``params``."""
 
     def parse(self, node: yaml.Node, field: str, problems: s.Problems) -> s.Parsed:
-        items = {
-            key: (key_node, value_node)
-            for key, key_node, value_node in s.mapping_items(node, field, problems)
-        }
-        if "kind" not in items:
-            raise problems.reject(
-                node, s.join(field, "kind"), f"missing required key (valid: {_kinds_text()})"
-            )
-        kinds = p.fault_kinds()
-        kind = s.Choice(kinds, "fault kind").parse(items["kind"][1], s.join(field, "kind"), problems)
-        params = p.param_specs(kind)
-        failed = False
-        values: dict[str, Any] = {"kind": kind, "at": ("start", None), "duration_s": None}
-        lines: dict[str, int] = {key: s.line_of(key_node) for key, (key_node, _) in items.items()}
-        parameters: dict[str, Any] = {}
-        for key, (key_node, value_node) in items.items():
-            name = s.join(field, key)
-            try:
-                if key == "kind":
-                    continue
-                if key == "target":
-                    values[key] = _parse_target(kind, value_node, name, problems)
-                elif key == "at":
-                    values[key] = TriggerSpec().parse(value_node, name, problems)
-                elif key == "duration_s":
-                    values[key] = s.Number(0.0, exclusive=True).parse(value_node, name, problems)
-                elif key in params:
-                    parameters[key] = _parse_param(params[key], value_node, name, problems)
-                else:
-                    valid = ", ".join((*_COMMON_DOCS, *params))
-                    raise problems.reject(key_node, name, f"unknown key for a {kind} fault (valid: {valid})")
-            except s.Rejected:
-                failed = True
-        if "target" not in items:
-            fixed = v.FIXED_TARGETS.get(kind)
-            if fixed is None:
-                problems.reject(node, s.join(field, "target"), _missing_target(kind))
-                failed = True
-            else:
-                values["target"] = fixed[0]
-        for name, param in params.items():
-            if name in parameters:
-                continue
-            # Defaults stay with the fault class; the step keeps what the author wrote.
-            if param.required:
-                problems.reject(node, s.join(field, name), f"missing required parameter ({param.help})")
-                failed = True
-        if failed:
-            raise s.Rejected()
-        try:
-            p.build_fault(kind, values["target"], parameters)
-        except p.FaultParameterError as exc:
-            # The registry has the last word; point at the key it names when we have it.
-            key_node = items[exc.field][0] if exc.field in items else node
-            message = str(exc).removeprefix(f"{exc.field}: ")
-            raise problems.reject(key_node, s.join(field, exc.field or "kind"), message) from None
-        values["params"] = parameters
-        return s.Parsed(values, s.line_of(node), lines)
+        """The step, or ``Rejected`` whose ``partial`` is a ``Parsed`` of the keys that were fine.
+
+        A wrong ``kind`` leaves its target and parameters unknowable, but ``at`` and
+        ``duration_s`` are still checked, so one pass reports them too.
+        """
+        return _StepReader(node, field, problems).read()
 
     def json_schema(self) -> s.JsonSchema:
         alternatives = [self._kind_schema(kind) for kind in p.fault_kinds()]
@@ -168,6 +136,104 @@ class FaultStepSpec:
                 required.append(name)
         schema["additionalProperties"] = False
         return schema
+
+
+@dataclasses.dataclass
+class _StepReader:
+    """Reads one fault step key by key, keeping what was fine when other keys are wrong."""
+
+    node: yaml.Node
+    field: str
+    problems: s.Problems
+    items: dict[str, tuple[yaml.Node, yaml.Node]] = dataclasses.field(default_factory=dict)
+    values: dict[str, Any] = dataclasses.field(default_factory=dict)
+    parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
+    bad: set[str] = dataclasses.field(default_factory=set)
+    parts: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def read(self) -> s.Parsed:
+        read, doubtful = s.readable_items(self.node, self.field, self.problems)
+        self.items = {key: (key_node, value_node) for key, key_node, value_node in read}
+        self.bad = set(doubtful or ())
+        self.values = {"at": ParsedTrigger("start", None, s.line_of(self.node)), "duration_s": None}
+        kind = self._kind()
+        for key, (key_node, value_node) in self.items.items():
+            try:
+                self._read_key(kind, key, key_node, value_node)
+            except s.Rejected as rejected:
+                self.bad.add(key)
+                if rejected.partial is not None:
+                    self.parts[key] = rejected.partial
+        if kind is not None:
+            self._fill_required(kind)
+            if not self.bad:
+                self._build(kind)
+            self.values["kind"] = kind
+        for key in self.bad:
+            self.values.pop(key, None)
+            self.parameters.pop(key, None)
+        self.values["params"] = self.parameters
+        lines = {key: s.line_of(key_node) for key, (key_node, _) in self.items.items()}
+        parsed = s.Parsed(self.values, s.line_of(self.node), lines, frozenset(self.bad), self.parts)
+        if self.bad or doubtful is not None:
+            raise s.Rejected(parsed)
+        return parsed
+
+    def _kind(self) -> str | None:
+        """The step's kind; None when it is missing, unknown or given twice (which one was meant?)."""
+        name = s.join(self.field, "kind")
+        if "kind" not in self.items:
+            self.problems.reject(self.node, name, f"missing required key (valid: {_kinds_text()})")
+            self.bad.add("kind")
+            return None
+        try:
+            kind = s.Choice(p.fault_kinds(), "fault kind").parse(self.items["kind"][1], name, self.problems)
+        except s.Rejected:
+            self.bad.add("kind")
+            return None
+        return None if "kind" in self.bad else kind
+
+    def _read_key(self, kind: str | None, key: str, key_node: yaml.Node, value_node: yaml.Node) -> None:
+        name = s.join(self.field, key)
+        if key == "at":
+            self.values[key] = TriggerSpec().parse(value_node, name, self.problems)
+        elif key == "duration_s":
+            self.values[key] = s.Number(0.0, exclusive=True).parse(value_node, name, self.problems)
+        elif key == "kind" or kind is None:
+            return  # without a kind, its target and parameters cannot be judged
+        elif key == "target":
+            self.values[key] = _parse_target(kind, value_node, name, self.problems)
+        elif key in (params := p.param_specs(kind)):
+            self.parameters[key] = _parse_param(params[key], value_node, name, self.problems)
+        else:
+            valid = ", ".join((*_COMMON_DOCS, *params))
+            raise self.problems.reject(key_node, name, f"unknown key for a {kind} fault (valid: {valid})")
+
+    def _fill_required(self, kind: str) -> None:
+        """Fill a fixed target; report a missing target or required parameter."""
+        if "target" not in self.items:
+            fixed = v.FIXED_TARGETS.get(kind)
+            if fixed is None:
+                self.problems.reject(self.node, s.join(self.field, "target"), _missing_target(kind))
+                self.bad.add("target")
+            else:
+                self.values["target"] = fixed[0]
+        for name, param in p.param_specs(kind).items():
+            # Defaults stay with the fault class; the step keeps what the author wrote.
+            if name not in self.items and param.required:
+                message = f"missing required parameter ({param.help})"
+                self.problems.reject(self.node, s.join(self.field, name), message)
+                self.bad.add(name)
+
+    def _build(self, kind: str) -> None:
+        """The registry has the last word; point at the key it names when there is one."""
+        try:
+            p.build_fault(kind, self.values["target"], self.parameters)
+        except p.FaultParameterError as exc:
+            key_node = self.items[exc.field][0] if exc.field in self.items else self.node
+            message = str(exc).removeprefix(f"{exc.field}: ")
+            self.problems.reject(key_node, s.join(self.field, exc.field or "kind"), message)
+            self.bad.add(exc.field or "(step)")
 
 
 def _parse_target(kind: str, node: yaml.Node, field: str, problems: s.Problems) -> str:

@@ -1,8 +1,10 @@
 """Hypothesis strategies for fault schedules: valid ``FaultStep`` lists (kinds x targets x triggers x params).
 
 Everything drawn comes from the same tables the validator uses (the fault registry's
-parameters, the targets of each kind), so a drawn schedule validates by construction; the
-property tests of the runner use these to search for schedules that break a collector.
+parameters, the targets of each kind) and keeps within the bounds the workload sets
+(``relations.Shape``: rows a target receives, ``/run`` requests an agent gets), so a drawn
+schedule validates by construction; the property tests of the runner use these to search for
+schedules that break a collector.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pytest_rollout_chaos.scenario import params as p
 from pytest_rollout_chaos.scenario import spec as s
 from pytest_rollout_chaos.scenario import vocabulary as v
 from pytest_rollout_chaos.scenario.model import FaultStep, Trigger
+from pytest_rollout_chaos.scenario.relations import Shape
 
 _DEFAULT_TASKS = (v.TASK_NAMES[0],)
 _SPAN = 1000
@@ -43,39 +46,60 @@ def fault_steps(
     total_rollouts: int = 4,
     tasks: Sequence[str] = _DEFAULT_TASKS,
 ) -> st.SearchStrategy[FaultStep]:
-    """One valid fault step; ``kinds`` limits the fault kinds drawn (default: all)."""
+    """One valid fault step; ``kinds`` limits the fault kinds drawn (default: all).
+
+    ``total_rollouts`` rows are spread evenly over ``tasks`` (a gym-style workload).
+    """
     chosen = tuple(kinds) if kinds is not None else p.fault_kinds()
     unknown = sorted(set(chosen) - set(p.fault_kinds()))
     if unknown:
         raise ValueError(f"unknown fault kind(s) {unknown} (valid: {', '.join(p.fault_kinds())})")
-    used_agents = {v.AGENT_INSTANCES[v.TASK_NAMES.index(task)] for task in tasks}
-    return st.sampled_from(chosen).flatmap(lambda kind: _step_of(kind, total_rollouts, used_agents))
+    shape = Shape.for_rows(total_rollouts, tasks)
+    return st.sampled_from(chosen).flatmap(lambda kind: _step_of(kind, shape))
 
 
 def triggers(total_rollouts: int = 4) -> st.SearchStrategy[Trigger]:
     """Any trigger: start, after N completed (N within the workload), after T seconds, on a request."""
+    return _triggers(Shape.for_rows(total_rollouts, _DEFAULT_TASKS))
+
+
+def _triggers(shape: Shape) -> st.SearchStrategy[Trigger]:
     return st.one_of(
         st.just(Trigger()),
-        st.integers(1, max(1, total_rollouts)).map(lambda n: Trigger("after_completed", completed=n)),
+        st.integers(1, _total(shape)).map(lambda n: Trigger("after_completed", completed=n)),
         st.floats(0.0, 10.0, allow_nan=False).map(lambda t: Trigger("after_s", after_s=t)),
-        st.builds(
-            lambda server, nth: Trigger("on_request", server=server, nth=nth),
-            st.sampled_from(v.SERVERS),
-            st.integers(1, 5),
+        st.sampled_from(v.SERVERS).flatmap(
+            lambda server: st.integers(1, min(5, shape.runs_to(server) or 5)).map(
+                lambda nth: Trigger("on_request", server=server, nth=nth)
+            )
         ),
     )
 
 
-def _step_of(kind: str, total_rollouts: int, used_agents: set[str]) -> st.SearchStrategy[FaultStep]:
-    targets = [t for t in v.targets_for(kind) if t not in v.AGENT_INSTANCES or t in used_agents]
-    return st.builds(
-        _make_step,
-        kind=st.just(kind),
-        target=st.sampled_from(targets),
-        at=triggers(total_rollouts),
-        duration_s=st.none() | st.floats(0.1, 30.0, allow_nan=False),
-        params=_params_of(kind),
-    ).filter(_buildable)
+def _step_of(kind: str, shape: Shape) -> st.SearchStrategy[FaultStep]:
+    # An agent instance whose task is not in the workload receives no rows.
+    targets = [target for target in v.targets_for(kind) if shape.rows_of(target)]
+    return (
+        st.sampled_from(targets)
+        .flatmap(
+            lambda target: st.builds(
+                _make_step,
+                kind=st.just(kind),
+                target=st.just(target),
+                at=_triggers(shape),
+                duration_s=st.none() | st.floats(0.1, 30.0, allow_nan=False),
+                params=_params_of(kind, target, shape),
+            )
+        )
+        .filter(_buildable)
+    )
+
+
+def _total(shape: Shape) -> int:
+    total = shape.total
+    if total is None:
+        raise ValueError(f"the workload of {shape} has no known size")
+    return total
 
 
 def _buildable(step: FaultStep) -> bool:
@@ -93,15 +117,29 @@ def _make_step(
     return FaultStep(kind, target, at, duration_s, types.MappingProxyType(params))
 
 
-def _params_of(kind: str) -> st.SearchStrategy[dict[str, Any]]:
+def _params_of(kind: str, target: str, shape: Shape) -> st.SearchStrategy[dict[str, Any]]:
     required: dict[str, st.SearchStrategy[Any]] = {}
     optional: dict[str, st.SearchStrategy[Any]] = {}
     for name, param in p.param_specs(kind).items():
-        values = values_of(param.spec)
+        bounded = _within_workload(kind, name, target, shape)
+        values = bounded if bounded is not None else values_of(param.spec)
         if param.nullable:
             values = st.none() | values
         (required if param.required else optional)[name] = values
     return st.fixed_dictionaries(required, optional=optional)
+
+
+def _within_workload(kind: str, name: str, target: str, shape: Shape) -> st.SearchStrategy[Any] | None:
+    """The values the workload allows for a parameter it bounds (``relations``); None for the rest."""
+    if name == "row":
+        rows = shape.rows_of(target) or range(_total(shape))
+        return st.integers(rows.start, rows.stop - 1)
+    runs = shape.runs_per_fault(target)
+    if name == "nth" and runs:
+        return st.integers(1, runs)
+    if kind == "short_results" and name == "count":
+        return st.integers(1, _total(shape))
+    return None
 
 
 def values_of(spec: s.Spec) -> st.SearchStrategy[Any]:

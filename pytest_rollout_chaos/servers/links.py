@@ -1,9 +1,19 @@
-"""Links: put a Toxiproxy proxy in front of every arrow of the stack, so any link can be cut.
+"""Links: put the fault layer and a Toxiproxy proxy in front of every arrow of the stack.
 
-``ProxyLinks`` is the ``link(name, upstream_url) -> url`` callback the stack builders take: it
-creates one proxy per link name (listening on an OS-chosen loopback port) and returns the URL
-clients should use instead of the upstream's. It talks to the Toxiproxy REST API synchronously
-with a deadline, because stacks are built in synchronous session fixtures.
+``ProxyLinks`` is the ``link(name, upstream_url) -> url`` callback the stack builders take. For
+each link it opens a listener of the HTTP fault layer that forwards to the upstream, then a
+Toxiproxy proxy (listening on an OS-chosen loopback port) in front of that listener, and returns
+the URL clients should use instead of the upstream's::
+
+    client -> Toxiproxy proxy (TCP faults) -> fault layer (HTTP faults, recording) -> server
+
+Toxiproxy is outermost so that its toxics act on the client's own connection, as they would in
+front of the real server; the layer's fresh upstream connection per request and its dropping
+of the client's connection when the upstream drops keep it invisible to TCP-level behaviour.
+Which server a link leads to, and the History source of its requests, follow from its name:
+``model->policy`` leads to ``policy``, ``collector->agent:<instance>`` to that agent instance
+(source ``agent``). Calls are synchronous with a deadline: stacks are built in synchronous
+session fixtures.
 """
 
 from __future__ import annotations
@@ -15,7 +25,10 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 
-from pytest_rollout_chaos.errors import ChaosError
+from pytest_rollout_chaos.errors import ChaosError, FaultError
+from pytest_rollout_chaos.servers.faultlayer import client as layer
+
+COLLECTOR_TO_POLICY = "collector->policy"
 
 
 class LinkError(ChaosError):
@@ -27,11 +40,61 @@ def proxy_name(link: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", link.replace("->", "_to_"))
 
 
-class ProxyLinks:
-    """Creates and remembers one proxy per link; ``links`` maps link name to proxy name."""
+def link_server(link: str) -> tuple[str, str]:
+    """The server a link leads to and the History source of its requests.
 
-    def __init__(self, api_url: str, *, timeout_s: float = 5.0) -> None:
+    ``collector->agent:calculator_agent`` -> ``("calculator_agent", "agent")``;
+    ``agent->model`` -> ``("model", "model")``.
+    """
+    _, _, target = link.rpartition("->")
+    source, _, instance = target.partition(":")
+    return (instance or source), source
+
+
+def _host_port(link: str, upstream_url: str) -> urllib.parse.SplitResult:
+    parts = urllib.parse.urlsplit(upstream_url)
+    if parts.hostname is None or parts.port is None:
+        raise LinkError(f"link {link!r}: upstream {upstream_url!r} has no host:port")
+    return parts
+
+
+class LayerLinks:
+    """A fault-layer listener per link, no Toxiproxy: for tests that need semantic faults and the
+    layer's recording but no TCP faults. Returns the listener's URL (with the upstream's path)."""
+
+    def __init__(self, layer_url: str, *, timeout_s: float = 5.0) -> None:
+        self.layer_url = layer_url.rstrip("/")
+        self._timeout_s = timeout_s
+
+    def __call__(self, link: str, upstream_url: str) -> str:
+        parts = _host_port(link, upstream_url)
+        return urllib.parse.urlunsplit(("http", self.listen(link, upstream_url), parts.path, "", ""))
+
+    def listen(self, link: str, upstream_url: str) -> str:
+        """Open the listener for ``link``; return its ``host:port``."""
+        parts = _host_port(link, upstream_url)
+        server, source = link_server(link)
+        try:
+            return layer.add_link(
+                self.layer_url,
+                name=link,
+                server=server,
+                source=source,
+                upstream=f"{parts.scheme}://{parts.hostname}:{parts.port}",
+                timeout_s=self._timeout_s,
+            )
+        except FaultError as error:
+            raise LinkError(f"link {link!r}: {error}") from None
+
+
+class ProxyLinks:
+    """Creates and remembers one layer listener and one proxy per link; ``links`` maps link name
+    to proxy name."""
+
+    def __init__(self, api_url: str, layer_url: str, *, timeout_s: float = 5.0) -> None:
         self._api_url = api_url.rstrip("/")
+        self._layer = LayerLinks(layer_url, timeout_s=timeout_s)
+        self.layer_url = self._layer.layer_url
         self._timeout_s = timeout_s
         self._links: dict[str, str] = {}
 
@@ -40,18 +103,17 @@ class ProxyLinks:
         return dict(self._links)
 
     def __call__(self, link: str, upstream_url: str) -> str:
-        parts = urllib.parse.urlsplit(upstream_url)
-        if parts.hostname is None or parts.port is None:
-            raise LinkError(f"link {link!r}: upstream {upstream_url!r} has no host:port")
+        parts = _host_port(link, upstream_url)
         name = proxy_name(link)
-        body = {"name": name, "listen": "127.0.0.1:0", "upstream": f"{parts.hostname}:{parts.port}"}
+        body = {"name": name, "listen": "127.0.0.1:0", "upstream": self._layer.listen(link, upstream_url)}
         created = self._post("/proxies", body, link)
         listen = str(created.get("listen", ""))
         host, _, port = listen.rpartition(":")
         if not port.isdigit() or port == "0":
             raise LinkError(f"link {link!r}: Toxiproxy answered listen={listen!r}, not a bound port")
         self._links[link] = name
-        return urllib.parse.urlunsplit((parts.scheme, f"{host or '127.0.0.1'}:{port}", parts.path, "", ""))
+        # plain http even to an https upstream: clients reach the proxy and the layer, which talks TLS on
+        return urllib.parse.urlunsplit(("http", f"{host or '127.0.0.1'}:{port}", parts.path, "", ""))
 
     def _post(self, path: str, body: Mapping[str, object], link: str) -> dict[str, object]:
         request = urllib.request.Request(

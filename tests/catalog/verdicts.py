@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree
@@ -24,9 +25,15 @@ class ScenarioVerdicts:
 
 
 def run_catalog(
-    tmp_path: Path, *, target: str, scenarios: list[str] | None = None, timeout_s: float = 600
+    tmp_path: Path,
+    *,
+    target: str,
+    scenarios: list[str] | None = None,
+    stack_args: Sequence[str] = (),
+    timeout_s: float = 900,
 ) -> dict[str, ScenarioVerdicts]:
-    """Run ``scenarios`` (file stems; all when None) against ``target``; verdicts by scenario name."""
+    """Run ``scenarios`` (file stems; all when None) against ``target`` on the stack ``stack_args``
+    choose (``--rollout-chaos-backend=...`` and the like); verdicts by scenario name."""
     paths = (
         [str(CATALOG)] if scenarios is None else [str(CATALOG / f"{name}.chaos.yaml") for name in scenarios]
     )
@@ -44,6 +51,7 @@ def run_catalog(
         f"--basetemp={tmp_path / 'inner'}",
         "-o",
         "asyncio_default_fixture_loop_scope=function",
+        *stack_args,
         *paths,
     ]
     completed = subprocess.run(

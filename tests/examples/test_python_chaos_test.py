@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_rollout_chaos.collector.protocol import Collector, CollectorContext
-from pytest_rollout_chaos.faults.injector import FaultInjector
+from pytest_rollout_chaos import Collector, CollectorContext, FaultInjector
 from pytest_rollout_chaos.servers.gym.stack import GymStack
+
+pytestmark = pytest.mark.slow  # both tests start the whole stack
 
 
 @pytest.mark.asyncio

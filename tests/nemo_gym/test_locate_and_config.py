@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos.servers.nemo_gym import config
-from pytest_rollout_chaos.servers.nemo_gym.locate import GYM_PYTHON_ENV, NemoGymMissingError, locate, probe
+from pytest_rollout_chaos.servers.nemo_gym.locate import (
+    GYM_PYTHON_ENV,
+    TESTED_VERSIONS,
+    GymPython,
+    NemoGymMissingError,
+    locate,
+    probe,
+)
 
 
 def test_a_missing_configured_interpreter_says_what_to_install(tmp_path: Path) -> None:
@@ -57,3 +64,28 @@ def test_config_errors_name_what_is_wrong() -> None:
         config.global_config([resources], {}, head_url="http://127.0.0.1:1")
     with pytest.raises(ValueError, match="must have a host and a port"):
         config.global_config([resources], {"r": "http://localhost"}, head_url="http://127.0.0.1:1")
+
+
+def test_a_relay_fronts_its_agent_under_nemo_gyms_own_name() -> None:
+    relay = config.relay_instance("echo_agent")
+    assert relay.name == "echo_agent_environment_server"
+    entries = config.instance_entries([relay], {relay.name: "http://127.0.0.1:7004"})
+    legacy = entries[relay.name]["environment_servers"]["legacy_agent"]
+    assert legacy == {
+        "entrypoint": "app.py",
+        "host": "127.0.0.1",
+        "port": 7004,
+        "agent_server": {"type": "responses_api_agents", "name": "echo_agent"},
+    }
+
+
+def test_the_summary_line_names_the_version_and_whether_ci_tests_it(tmp_path: Path) -> None:
+    tested = GymPython(tmp_path / "python", "0.7.0", "3.13.0", environment_relay=True)
+    assert tested.tested
+    assert tested.describe() == (
+        f"nemo_gym 0.7.0 on Python 3.13.0 ({tmp_path / 'python'}, "
+        "agents behind legacy_agent environment servers)"
+    )
+    other = GymPython(tmp_path / "python", "0.6.1", "3.13.0")
+    assert not other.tested
+    assert other.describe().endswith(f"untested, CI runs {', '.join(TESTED_VERSIONS)})")

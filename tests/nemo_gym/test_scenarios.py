@@ -1,8 +1,8 @@
 """Scenarios through the runner on the nemo-gym backend, end to end in a pytest subprocess.
 
 One clean scenario, two fault scenarios where real NeMo Gym would retry forever (the reference
-collector's deadline must turn that into a named failure), and one that needs fault hooks inside
-the agent, which the runner must skip with the reason. Afterwards no NeMo Gym server is left.
+collector's deadline must turn that into a named failure), and a native-style one that steps the
+backend's environment (with latency) in batches. Afterwards no NeMo Gym server is left.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import pytest
 
 from pytest_rollout_chaos.servers.nemo_gym.locate import GymPython
 from pytest_rollout_chaos.servers.nemo_gym.stack import LAUNCHER
+
+pytestmark = pytest.mark.slow  # runs scenarios on the whole NeMo Gym stack
 
 CLEAN = """
 name: clean
@@ -46,15 +48,15 @@ expect:
   within_s: 8
 """
 
-NEEDS_HOOKS = """
-name: needs-hooks
-description: A semantic fault inside the agent; only the embedded agents have the hooks for it.
-workload: {rows_per_task: 2, tasks: [calculator]}
-faults:
-  - {kind: trajectory_exception, target: agent, row: 0}
+NATIVE = """
+name: native-batched
+description: Native style on the nemo-gym backend; one batched env.step per task group and turn.
+stack: {env_latency_ms_per_call: 20, env_latency_ms_per_item: 1}
+workload: {rows_per_task: 3, tasks: [calculator, echo], mode: validation, style: native}
 expect:
-  invariants: [accounted]
-  within_s: 8
+  rollouts: {min_completed: 3}
+  invariants: [accounted, batched_env_eval, finite_logprobs, bounded]
+  within_s: 30
 """
 
 
@@ -78,7 +80,7 @@ def test_scenarios_on_the_nemo_gym_backend(pytester: pytest.Pytester, gym_python
         "clean": CLEAN,
         "resources_down": RESOURCES_DOWN,
         "agent_frozen": AGENT_FROZEN,
-        "needs_hooks": NEEDS_HOOKS,
+        "native": NATIVE,
     }.items():
         pytester.makefile(".chaos.yaml", **{name: text})
     result = pytester.runpytest_subprocess(
@@ -90,12 +92,6 @@ def test_scenarios_on_the_nemo_gym_backend(pytester: pytest.Pytester, gym_python
         "-rs",
         timeout=150,
     )
-    result.stdout.fnmatch_lines(
-        [
-            "*nemo-gym backend: nemo_gym 0.4.0*",
-            "*needs_hooks.chaos.yaml:*fault 'trajectory_exception' on 'agent' needs fault hooks inside "
-            "calculator_agent, echo_agent, which real NeMo Gym servers do not have*",
-        ]
-    )
-    result.assert_outcomes(passed=3, skipped=1)
+    result.stdout.fnmatch_lines([f"*nemo-gym backend: nemo_gym {gym_python.nemo_gym_version} on Python*"])
+    result.assert_outcomes(passed=4)
     assert _launched() - before == set(), "NeMo Gym servers or Ray daemons outlived the pytest run"

@@ -24,6 +24,7 @@ def test_help_lists_every_option_in_the_group(pytester: pytest.Pytester) -> None
         s.OPT_TOXIPROXY,
         s.OPT_GYM,
         s.OPT_GYM_PYTHON,
+        s.OPT_POLICY_URL,
         s.OPT_SEED,
         s.OPT_REPORT,
     ):
@@ -41,6 +42,7 @@ def test_defaults(pytester: pytest.Pytester) -> None:
     assert settings.gym == "embedded"
     assert settings.seed == 0
     assert settings.report is None
+    assert settings.policy_url is None
     assert settings.model.name == "tiny-llama"
 
 

@@ -4,6 +4,7 @@ HTML page written by ``--rollout-chaos-report``; scenarios run through a runner 
 
 from __future__ import annotations
 
+import platform
 import time
 from pathlib import Path
 from xml.etree import ElementTree
@@ -153,6 +154,12 @@ def test_the_html_report_names_each_scenario_verdict_and_fault(pytester: pytest.
     assert "A slow model link &lt;em&gt;under load&lt;/em&gt;" in page
     assert "RuntimeError: the stack could not start" in page
     assert page.count("<svg ") == 2  # no picture for the scenario without a result
+    # the page names its run
+    assert "<dt>target</dt><dd><code>reference</code></dd>" in page
+    assert "<dt>seed</dt><dd>0</dd>" in page
+    assert "<dt>toxiproxy</dt><dd>auto (not started)</dd>" in page
+    assert f"Python {platform.python_version()}, pytest {pytest.__version__}" in page
+    assert "<code>pytest --rollout-chaos --rollout-chaos-report=out/report.html " in page
 
 
 @pytest.mark.slow
@@ -225,8 +232,9 @@ def test_verbose_runs_show_each_scenarios_faults_and_outcome_as_it_ends(pytester
     quiet.stdout.no_fnmatch_line("    outcome: *")
 
 
-def test_under_xdist_each_worker_writes_its_own_page(pytester: pytest.Pytester) -> None:
-    _project(pytester, "all-complete", "loses-a-row", "no-result")
+def test_under_xdist_one_page_and_one_section_cover_every_scenario(pytester: pytest.Pytester) -> None:
+    _project(pytester, "all-complete", "loses-a-row", "no-result", "not-here")
+    before = {path.relative_to(pytester.path) for path in pytester.path.rglob("*")}
     result = pytester.runpytest_subprocess(
         "--rollout-chaos",
         "-n",
@@ -236,13 +244,38 @@ def test_under_xdist_each_worker_writes_its_own_page(pytester: pytest.Pytester) 
         "no:cacheprovider",
         timeout=120,
     )
-    result.assert_outcomes(passed=1, failed=2)
-    result.stdout.fnmatch_lines(["report: one page per xdist worker, *report.gw[*].html*"])
-    pages = sorted(path.name for path in pytester.path.glob("report*.html"))
-    assert pages == ["report.gw0.html", "report.gw1.html"]
-    text = "".join((pytester.path / page).read_text(encoding="utf-8") for page in pages)
-    for name in ("all-complete", "loses-a-row", "no-result"):
-        assert f">{name}</a>" in text
+    result.assert_outcomes(passed=1, failed=2, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*= rollout-chaos =*",
+            "scenarios: 4 run, 1 passed, 2 failed, 1 skipped",
+            "faults injected: 2",
+            "invariants: 3 passed, 1 failed, 0 unknown",
+            "per scenario:",
+            "  PASS   all-complete *",
+            "  FAIL   loses-a-row *accounted FAIL",
+            "  FAIL   no-result *RuntimeError: the stack could not start",
+            "  SKIP   not-here *latency needs a proxy this backend lacks",
+            f"report: {pytester.path / 'report.html'}",
+        ]
+    )
+    assert len([line for line in result.stdout.lines if "= rollout-chaos =" in line]) == 1
+    left = {path.relative_to(pytester.path) for path in pytester.path.rglob("*")} - before
+    assert {path for path in left if not _pytester_own(path)} == {Path("report.html")}  # no per-worker files
+    page = (pytester.path / "report.html").read_text(encoding="utf-8")
+    for name in ("all-complete", "loses-a-row", "no-result", "not-here"):
+        assert f">{name}</a>" in page
+    assert "<dt>xdist workers</dt><dd>gw0, gw1</dd>" in page
+    assert page.count("<svg ") == 2  # the two scenarios with a result, from whichever worker
+
+
+def _pytester_own(path: Path) -> bool:
+    """What ``runpytest_subprocess`` itself leaves: captured output, the inner basetemp, bytecode."""
+    return (
+        path.parts[0] in ("stdout", "stderr")
+        or path.parts[0].startswith("runpytest-")
+        or ("__pycache__" in path.parts)
+    )
 
 
 def test_a_skipped_scenario_shows_its_reason_in_the_summary(pytester: pytest.Pytester) -> None:

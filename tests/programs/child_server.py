@@ -17,7 +17,6 @@ from pathlib import Path
 
 from aiohttp import web
 
-from pytest_rollout_chaos.servers import hooks
 from pytest_rollout_chaos.servers.serve import die_with_parent, serve
 
 
@@ -49,7 +48,6 @@ def main() -> int:
         time.sleep(600)
         return 0
     app = web.Application()
-    hooks.install(app, source="child")
     app.router.add_get("/health", _health)
     serve(app)
     return 0

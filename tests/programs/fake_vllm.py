@@ -1,6 +1,9 @@
-"""A stand-in for the ``vllm`` executable: ``vllm serve MODEL --host H --port P ...`` on loopback.
+"""A stand-in for vLLM's OpenAI server on loopback, in both launch shapes.
 
-It records its argv to ``$FAKE_VLLM_ARGV_FILE`` and behaves per ``$FAKE_VLLM_MODE``:
+As the ``vllm`` console script: ``vllm serve MODEL --host H --port P ...`` (and ``vllm
+--version``); as the module entry point: ``python -m vllm.entrypoints.openai.api_server --model
+MODEL --host H --port P ...`` (a stub ``vllm`` package runs this file). It records its argv to
+``$FAKE_VLLM_ARGV_FILE`` and behaves per ``$FAKE_VLLM_MODE``:
 ``ok`` (health 200, one-token completions work), ``no_generation`` (health 200, completions
 500: an engine that looks alive but cannot generate), ``exit_zero`` (serves, then exits 0
 after ``$FAKE_VLLM_EXIT_AFTER_S`` seconds, as vLLM does when its engine core dies).
@@ -50,10 +53,16 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main() -> int:
+    if sys.argv[1:] == ["--version"]:
+        print("0.0.0+fake")
+        return 0
     Path(os.environ["FAKE_VLLM_ARGV_FILE"]).write_text(json.dumps(sys.argv[1:]))
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["serve"])
-    parser.add_argument("model")
+    if sys.argv[1:2] == ["serve"]:
+        parser.add_argument("command", choices=["serve"])
+        parser.add_argument("model")
+    else:
+        parser.add_argument("--model", required=True)
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, required=True)
     args, _ = parser.parse_known_args()

@@ -1,10 +1,10 @@
-"""A small real server carrying the fault hooks, with the response shapes the hooks rewrite.
+"""A small real server with the response shapes the fault layer rewrites; it knows nothing of faults.
 
 Routes: ``/health``; ``/v1/chat/completions`` (chat logprobs, ``prompt_token_ids``, choice
 ``token_ids``); ``/v1/completions`` (``token_logprobs``); ``/v1/responses`` (a Gym output item
 with ``prompt_token_ids``/``generation_token_ids``/``generation_log_probs``); ``/run`` (a Gym
 result with the output nested, echoing ``_rowidx``); ``/step_batch`` (one observation per item);
-``/stream`` (a streamed answer the hooks cannot rewrite). Generated ids are deterministic: the
+``/stream`` (a streamed answer). Generated ids are deterministic: the
 prompt is ``[1..n]`` for ``n`` = the body's ``prompt_len`` (default 8) and the generation
 ``[100, 101, 102]``, so a test can build a second turn that contains the first one.
 """
@@ -15,7 +15,6 @@ from typing import Any
 
 from aiohttp import web
 
-from pytest_rollout_chaos.servers import hooks
 from pytest_rollout_chaos.servers.serve import serve
 
 GENERATION = [100, 101, 102]
@@ -114,7 +113,6 @@ async def stream(request: web.Request) -> web.StreamResponse:
 
 def main() -> None:
     app = web.Application()
-    hooks.install(app, source="hooked")
     app.router.add_get("/health", health)
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/v1/completions", completions)

@@ -21,6 +21,8 @@ from pytest_rollout_chaos.scenario.run import ScenarioResult, execute, judge
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 
+pytestmark = pytest.mark.slow  # runs scenarios on the whole stack
+
 SUBSET = ("agent-oom-killed", "nan-logprobs-nan", "trajectory-exception-isolated")
 RUNS = 3
 

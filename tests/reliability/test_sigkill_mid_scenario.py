@@ -21,6 +21,8 @@ import pytest
 
 from tests.conftest import INNER_ASYNCIO_INI
 
+pytestmark = pytest.mark.slow  # runs a scenario on the whole stack
+
 SLOW_SCENARIO = textwrap.dedent(
     """\
     name: slow-for-sigkill
@@ -39,7 +41,7 @@ SLOW_SCENARIO = textwrap.dedent(
     """
 )
 INNER_PYTEST = (sys.executable, "-m", "pytest", "--rollout-chaos", "-p", "no:cacheprovider", "-q")
-MIN_SERVERS = 7  # policy, toxiproxy, resources, model, two agents, head
+MIN_SERVERS = 8  # policy, toxiproxy, fault layer, resources, model, two agents, head
 IN_FLIGHT_TIMEOUT_S = 60.0
 CLEANUP_TIMEOUT_S = 10.0
 
@@ -52,8 +54,12 @@ def _alive(process: psutil.Process) -> bool:
 
 
 def _run_in_flight(basetemp: Path) -> bool:
-    """True once the calculator agent has recorded a ``/run`` request."""
-    return any("/run" in path.read_text() for path in basetemp.glob("*/calculator_agent.events.jsonl"))
+    """True once the fault layer has recorded a ``/run`` request to the calculator agent."""
+    return any(
+        '"POST /run"' in line and '"calculator_agent"' in line
+        for path in basetemp.glob("*/fault_layer.events.jsonl")
+        for line in path.read_text().splitlines()
+    )
 
 
 def test_sigkill_mid_scenario_leaves_no_server_behind(tmp_path: Path) -> None:

@@ -13,6 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # runs the whole stack in two xdist workers
+
 REPO = Path(__file__).resolve().parents[2]
 SUBSET = ("tests/reliability/test_loopback.py",)
 TIMEOUT_S = 180.0

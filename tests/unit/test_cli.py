@@ -13,6 +13,7 @@ import pytest
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.scenario import load_scenario
 from pytest_rollout_chaos.scenario.schema import scenario_schema
+from tests.unit.scenario.broken import MANY, many_problems
 
 DATA = Path(__file__).parent / "scenario" / "data"
 SCRIPT = Path(sys.executable).with_name("rollout-chaos")
@@ -57,6 +58,16 @@ def test_validate_prints_one_line_per_problem_and_exits_1(folder: Path) -> None:
     assert lines[0].startswith("broken.chaos.yaml:4: faults[0].kind: unknown fault kind 'latncy' (valid: ")
     assert lines[1].startswith("broken.chaos.yaml:7: expect.invariants[0]: unknown invariant 'nope' (valid: ")
     assert result.stderr == "3 file(s) checked, 1 with problems\n"
+
+
+def test_one_validate_run_shows_every_problem_of_a_file_at_its_line(tmp_path: Path) -> None:
+    # Rules between fields (rows vs the workload, targets vs the stack, raises vs rollouts) are
+    # reported together with the field rules, not only once those are fixed.
+    (tmp_path / "many.chaos.yaml").write_text(MANY)
+    result = run("validate", "many.chaos.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == many_problems("many.chaos.yaml")
+    assert result.stderr == "1 file(s) checked, 1 with problems\n"
 
 
 def test_validate_a_missing_file(tmp_path: Path) -> None:

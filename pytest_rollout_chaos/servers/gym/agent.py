@@ -30,8 +30,8 @@ from pytest_rollout_chaos.history import EventWriter
 from pytest_rollout_chaos.servers import serve
 from pytest_rollout_chaos.servers.gym.base import (
     InnerServerError,
-    app_with_hooks,
     close_session_on_cleanup,
+    gym_app,
     json_object,
 )
 
@@ -75,7 +75,7 @@ def build_app(config: AgentConfig) -> web.Application:
     """The agent server app."""
     if config.max_steps < 1:
         raise ValueError(f"max_steps must be >= 1, got {config.max_steps}")
-    app, writer = app_with_hooks(config.name, "agent")
+    app, writer = gym_app(config.name, "agent")
     app[STATE_KEY] = AgentState(config, writer)
     app.router.add_post("/run", run)
     app.router.add_post("/v1/responses", responses)

@@ -2,8 +2,9 @@
 
 NeMo Gym servers wrap any handler exception into HTTP 500 whose body is a JSON string (the
 exception's repr, or "Hit an exception in <server> calling an inner server: ..."); callers
-read that text. ``app_with_hooks`` builds an app with the fault-hook recording middleware
-outermost and that error wrapping inside it, so the History sees the 500.
+read that text. ``gym_app`` builds an app with that error wrapping and the server's event
+writer for what only the server knows (turns, model calls, environment batches); requests and
+their answers are recorded by the fault layer in front of every server.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from pytest_rollout_chaos.history import EventWriter
-from pytest_rollout_chaos.servers import hooks
 
 
 class InnerServerError(Exception):
@@ -48,10 +48,10 @@ def close_session_on_cleanup(app: web.Application, state_key: web.AppKey[Any]) -
     app.on_cleanup.append(close)
 
 
-def app_with_hooks(name: str, source: str) -> tuple[web.Application, EventWriter]:
-    """A new app with the recording middleware and NeMo Gym's exception-to-500 wrapping."""
+def gym_app(name: str, source: str) -> tuple[web.Application, EventWriter]:
+    """A new app with NeMo Gym's exception-to-500 wrapping, and the server's event writer."""
     app = web.Application(client_max_size=64 * 1024 * 1024)
-    writer = hooks.install(app, source=source)
+    writer = EventWriter(source)
     app.middlewares.append(_error_middleware(name))
     app.router.add_get("/health", _health)
     app.router.add_get("/", _health)

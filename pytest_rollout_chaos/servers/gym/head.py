@@ -22,7 +22,7 @@ import yaml
 from aiohttp import web
 
 from pytest_rollout_chaos.servers import serve
-from pytest_rollout_chaos.servers.gym.base import app_with_hooks
+from pytest_rollout_chaos.servers.gym.base import gym_app
 
 SERVER_TYPES: Final = ("responses_api_agents", "responses_api_models", "resources_servers")
 
@@ -113,7 +113,7 @@ def _host_port(url: str) -> dict[str, Any]:
 
 def build_app(config: dict[str, Any]) -> web.Application:
     """The head server app serving ``config``."""
-    app, _writer = app_with_hooks("head", "head")
+    app, _writer = gym_app("head", "head")
     app[STATE_KEY] = HeadState(config)
     app.router.add_get("/global_config_dict_yaml", config_yaml)
     app.router.add_get("/server_instances", instances)

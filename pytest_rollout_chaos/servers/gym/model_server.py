@@ -33,11 +33,11 @@ from pytest_rollout_chaos.servers import serve
 from pytest_rollout_chaos.servers.gym import convert, tasks
 from pytest_rollout_chaos.servers.gym.base import (
     InnerServerError,
-    app_with_hooks,
     close_session_on_cleanup,
+    gym_app,
     json_object,
 )
-from pytest_rollout_chaos.servers.hook_faults import loopback_only
+from pytest_rollout_chaos.servers.loopback import loopback_only
 
 _CONTEXT_LENGTH_MARKERS: Final = ("context length", "max_tokens", "maximum context")
 TOKEN_ID_PREFIX: Final = "token_id:"
@@ -74,7 +74,7 @@ def build_app(config: ModelConfig) -> web.Application:
     """The model server app."""
     if config.splice and config.eos_token_id is None:
         raise ValueError("splicing needs the end-of-turn token id (--eos-token-id), or pass --no-splice")
-    app, writer = app_with_hooks("model", "model")
+    app, writer = gym_app("model", "model")
     app[STATE_KEY] = ModelState(config, writer, splice=config.splice)
     app.router.add_post("/v1/responses", responses)
     app.router.add_post("/_gym/splice", loopback_only(set_splice))

@@ -26,8 +26,8 @@ from aiohttp import web
 from pytest_rollout_chaos.history import EventWriter
 from pytest_rollout_chaos.servers import serve
 from pytest_rollout_chaos.servers.gym import tasks
-from pytest_rollout_chaos.servers.gym.base import app_with_hooks, json_object
-from pytest_rollout_chaos.servers.hook_faults import loopback_only
+from pytest_rollout_chaos.servers.gym.base import gym_app, json_object
+from pytest_rollout_chaos.servers.loopback import loopback_only
 
 SESSION_COOKIE: Final = "session"
 WRITER_KEY: Final = web.AppKey("resources_events", EventWriter)
@@ -64,7 +64,7 @@ STATE_KEY: Final = web.AppKey("resources_state", ResourcesState)
 
 def build_app(*, step_latency_ms: float = 0.0, step_item_latency_ms: float = 0.0) -> web.Application:
     """The resources server app."""
-    app, writer = app_with_hooks("resources", "resources")
+    app, writer = gym_app("resources", "resources")
     state = ResourcesState(initial=Latency(step_latency_ms, step_item_latency_ms))
     state.reset()
     app[STATE_KEY] = state
@@ -74,7 +74,7 @@ def build_app(*, step_latency_ms: float = 0.0, step_item_latency_ms: float = 0.0
     app.router.add_post("/verify", verify)
     app.router.add_post("/step_batch", step_batch)
     app.router.add_post("/aggregate_metrics", aggregate_metrics)
-    # Test-control routes, like the fault hooks: the loopback peer only.
+    # Test-control routes: the loopback peer only.
     app.router.add_get("/_gym/state", loopback_only(show_state))
     app.router.add_post("/_gym/latency", loopback_only(set_latency))
     app.router.add_post("/_gym/reset", loopback_only(reset))

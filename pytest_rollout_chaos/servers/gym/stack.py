@@ -158,7 +158,7 @@ class GymStack:
     events_files: list[Path]
     datasets_dir: Path = field(default_factory=lambda: bundled.fixtures_dir() / "datasets")
     control_timeout_s: float = 5.0
-    servers_without_hooks: frozenset[str] = frozenset()  # process names that have no fault hooks
+    real_servers: frozenset[str] = frozenset()  # process names of servers this project did not write
 
     def rows(self, task: str, n: int) -> list[dict[str, Any]]:
         """``n`` NeMo Gym rows of ``task`` from the datasets, ``_rowidx`` 0..n-1 (cycling if needed)."""

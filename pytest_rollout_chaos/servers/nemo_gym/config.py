@@ -8,7 +8,9 @@ the proxy on the link between them (``addresses``). Nothing here starts anything
 The instances mirror the embedded stack: ``gym_model`` is ``vllm_model`` in token-id mode
 (the ``vllm_model_for_training.yaml`` settings, without a reasoning parser, since the tiny
 policy emits none), ``gym_resources`` is ``equivalence_rule`` with exact grading (needs no judge
-model), and each agent instance is a ``simple_agent`` bound to both.
+model), and each agent instance is a ``simple_agent`` bound to both. Wheels that reach agents
+through environment servers (0.5 and later) get one ``legacy_agent`` relay per agent, as their
+``scripts/add_legacy_agent_environment_servers.py`` adds to an agent-only config.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from urllib.parse import urlsplit
 MODEL_DIR: Final = "responses_api_models/vllm_model"
 AGENT_DIR: Final = "responses_api_agents/simple_agent"
 RESOURCES_DIR: Final = "resources_servers/equivalence_rule"
+RELAY_DIR: Final = "environment_servers/legacy_agent"
 API_KEY: Final = "rollout-chaos"  # vllm_model sends it as a bearer token; the tiny policy ignores it
 
 
@@ -81,13 +84,24 @@ def agent_instance(name: str, *, resources: str, model: str, max_steps: int) -> 
     )
 
 
+def relay_instance(agent: str) -> Instance:
+    """A ``legacy_agent`` environment server relaying ``/run`` to the named agent instance."""
+    return Instance(
+        relay_name(agent),
+        RELAY_DIR,
+        {"agent_server": {"type": "responses_api_agents", "name": agent}},
+    )
+
+
+def relay_name(agent: str) -> str:
+    """The environment server instance in front of ``agent`` (NeMo Gym's own naming)."""
+    return f"{agent}_environment_server"
+
+
 def global_config(
     instances: Sequence[Instance], addresses: Mapping[str, str], *, head_url: str
 ) -> dict[str, Any]:
     """The resolved global config dict: every instance at its URL in ``addresses``."""
-    missing = [instance.name for instance in instances if instance.name not in addresses]
-    if missing:
-        raise ValueError(f"no address for instance(s) {missing}; known: {sorted(addresses)}")
     config: dict[str, Any] = {
         "head_server": host_port(head_url),
         "default_host": "127.0.0.1",
@@ -96,8 +110,16 @@ def global_config(
             (str(i.settings.get("model")) for i in instances if i.server_dir == MODEL_DIR), ""
         ),
     }
-    for instance in instances:
-        config[instance.name] = {
+    return {**config, **instance_entries(instances, addresses)}
+
+
+def instance_entries(instances: Sequence[Instance], addresses: Mapping[str, str]) -> dict[str, Any]:
+    """The config entries of ``instances`` alone, each at its URL in ``addresses``."""
+    missing = [instance.name for instance in instances if instance.name not in addresses]
+    if missing:
+        raise ValueError(f"no address for instance(s) {missing}; known: {sorted(addresses)}")
+    return {
+        instance.name: {
             instance.server_type: {
                 instance.implementation: {
                     "entrypoint": "app.py",
@@ -106,7 +128,8 @@ def global_config(
                 }
             }
         }
-    return config
+        for instance in instances
+    }
 
 
 def encode(config: Mapping[str, Any]) -> str:

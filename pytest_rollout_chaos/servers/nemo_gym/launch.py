@@ -1,16 +1,18 @@
 """Child side: run one real NeMo Gym server (``app.py`` from the installed wheel) in this process.
 
-Runs under the NeMo Gym interpreter (Python 3.12 with ``nemo_gym``), as a script by path, so it
-imports nothing from this package. The resolved global config comes in ``NEMO_GYM_CONFIG_DICT``
-and the instance name in ``NEMO_GYM_CONFIG_PATH``, as ``gym env start`` passes them. Two changes
-to how ``gym env start`` runs a server, both about the process and not the protocol:
+Runs under the NeMo Gym interpreter (its own virtual environment with ``nemo_gym``), as a script
+by path, so it imports nothing from this package and runs on any Python NeMo Gym runs on. The
+resolved global config comes in ``NEMO_GYM_CONFIG_DICT`` and the instance name in
+``NEMO_GYM_CONFIG_PATH``, as ``gym env start`` passes them. Two changes to how ``gym env start``
+runs a server, both about the process and not the protocol:
 
 * ``initialize_ray`` is replaced by a no-op: none of the servers this backend starts uses Ray,
-  and a Ray cluster per server would cost seconds and hundreds of MB each;
+  and a Ray cluster per server would cost seconds and hundreds of MB each (0.4 calls it for
+  every server; later versions only for servers that do not declare ``ray_enabled = False``);
 * the process exits when its parent dies (it polls its parent pid), so nothing outlives pytest.
 
 Usage: ``python launch.py SERVER_DIR`` where SERVER_DIR is relative to site-packages, such as
-``responses_api_models/vllm_model``.
+``responses_api_models/vllm_model`` or ``environment_servers/legacy_agent``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ def _server_dir(relative: str) -> str:
         candidate = os.path.join(root, rest)
         if os.path.isfile(os.path.join(candidate, "app.py")):
             return candidate
-    raise SystemExit(f"no {relative}/app.py in {list(package.__path__)}: is nemo-gym==0.4.0 installed?")
+    raise SystemExit(
+        f"no {relative}/app.py in {list(package.__path__)}: this nemo-gym wheel does not ship that server"
+    )
 
 
 def main() -> None:

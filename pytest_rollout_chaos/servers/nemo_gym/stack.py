@@ -9,14 +9,25 @@ through ``link(name, upstream_url)`` exactly as in the embedded stack, and the h
 ours (it serves the config a real ``RolloutCollectionHelper`` reads), so rows, link names,
 scenario server names and result shapes are the same on both backends.
 
+Versions differ in how rollout collection reaches an agent, and the stack follows the wheel it
+finds: up to 0.4 the client posts ``/run`` to the agent itself; from 0.5 on
+``RolloutCollectionHelper`` only dispatches through environment servers, so each agent gets a
+real ``legacy_agent`` relay in front of it (named ``<agent>_environment_server``), the
+``collector->agent`` link ends at the relay, and the head config lists the relays.
+
+The environment of ``CollectorContext.env`` (batched ``/step_batch``, NeMo RL's
+``EnvironmentInterface``) is not a NeMo Gym server: native-style collectors talk to it directly,
+as NeMo RL does to its own environments. So this stack also starts our embedded resources
+server as ``gym_env``, behind the ``collector->resources`` link; environment latency
+(``stack.env_latency_ms_*``) is set there, exactly as on the embedded backend.
+
 Task mapping: rows are the embedded datasets' rows, unchanged. ``echo`` rows are graded as in
 the embedded stack (exact match of the answer with ``expected_answer``). ``calculator`` rows
 are graded by exact match too, so the embedded stack's ``The answer is N.`` scores 0.0 here,
 and ``equivalence_rule`` has no ``calculator`` tool: a tool call gets NeMo Gym's 404 body back
 as its output, and the trajectory goes on as a real simple_agent's would.
 
-The real servers carry none of our fault hooks: ``servers_without_hooks`` names them, and the
-scenario runner skips scenarios that need hooks there.
+``real_servers`` names the real servers, which carry nothing of ours.
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ import contextlib
 import json
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -48,12 +59,14 @@ from pytest_rollout_chaos.servers.gym.stack import (
     direct_link,
     events_file,
     head_spec,
+    resources_spec,
 )
 from pytest_rollout_chaos.servers.nemo_gym import config as gym_config
 from pytest_rollout_chaos.servers.nemo_gym.locate import GymPython
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 
 LAUNCHER: Final = Path(__file__).with_name("launch.py")
+ENV_NAME: Final = "gym_env"  # our resources server, as CollectorContext.env
 # The real servers never call the head server; ours binds an OS-chosen port and serves the config.
 HEAD_UNUSED_URL: Final = "http://127.0.0.1:0"
 READY_TIMEOUT_S: Final = 90.0  # importing nemo_gym takes seconds per process on two cores
@@ -71,20 +84,18 @@ class BackendFeatureError(ChaosError):
 
 @dataclass(frozen=True, slots=True)
 class NemoGymStack(GymStack):
-    """A running stack of real NeMo Gym servers; ``GymStack``'s shape, no server-side state to reset."""
+    """A running stack of real NeMo Gym servers, plus our environment server for ``ctx.env``."""
 
     nemo_gym_version: str = ""
+    relays: Mapping[str, str] = field(default_factory=dict)  # agent -> its environment server process
 
     def reset_state(self) -> None:
-        """Nothing to reset: the real servers keep no per-test state we control."""
+        """Reset the environment server; the real servers keep no per-test state we control."""
+        self._control(ENV_NAME, "/_gym/reset", {})
 
     def set_env_latency(self, *, per_call_ms: float, per_item_ms: float) -> None:
-        """Environment latency is a feature of our resources server; refuse it loudly here."""
-        if per_call_ms or per_item_ms:
-            raise BackendFeatureError(
-                "environment latency (stack.env_latency_ms_*) needs the embedded resources server; "
-                "the nemo-gym backend's equivalence_rule has no /step_batch to slow down"
-            )
+        """Set the environment server's ``/step_batch`` cost until the next reset."""
+        self._control(ENV_NAME, "/_gym/latency", {"per_call_ms": per_call_ms, "per_item_ms": per_item_ms})
 
     def set_splice(self, enabled: bool) -> None:
         """Real ``vllm_model`` never splices (vanilla re-rendering): only that can be asked for."""
@@ -144,7 +155,8 @@ def start_nemo_gym_stack(
         gym_config.agent_instance(name, resources=RESOURCES_NAME, model=MODEL_NAME, max_steps=max_steps)
         for name in agents
     ]
-    instances = [model_inst, resources_inst, *agent_insts]
+    relay_insts = [gym_config.relay_instance(name) for name in agents] if python.environment_relay else []
+    instances = [model_inst, resources_inst, *agent_insts, *relay_insts]
     ports: dict[str, int] = {}
     real: dict[str, str] = {}
 
@@ -160,27 +172,48 @@ def start_nemo_gym_stack(
     # Ports are reserved just before each phase, so proxies (OS-chosen ports) cannot take them.
     processes: dict[str, ManagedProcess] = {}
     _reserve(ports, real, [model_inst, resources_inst])
-    processes.update(_start_all(start, [spec(model_inst, real), spec(resources_inst, real)]))
+    processes.update(
+        _start_all(
+            start,
+            [spec(model_inst, real), spec(resources_inst, real), resources_spec(log_dir, name=ENV_NAME)],
+        )
+    )
     peers = {
         MODEL_NAME: link(AGENT_TO_MODEL, real[MODEL_NAME]),
         RESOURCES_NAME: link(AGENT_TO_RESOURCES, real[RESOURCES_NAME]),
     }
-    _reserve(ports, real, agent_insts)
-    processes.update(_start_all(start, [spec(agent, peers) for agent in agent_insts]))
-    agent_urls = {name: link(collector_agent_link(name), real[name]) for name in agents}
+    # A relay reaches its agent directly: the collector->agent link is in front of the relay.
+    _reserve(ports, real, [*agent_insts, *relay_insts])
+    agent_addresses = {**peers, **{agent.name: real[agent.name] for agent in agent_insts}}
+    processes.update(
+        _start_all(
+            start,
+            [spec(agent, peers) for agent in agent_insts]
+            + [spec(relay, agent_addresses) for relay in relay_insts],
+        )
+    )
+    front = {name: gym_config.relay_name(name) if relay_insts else name for name in agents}
+    agent_urls = {name: link(collector_agent_link(name), real[front[name]]) for name in agents}
+    # Clients see each agent, and its environment server, at the end of its collector->agent link.
+    public_addresses = {
+        **peers,
+        **agent_urls,
+        **{gym_config.relay_name(name): agent_urls[name] for name in agents if relay_insts},
+    }
     config_file = log_dir / "nemo_gym_global_config.json"
-    public = gym_config.global_config(instances, {**peers, **agent_urls}, head_url=HEAD_UNUSED_URL)
+    public = gym_config.global_config(instances, public_addresses, head_url=HEAD_UNUSED_URL)
     config_file.write_text(json.dumps(public, indent=2))
     processes[HEAD_NAME] = start(head_spec(log_dir, config_file=config_file))
     return NemoGymStack(
         head_url=processes[HEAD_NAME].url,
         agents=agent_urls,
         model_url=real[MODEL_NAME],
-        resources_url=link(COLLECTOR_TO_RESOURCES, real[RESOURCES_NAME]),
+        resources_url=link(COLLECTOR_TO_RESOURCES, processes[ENV_NAME].url),
         processes=processes,
-        events_files=[events_file(log_dir, HEAD_NAME)],
-        servers_without_hooks=frozenset(instance.name for instance in instances),
+        events_files=[events_file(log_dir, HEAD_NAME), events_file(log_dir, ENV_NAME)],
+        real_servers=frozenset(instance.name for instance in instances),
         nemo_gym_version=python.nemo_gym_version,
+        relays={name: gym_config.relay_name(name) for name in agents if relay_insts},
     )
 
 

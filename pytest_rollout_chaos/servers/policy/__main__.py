@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from aiohttp import web
 
-from pytest_rollout_chaos.servers import hooks, serve
+from pytest_rollout_chaos.servers import serve
 from pytest_rollout_chaos.servers.policy.api import PolicyApi
 from pytest_rollout_chaos.servers.policy.engine import Engine
 from pytest_rollout_chaos.servers.policy.model import TinyLlama
@@ -22,7 +22,7 @@ ENGINE_KEY = web.AppKey("policy_engine", Engine)
 
 
 def build_app(model_dir: Path, *, served_model_name: str, seed: int, max_batch: int = 64) -> web.Application:
-    """The aiohttp app (hooks installed); the engine thread stops on app cleanup."""
+    """The aiohttp app; the engine thread stops on app cleanup."""
     tokenizer = PolicyTokenizer(model_dir)
     model = TinyLlama.load(model_dir)
     if model.config.vocab_size < tokenizer.vocab_size:
@@ -33,7 +33,6 @@ def build_app(model_dir: Path, *, served_model_name: str, seed: int, max_batch: 
         model, eos_token_id=tokenizer.eos_token_id, decode=tokenizer.decode, max_batch=max_batch, seed=seed
     )
     app = web.Application()
-    hooks.install(app, source="policy")
     app[ENGINE_KEY] = engine
     app.add_routes(
         PolicyApi(engine, tokenizer, served_model_name=served_model_name, root=str(model_dir)).routes()

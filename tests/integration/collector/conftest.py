@@ -1,8 +1,9 @@
 """The real stack for collector integration tests: the tiny policy server and the embedded Gym servers.
 
 Started once per module with ``ManagedProcess`` (own process groups, readiness probes) and
-stopped on every path. Each test gets a fresh History following every server's events file,
-a Gym client and an environment client, all closed after the test.
+stopped on every path. Every link between servers runs through a fault layer (no Toxiproxy:
+these tests use semantic and process faults only). Each test gets a fresh History following
+every server's events file, a Gym client and an environment client, all closed after the test.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from pytest_rollout_chaos.collector.protocol import CollectorContext, CollectorS
 from pytest_rollout_chaos.faults.base import FaultContext
 from pytest_rollout_chaos.history import EVENTS_FILE_ENV
 from pytest_rollout_chaos.servers import readiness
+from pytest_rollout_chaos.servers.faultlayer.spec import FaultLayer, fault_layer_spec
 from pytest_rollout_chaos.servers.gym import stack as gym_stack
+from pytest_rollout_chaos.servers.links import LayerLinks
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 
 MODEL_NAME = "tiny-llama"
@@ -35,6 +38,7 @@ class Stack:
     gym: gym_stack.GymStack
     eos_token_id: int
     log_dir: Path
+    fault_layer: FaultLayer
 
     @property
     def processes(self) -> dict[str, ManagedProcess]:
@@ -42,7 +46,11 @@ class Stack:
 
     @property
     def events_files(self) -> list[Path]:
-        return [gym_stack.events_file(self.log_dir, "policy"), *self.gym.events_files]
+        return [
+            gym_stack.events_file(self.log_dir, "policy"),
+            *self.gym.events_files,
+            self.fault_layer.events_file,
+        ]
 
 
 @pytest.fixture(scope="module")
@@ -75,11 +83,19 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 ready_timeout_s=60.0,
             )
         )
+        layer_events = log_dir / "fault_layer.events.jsonl"
+        fault_layer = FaultLayer(start(fault_layer_spec(layer_events)).url, layer_events)
         eos = gym_stack.eos_token_id(model_dir)
         gym = gym_stack.start_gym_stack(
-            start, log_dir, policy_url=policy.url, model=MODEL_NAME, eos_token_id=eos, max_steps=4
+            start,
+            log_dir,
+            policy_url=policy.url,
+            model=MODEL_NAME,
+            eos_token_id=eos,
+            max_steps=4,
+            link=LayerLinks(fault_layer.url),
         )
-        yield Stack(policy, gym, eos, log_dir)
+        yield Stack(policy, gym, eos, log_dir, fault_layer)
     finally:
         for process in reversed(started):
             process.stop()
@@ -122,7 +138,13 @@ def _run(stack: Stack, ctx: CollectorContext) -> Run:
         # parent-death signal when that thread ends (PR_SET_PDEATHSIG is per thread).
         stack.processes[name].restart()
 
-    faults = FaultContext(history=ctx.history, processes=stack.processes, gym_client=ctx.gym, restart=restart)
+    faults = FaultContext(
+        history=ctx.history,
+        processes=stack.processes,
+        fault_layer=stack.fault_layer.url,
+        gym_client=ctx.gym,
+        restart=restart,
+    )
     assert isinstance(ctx.gym, GymClient)
     return Run(ctx, faults, ctx.gym, stack)
 

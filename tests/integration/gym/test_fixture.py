@@ -11,6 +11,8 @@ from pytest_rollout_chaos.servers.gym.stack import RESOURCES_NAME, GymStack
 
 from .helpers import run_rows, with_temperature
 
+pytestmark = pytest.mark.slow  # starts the policy and the Gym stack
+
 
 @pytest.mark.asyncio
 async def test_chaos_gym_serves_both_agents_and_resets_state(chaos_gym_reset: GymStack) -> None:
@@ -23,7 +25,9 @@ async def test_chaos_gym_serves_both_agents_and_resets_state(chaos_gym_reset: Gy
         sorted(row["agent_ref"]["name"] for row, _ in results)
         == ["calculator_agent"] * 2 + ["echo_agent"] * 2
     )
-    assert all(path.exists() for path in gym.events_files)
+    # requests are recorded by the fault layer; the servers write what only they know
+    written = {path.name.removesuffix(".events.jsonl") for path in gym.events_files if path.exists()}
+    assert {"calculator_agent", "echo_agent", "gym_model"} <= written
     gym.set_env_latency(per_call_ms=5.0, per_item_ms=1.0)
     assert _state(gym)["latency"] == {"per_call_ms": 5.0, "per_item_ms": 1.0}
     assert _state(gym)["sessions"] == 4

@@ -15,15 +15,17 @@ from openai.types.responses import Response
 from pytest_rollout_chaos.collector.environment import GymEnvironment
 from pytest_rollout_chaos.collector.gym_client import GymClient, GymRequestError
 from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.invariants.rules import first_mismatch
 from pytest_rollout_chaos.servers.gym import tasks
 from pytest_rollout_chaos.servers.gym.convert import TOKEN_FIELDS
 from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME, RESOURCES_NAME, GymStack, events_file
 from pytest_rollout_chaos.servers.policy.spec import PolicyServer
-from pytest_rollout_chaos.tokens import first_mismatch
 
 from .conftest import running_stack
 from .helpers import model_calls, run_rows, token_items, with_temperature
 from .nemo_gym_models import BaseVerifyResponse, GymResponse, ServerInstanceDisplayConfig, instances_of
+
+pytestmark = pytest.mark.slow  # starts the policy and a Gym stack
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,20 @@ def post(url: str, body: dict[str, Any], *, timeout_s: float = 60.0) -> tuple[in
         return int(error.code), json.loads(error.read())
 
 
+def get(url: str, *, timeout_s: float = 30.0) -> tuple[int, dict[str, Any]]:
+    """GET JSON; return (status, parsed body, or {} when it is not JSON)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            status, data = int(response.status), response.read()
+    except urllib.error.HTTPError as error:
+        status, data = int(error.code), error.read()
+    try:
+        parsed = json.loads(data) if data else {}
+    except ValueError:
+        parsed = {}
+    return status, parsed if isinstance(parsed, dict) else {"value": parsed}
+
+
 @dataclass(frozen=True, slots=True)
 class Server:
     url: str
@@ -190,6 +204,29 @@ def find_drift(server: Server, seeds: range) -> list[tuple[int, list[int], list[
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         return [found for found in pool.map(one, seeds) if found is not None]
+
+
+def check_token_id_prompt_completion(server: Server) -> None:
+    """``/v1/completions`` from token ids, as the Gym model server's splice path sends it."""
+    prompt = server.tokenize(messages=calculator_messages(), add_generation_prompt=True)
+    body = {
+        "model": server.model,
+        "prompt": prompt,
+        "max_tokens": 6,
+        "temperature": 1.0,
+        "logprobs": 1,
+        "return_tokens_as_token_ids": True,
+    }
+    status, payload = post(server.url + "/v1/completions", body)
+    assert status == 200, payload
+    choice = payload["choices"][0]
+    logprobs = choice["logprobs"]
+    tokens = logprobs["tokens"]
+    assert tokens
+    assert all(token.startswith("token_id:") and token[len("token_id:") :].isdigit() for token in tokens)
+    assert len(logprobs["token_logprobs"]) == len(tokens) == payload["usage"]["completion_tokens"]
+    assert all(math.isfinite(value) for value in logprobs["token_logprobs"])
+    assert payload["usage"]["prompt_tokens"] == len(prompt)
 
 
 def check_context_overflow(server: Server) -> None:

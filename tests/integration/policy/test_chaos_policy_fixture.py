@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import INNER_ASYNCIO_INI
 
+pytestmark = pytest.mark.slow  # starts the tiny policy server
+
 INNER_TEST = """
 import json
 import os

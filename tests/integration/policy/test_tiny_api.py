@@ -15,6 +15,8 @@ from pytest_rollout_chaos.servers.process import ManagedProcess
 from tests.integration.policy import conformance
 from tests.integration.policy.conformance import CALCULATOR_TOOL, TOKEN_FIELDS, Server, post
 
+pytestmark = pytest.mark.slow  # starts the tiny policy server
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:

@@ -1,4 +1,8 @@
-"""The real target of the fault tests: ``tests/programs/hook_server.py`` under ManagedProcess."""
+"""The real target of the fault tests: ``tests/programs/hook_server.py`` behind a real fault layer.
+
+The server knows nothing of faults; the fault layer in front of it (its own process, one link
+``client->hooked``) records the requests and applies the semantic faults, as in the stack.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +17,10 @@ import aiohttp
 import pytest
 
 from pytest_rollout_chaos.faults.base import FaultContext
-from pytest_rollout_chaos.history import EVENTS_FILE_ENV, Event, History
+from pytest_rollout_chaos.history import Event, History
 from pytest_rollout_chaos.servers import readiness
+from pytest_rollout_chaos.servers.faultlayer import client as layer
+from pytest_rollout_chaos.servers.faultlayer.spec import fault_layer_spec
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 
 REPO = Path(__file__).resolve().parents[3]
@@ -23,10 +29,12 @@ READY = readiness.all_of(readiness.address_known(), readiness.http_ok("/health")
 
 @dataclass
 class Hooked:
-    """One running hook server, its events file, and ways to talk to it."""
+    """One running server behind its own fault layer, the layer's events file, ways to talk to it."""
 
     process: ManagedProcess
+    layer: ManagedProcess
     events_file: Path
+    url: str  # the server as clients reach it: through the layer
 
     @classmethod
     def start(cls, directory: Path, name: str = "hooked") -> Hooked:
@@ -35,22 +43,32 @@ class Hooked:
             name=name,
             argv=(sys.executable, "-m", "tests.programs.hook_server"),
             probe=READY,
-            env={EVENTS_FILE_ENV: str(events_file)},
             ready_timeout_s=30.0,
             cwd=REPO,
         )
         process = ManagedProcess(spec, directory / "logs")
+        fault_layer = ManagedProcess(fault_layer_spec(events_file, name=f"{name}-layer"), directory / "logs")
         process.start()
-        return cls(process, events_file)
+        try:
+            fault_layer.start()
+            listen = layer.add_link(
+                fault_layer.url, name=f"client->{name}", server=name, source=name, upstream=process.url
+            )
+        except BaseException:
+            process.stop()
+            fault_layer.stop()
+            raise
+        return cls(process, fault_layer, events_file, f"http://{listen}")
 
-    @property
-    def url(self) -> str:
-        return self.process.url
+    def stop(self) -> None:
+        self.process.stop()
+        self.layer.stop()
 
     def context(self, **extra: Any) -> tuple[FaultContext, History]:
-        """A fresh History following this server, and a FaultContext over it."""
+        """A fresh History following this server's layer, and a FaultContext over both."""
         history = History()
         history.follow(self.events_file)
+        extra.setdefault("fault_layer", self.layer.url)
         ctx = FaultContext(history=history, processes={self.process.name: self.process}, **extra)
         return ctx, history
 
@@ -79,19 +97,19 @@ def hook_hits(history: History, effect: str) -> list[Mapping[str, Any]]:
 
 @pytest.fixture(scope="module")
 def hooked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hooked]:
-    """One hook server per test module; semantic faults heal, so tests can share it."""
+    """One server behind a fault layer per test module; semantic faults heal, so tests can share it."""
     server = Hooked.start(tmp_path_factory.mktemp("hooked"))
     try:
         yield server
     finally:
-        server.process.stop()
+        server.stop()
 
 
 @pytest.fixture
 def own_hooked(tmp_path: Path) -> Iterator[Hooked]:
-    """A hook server of this test alone, for faults that kill, freeze or restart it."""
+    """A server (and layer) of this test alone, for faults that kill, freeze or restart it."""
     server = Hooked.start(tmp_path)
     try:
         yield server
     finally:
-        server.process.stop()
+        server.stop()

@@ -92,5 +92,5 @@ def test_describe_and_context_errors_list_what_is_known() -> None:
         ctx.process("agent")
     with pytest.raises(FaultError, match="network faults need Toxiproxy"):
         ctx.proxy("model")
-    with pytest.raises(FaultError, match=r"no server with fault hooks \(known: none\)"):
-        ctx.hook_url("agent")
+    with pytest.raises(FaultError, match="act through the HTTP fault layer"):
+        ctx.layer_url()

@@ -1,4 +1,4 @@
-"""hang against a real hook server: no answer while armed; healing releases the waiter."""
+"""hang against a real server behind the fault layer: no answer while armed; healing releases the waiter."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from pytest_rollout_chaos.faults.apply import heal_recorded, inject_recorded
 from pytest_rollout_chaos.faults.hang import Hang
-from pytest_rollout_chaos.servers.hook_control import HookControl
+from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 from tests.unit.faults.hooked import Hooked
 
 
@@ -42,7 +42,7 @@ async def test_healing_releases_a_waiting_request_and_leaves_no_rule(hooked: Hoo
     status, _ = await asyncio.wait_for(waiting, 5.0)
     assert status == 200
     assert time.monotonic() - released_at < 1.0
-    async with HookControl(hooked.url) as control:
+    async with LayerControl(hooked.layer.url) as control:
         assert await control.rules() == []
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from pytest_rollout_chaos.collector.protocol import Rollout
 from pytest_rollout_chaos.history import Event, EventKind, History
 from pytest_rollout_chaos.invariants.base import Status, Verdict
-from pytest_rollout_chaos.report.record import ItemOutcome, ScenarioRecord
+from pytest_rollout_chaos.report.record import ItemOutcome, ResultFacts, ScenarioFacts, ScenarioRecord
 from pytest_rollout_chaos.scenario.model import Scenario, parse_scenario
 from pytest_rollout_chaos.scenario.run import ScenarioResult
 
@@ -107,13 +107,14 @@ def record(
     headline: str = "",
     extra: Mapping[str, Any] | None = None,
 ) -> ScenarioRecord:
+    """A record as the reports keep it, from a live result (or none: the item ended before one)."""
     return ScenarioRecord(
         nodeid=f"{name}.chaos.yaml::{name}",
         name=name,
         outcome=item_outcome,
         duration_s=0.7,
-        scenario=outcome.scenario if outcome is not None else scenario(name),
-        result=outcome,
+        scenario=ScenarioFacts.of(outcome.scenario if outcome is not None else scenario(name)),
+        result=ResultFacts.of(outcome) if outcome is not None else None,
         message=message,
         headline=headline,
         events=tuple(events),

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from xml.etree import ElementTree
 
+from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.invariants.base import Status
 from pytest_rollout_chaos.report.html import render_report, write_report
 from pytest_rollout_chaos.report.svg import render_timeline
@@ -139,3 +140,22 @@ def test_a_long_outcome_is_folded_but_kept_whole() -> None:
     page = render_report([record(result(raised=RuntimeError(long_error)), item_outcome="passed")])
     assert "the whole outcome" in page
     assert f"the collector raised RuntimeError: {long_error}" in page
+
+
+def test_totals_tell_skips_and_harness_fault_errors_apart_from_failures() -> None:
+    spoiled = result("oom-agent", rollouts=completed(3), verdicts=[verdict("accounted", Status.PASS)])
+    spoiled.fault_errors = [FaultError("injecting oom() on calculator_agent failed: no cgroup")]
+    page = render_report(
+        [
+            record(spoiled, item_outcome="failed", name="oom-agent", events=story_events()),
+            record(None, item_outcome="skipped", name="native-only", headline="native-style scenario"),
+        ]
+    )
+    assert '<div class="num">1</div><div class="what">failed</div>' in page
+    assert '<div class="num">1</div><div class="what">skipped</div>' in page
+    assert '<div class="num">1</div><div class="what">fault errors</div>' in page
+    # the index says why a scenario with all-green verdicts failed
+    assert '<div class="why">fault error: injecting oom() on calculator_agent failed: no cgroup</div>' in page
+    assert "show only failing scenarios (1)" in page
+    assert '<tr class="skipped">' in page
+    assert '<section class="scenario skipped"' in page

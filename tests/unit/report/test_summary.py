@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.invariants.base import Status
 from pytest_rollout_chaos.report.summary import summary_lines
 from tests.unit.report.builders import completed, record, result, verdict
@@ -50,3 +51,15 @@ def test_a_scenario_without_a_result_shows_the_last_line_pytest_said() -> None:
 
 def test_nothing_run() -> None:
     assert summary_lines([], extra_lines=["toxiproxy: x"]) == ["scenarios: none run", "toxiproxy: x"]
+
+
+def test_a_harness_fault_error_is_named_before_the_verdicts_it_spoiled() -> None:
+    spoiled = result(
+        "oom-agent",
+        rollouts=completed(3),
+        verdicts=[verdict("accounted", Status.PASS)],
+    )
+    spoiled.fault_errors = [FaultError("injecting oom() on calculator_agent failed: no cgroup\nmore")]
+    spoiled.expectation_failures = ["the collector to raise Exception, but it returned 3 rollouts"]
+    line = summary_lines([record(spoiled, item_outcome="failed", name="oom-agent")])[-1]
+    assert line.endswith("1 fault  fault error: injecting oom() on calculator_agent failed: no cgroup")

@@ -179,7 +179,8 @@ def test_negative_durations_and_times() -> None:
         ),
         (
             "{after_completed: 9}",
-            "s.chaos.yaml:6: faults[0].at.after_completed: 9 exceeds the 4 rollouts of the workload",
+            "s.chaos.yaml:8: faults[0].at.after_completed: 9 exceeds the workload's 4 rows, so it would "
+            "never fire (valid: 1..4; rows = tasks x rows_per_task x generations_per_prompt = 1 x 4 x 1)",
         ),
     ],
 )
@@ -218,15 +219,20 @@ def test_missing_required_keys_point_at_the_mapping() -> None:
 def test_raises_and_rollouts_exclude_each_other() -> None:
     text = "name: x\ndescription: d\nexpect:\n  raises: {type: E}\n  rollouts: {all_completed: true}\n"
     text += "  invariants: [accounted]\n"
-    assert problems(text) == ["s.chaos.yaml:5: expect: give either raises or rollouts, not both"]
+    assert problems(text) == [
+        "s.chaos.yaml:5: expect.rollouts: give either raises or rollouts, not both (expect.raises is on "
+        "line 4): raises says the collector must fail, rollouts that it must return"
+    ]
 
 
 def test_rollout_counts_are_checked_against_the_workload() -> None:
     text = "name: x\ndescription: d\nexpect:\n  rollouts: {aborted_rows: [1, 4], min_completed: 5}\n"
     text += "  invariants: [accounted]\n"
     assert problems(text) == [
-        "s.chaos.yaml:4: expect.rollouts.min_completed: 5 exceeds the 4 rollouts of the workload",
-        "s.chaos.yaml:4: expect.rollouts.aborted_rows: row 4 does not exist (valid: 0..3)",
+        "s.chaos.yaml:4: expect.rollouts.min_completed: 5 exceeds the workload's 4 rows (valid: 0..4; "
+        "rows = tasks x rows_per_task x generations_per_prompt = 1 x 4 x 1)",
+        "s.chaos.yaml:4: expect.rollouts.aborted_rows[1]: row 4 does not exist: the workload has 4 rows "
+        "(valid: 0..3; rows = tasks x rows_per_task x generations_per_prompt = 1 x 4 x 1)",
     ]
 
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from pytest_rollout_chaos.faults import registry
-from pytest_rollout_chaos.scenario import parse_scenario, tables
+from pytest_rollout_chaos.scenario import ScenarioFileError, parse_scenario, tables
 from pytest_rollout_chaos.scenario.schema import scenario_schema
 from pytest_rollout_chaos.scenario.template import render
 
@@ -34,38 +34,60 @@ def test_the_schema_is_json_and_a_valid_draft_2020_12_schema() -> None:
     jsonschema.Draft202012Validator.check_schema(schema)
 
 
+def schema_errors(data: object) -> list[str]:
+    return [error.message for error in validator().iter_errors(data)]
+
+
 @pytest.mark.parametrize("path", GOOD_FILES, ids=lambda path: path.stem)
 def test_good_files_pass_both_the_schema_and_the_validator(path: Path) -> None:
-    parse_scenario(path.read_text(), path)
-    validator().validate(yaml.safe_load(path.read_text()))
+    data = yaml.safe_load(path.read_text())
+    scenario = parse_scenario(path.read_text(), path)
+    assert (scenario.name, scenario.expect.invariants) == (data["name"], tuple(data["expect"]["invariants"]))
+    assert [step.kind for step in scenario.faults] == [step["kind"] for step in data.get("faults", [])]
+    assert schema_errors(data) == []
 
 
 def test_the_new_template_passes_the_schema() -> None:
-    validator().validate(yaml.safe_load(render("from-template")))
+    text = render("from-template")
+    assert parse_scenario(text, Path("from-template.chaos.yaml")).name == "from-template"
+    assert schema_errors(yaml.safe_load(text)) == []
 
 
+# Each bad addition and the field the validator names for it (on line 5, where it is added).
 BAD = {
-    "unknown top-level key": "tagz: [x]\n",
-    "unknown fault kind": "faults: [{kind: latncy, target: agent->model}]\n",
-    "network fault on a server": "faults: [{kind: latency, target: policy}]\n",
-    "unknown fault parameter": "faults: [{kind: latency, target: agent->model, latency: 5}]\n",
-    "parameter above its maximum": "faults: [{kind: latency, target: agent->model, toxicity: 2}]\n",
-    "negative duration": "faults: [{kind: kill, target: policy, duration_s: -1}]\n",
-    "unknown trigger": "faults: [{kind: kill, target: policy, at: soon}]\n",
-    "two triggers": "faults: [{kind: kill, target: policy, at: {after_s: 1, after_completed: 1}}]\n",
-    "wrong type": "workload: {rows_per_task: four}\n",
-    "bool for an integer": "stack: {agents: true}\n",
-    "bad tag": "tags: [Network]\n",
+    "unknown top-level key": ("tagz: [x]\n", "tagz"),
+    "unknown fault kind": ("faults: [{kind: latncy, target: agent->model}]\n", "faults[0].kind"),
+    "network fault on a server": ("faults: [{kind: latency, target: policy}]\n", "faults[0].target"),
+    "unknown fault parameter": (
+        "faults: [{kind: latency, target: agent->model, latency: 5}]\n",
+        "faults[0].latency",
+    ),
+    "parameter above its maximum": (
+        "faults: [{kind: latency, target: agent->model, toxicity: 2}]\n",
+        "faults[0].toxicity",
+    ),
+    "negative duration": ("faults: [{kind: kill, target: policy, duration_s: -1}]\n", "faults[0].duration_s"),
+    "unknown trigger": ("faults: [{kind: kill, target: policy, at: soon}]\n", "faults[0].at"),
+    "two triggers": (
+        "faults: [{kind: kill, target: policy, at: {after_s: 1, after_completed: 1}}]\n",
+        "faults[0].at",
+    ),
+    "wrong type": ("workload: {rows_per_task: four}\n", "workload.rows_per_task"),
+    "bool for an integer": ("stack: {agents: true}\n", "stack.agents"),
+    "bad tag": ("tags: [Network]\n", "tags[0]"),
 }
 BASE = "name: base\ndescription: a base scenario\nexpect:\n  invariants: [accounted]\n"
 
 
-@pytest.mark.parametrize("extra", BAD.values(), ids=list(BAD))
-def test_bad_files_fail_both_the_schema_and_the_validator(extra: str) -> None:
+@pytest.mark.parametrize(("extra", "field"), BAD.values(), ids=list(BAD))
+def test_bad_files_fail_both_the_schema_and_the_validator(extra: str, field: str) -> None:
     text = BASE + extra
-    with pytest.raises(Exception, match=r"s\.chaos\.yaml:\d+: "):
+    with pytest.raises(ScenarioFileError) as caught:
         parse_scenario(text, Path("s.chaos.yaml"))
-    assert not validator().is_valid(yaml.safe_load(text))
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.field) == (5, field)
+    assert "valid: " in problem.message
+    assert schema_errors(yaml.safe_load(text)) != []
 
 
 def test_bad_invariant_fails_the_schema() -> None:

@@ -1,21 +1,24 @@
 """Response-body rewrites for the semantic fault effects: bad logprobs, prefix drift, broken JSON.
 
 Pure functions over decoded JSON (or bytes), so they are easy to reason about and test. The
-walkers look for the field names the servers of this stack use, wherever they are nested:
-chat ``choices[].logprobs.content[].logprob``, completions ``choices[].logprobs.token_logprobs``,
-Gym output items' ``generation_log_probs`` (also inside ``/run`` results), and
-``prompt_token_ids`` / generated ``token_ids`` / ``generation_token_ids`` for prefix drift.
+walkers look for the field names that vLLM, NeMo Gym and the servers of this stack use, wherever
+they are nested: chat ``choices[].logprobs.content[].logprob``, completions
+``choices[].logprobs.token_logprobs``, Gym output items' ``generation_log_probs`` (also inside
+``/run`` results); for prefix drift, prompt ids in ``prompt_token_ids`` or a ``/tokenize``
+answer's ``tokens``, and generated ids in ``token_ids``, ``generation_token_ids`` or chat
+logprob tokens spelled ``token_id:N`` (vLLM's ``return_tokens_as_token_ids``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 LOGPROB_LIST_KEYS: Final = ("token_logprobs", "generation_log_probs")
 GENERATED_IDS_KEYS: Final = ("token_ids", "generation_token_ids")
-PROMPT_IDS_KEY: Final = "prompt_token_ids"
+PROMPT_IDS_KEYS: Final = ("prompt_token_ids", "tokens")
+TOKEN_ID_PREFIX: Final = "token_id:"
 
 _SHAPE_VALUES: Final[dict[str, float | None]] = {"nan": float("nan"), "null": None, "inf": float("inf")}
 
@@ -61,27 +64,29 @@ def rewrite_logprobs(document: Any, shape: str, token_index: int | None) -> int:
 
 def drift_prompt_ids(
     document: Any,
-    seen_generations: list[list[int]],
+    seen_generations: Sequence[list[int]],
     mode: str,
     replacement_token_id: int | None,
 ) -> int:
-    """Change an earlier prompt token in every ``prompt_token_ids`` list; return how many lists changed.
+    """Change an earlier prompt token in every list of prompt ids; return how many lists changed.
 
     A non-append-only chat template re-renders history, so an id that an earlier turn
     generated comes back different (replaced) or merged with its neighbour. When a generation
     seen earlier by this server occurs inside the prompt, the drift lands in it; otherwise it
-    lands in the middle of the prompt, which is still history. ``seen_generations`` is
-    extended with the generated ids of this response, so later turns can be aimed at.
+    lands in the middle of the prompt, which is still history. Remembering this answer's own
+    generations for later turns is the caller's job (``LayerState.observe_generations`` sees
+    every answer once).
     """
     changed = 0
 
     def visit(node: Any) -> None:
         nonlocal changed
         if isinstance(node, dict):
-            prompt = node.get(PROMPT_IDS_KEY)
-            if isinstance(prompt, list) and len(prompt) >= 2 and _all_ints(prompt):
-                _drift_one(prompt, _drift_position(prompt, seen_generations), mode, replacement_token_id)
-                changed += 1
+            for key in PROMPT_IDS_KEYS:
+                prompt = node.get(key)
+                if isinstance(prompt, list) and len(prompt) >= 2 and _all_ints(prompt):
+                    _drift_one(prompt, _drift_position(prompt, seen_generations), mode, replacement_token_id)
+                    changed += 1
             for value in node.values():
                 visit(value)
         elif isinstance(node, list):
@@ -89,7 +94,6 @@ def drift_prompt_ids(
                 visit(item)
 
     visit(document)
-    seen_generations.extend(generations(document))
     return changed
 
 
@@ -127,7 +131,7 @@ def _setter(values: list[Any], key: str | None, bad: float | None) -> Callable[[
     return put
 
 
-def _drift_position(prompt: list[int], seen_generations: list[list[int]]) -> int:
+def _drift_position(prompt: list[int], seen_generations: Sequence[list[int]]) -> int:
     for generation in reversed(seen_generations):
         start = _find(prompt, generation)
         if start is not None:
@@ -159,6 +163,10 @@ def generations(document: Any) -> list[list[int]]:
             for key, value in node.items():
                 if key in GENERATED_IDS_KEYS and isinstance(value, list) and value and _all_ints(value):
                     found.append(list(value))
+                elif key == "content" and isinstance(value, list) and _is_chat_logprob_list(value):
+                    ids = [_token_id(item.get("token")) for item in value]
+                    if all(token is not None for token in ids):
+                        found.append([token for token in ids if token is not None])
                 else:
                     visit(value)
         elif isinstance(node, list):
@@ -167,6 +175,14 @@ def generations(document: Any) -> list[list[int]]:
 
     visit(document)
     return found
+
+
+def _token_id(token: Any) -> int | None:
+    """``"token_id:42"`` -> 42; anything else -> None."""
+    if isinstance(token, str) and token.startswith(TOKEN_ID_PREFIX):
+        digits = token[len(TOKEN_ID_PREFIX) :]
+        return int(digits) if digits.isdigit() else None
+    return None
 
 
 def _find(haystack: list[int], needle: list[int]) -> int | None:

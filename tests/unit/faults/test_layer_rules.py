@@ -1,10 +1,10 @@
-"""Hook rule matching as a table: route forms, nth/every/count, seeded probability, bad input."""
+"""Fault-layer rule matching as a table: route forms, nth/every/count, seeded probability, bad input."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_rollout_chaos.servers.hook_rules import Match, RuleError, parse_rule
+from pytest_rollout_chaos.servers.faultlayer.rules import Match, RuleError, parse_rule
 
 
 @pytest.mark.parametrize(
@@ -34,21 +34,23 @@ def test_route_forms(route: str | None, path: str, expected: bool) -> None:
     ],
 )
 def test_positions_and_count(match: dict[str, int], fires_on: list[int]) -> None:
-    rule = parse_rule("r1", {"effect": "delay", "match": match})
-    assert [n for n in range(1, 7) if rule.consider("/x", None)] == fires_on
+    rule = parse_rule("r1", {"server": "s", "effect": "delay", "match": match})
+    assert [n for n in range(1, 7) if rule.consider("s", "/x", None)] == fires_on
 
 
 def test_row_filter_counts_only_that_rows_requests() -> None:
-    rule = parse_rule("r1", {"effect": "delay", "match": {"row": 2, "nth": 2}})
-    fired = [row for row in (1, 2, 3, 2, 2) if rule.consider("/run", row)]
+    rule = parse_rule("r1", {"server": "s", "effect": "delay", "match": {"row": 2, "nth": 2}})
+    fired = [row for row in (1, 2, 3, 2, 2) if rule.consider("s", "/run", row)]
     assert fired == [2]
     assert (rule.candidates, rule.hits) == (3, 1)
 
 
 def test_probability_is_reproducible_for_the_same_seed_and_rule_id() -> None:
     def pattern(seed: int, rule_id: str) -> list[bool]:
-        rule = parse_rule(rule_id, {"effect": "delay", "match": {"probability": 0.5}, "seed": seed})
-        return [rule.consider("/x", None) for _ in range(40)]
+        rule = parse_rule(
+            rule_id, {"server": "s", "effect": "delay", "match": {"probability": 0.5}, "seed": seed}
+        )
+        return [rule.consider("s", "/x", None) for _ in range(40)]
 
     assert pattern(7, "r1") == pattern(7, "r1")
     assert pattern(7, "r1") != pattern(8, "r1")
@@ -57,10 +59,10 @@ def test_probability_is_reproducible_for_the_same_seed_and_rule_id() -> None:
 
 def test_seed_comes_from_the_environment_when_the_rule_has_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROLLOUT_CHAOS_SEED", "7")
-    from_env = parse_rule("r1", {"effect": "delay", "match": {"probability": 0.5}})
-    explicit = parse_rule("r1", {"effect": "delay", "match": {"probability": 0.5}, "seed": 7})
-    assert [from_env.consider("/x", None) for _ in range(20)] == [
-        explicit.consider("/x", None) for _ in range(20)
+    from_env = parse_rule("r1", {"server": "s", "effect": "delay", "match": {"probability": 0.5}})
+    explicit = parse_rule("r1", {"server": "s", "effect": "delay", "match": {"probability": 0.5}, "seed": 7})
+    assert [from_env.consider("s", "/x", None) for _ in range(20)] == [
+        explicit.consider("s", "/x", None) for _ in range(20)
     ]
 
 
@@ -68,14 +70,21 @@ def test_seed_comes_from_the_environment_when_the_rule_has_none(monkeypatch: pyt
     ("body", "message"),
     [
         ([], r"rule: expected a JSON object"),
-        ({"effect": "delay", "match": {"route": "run"}}, r"match.route: expected a path starting with '/'"),
         (
-            {"effect": "delay", "match": {"probability": 2}},
+            {"server": "s", "effect": "delay", "match": {"route": "run"}},
+            r"match.route: expected a path starting with '/'",
+        ),
+        (
+            {"server": "s", "effect": "delay", "match": {"probability": 2}},
             r"match.probability: expected a number in \[0, 1\]",
         ),
-        ({"effect": "delay", "delay_ms": -5}, r"delay_ms: expected a number >= 0, got -5"),
-        ({"effect": "exit", "code": 300}, r"code: expected an exit code 0..255"),
-        ({"effect": "hang", "max_hang_s": "long"}, r"max_hang_s: expected int or float or null, got 'long'"),
+        ({"server": "s", "effect": "delay", "delay_ms": -5}, r"delay_ms: expected a number >= 0, got -5"),
+        ({"server": "s", "effect": "exit", "code": 0}, r"effect: unknown effect .exit. \(known: delay, hang"),
+        ({"effect": "delay"}, r"server: expected the name of the server the rule applies to, got None"),
+        (
+            {"server": "s", "effect": "hang", "max_hang_s": "long"},
+            r"max_hang_s: expected int or float or null, got 'long'",
+        ),
     ],
 )
 def test_bad_rules_name_the_field(body: object, message: str) -> None:

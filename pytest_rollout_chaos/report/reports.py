@@ -1,23 +1,31 @@
 """``ScenarioReports``: the session's record of scenario items, fed by the harness's hooks.
 
 After each scenario item's call phase (or a setup phase that ended it) it keeps the pytest
-outcome and the ``ScenarioResult`` the runner stashed on the item; before the report is made
-it adds the scenario's facts to ``item.user_properties`` (JUnit XML). At session end it writes
-the HTML page when ``--rollout-chaos-report`` is set, and it gives the terminal-summary lines.
+outcome and the facts of the item's run; before the report is made it adds the scenario's facts
+to ``item.user_properties`` (JUnit XML). At session end it writes the HTML page when
+``--rollout-chaos-report`` is set, and it gives the terminal-summary lines.
+
+Under pytest-xdist the scenarios run in the workers: each worker sends its records, its
+environment lines and its servers' logs to the controller in ``config.workeroutput`` (xdist's
+own channel, no file), and the controller writes the one page and the one summary of the run.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 import pytest
 
-from pytest_rollout_chaos.report.record import ItemOutcome, ScenarioRecord
+from pytest_rollout_chaos.report.record import ItemOutcome, ResultFacts, ScenarioFacts, ScenarioRecord
+from pytest_rollout_chaos.report.run_info import RunInfo, ServerLog
 
 _logger = logging.getLogger(__name__)
+WORKER_OUTPUT_KEY: Final = "rollout_chaos_reports"
+Role = Literal["single", "controller", "worker"]
 
 
 class ScenarioReports:
@@ -26,10 +34,12 @@ class ScenarioReports:
     def __init__(self, report_path: Path | None) -> None:
         self.report_path = report_path
         self.records: list[ScenarioRecord] = []
+        self.run = RunInfo()
         self.written: Path | None = None
         self.write_error: str | None = None
+        self.role: Role = "single"
+        self.worker = ""
         self._reporter: Any = None
-        self._xdist_controller = False
 
     def add_properties(self, item: pytest.Item, when: str) -> None:
         """Scenario facts for JUnit XML, appended before pytest copies them into the call report."""
@@ -74,21 +84,23 @@ class ScenarioReports:
                 name=scenario.name,
                 outcome=outcome,
                 duration_s=report.duration,
-                scenario=scenario,
-                result=result,
+                scenario=ScenarioFacts.of(scenario),
+                result=ResultFacts.of(result) if result is not None else None,
                 message="" if report.passed else _headline(report) if report.skipped else report.longreprtext,
                 headline=_headline(report),
                 events=tuple(result.history.events()) if result is not None else (),
+                worker=self.worker,
             )
         )
 
-    def start(self, config: pytest.Config) -> None:
-        """Keep the terminal reporter under ``-v``; under xdist, give this worker its own page."""
-        # Under xdist the items run in the workers: each writes its own page, the controller none.
-        self._xdist_controller = config.pluginmanager.has_plugin("dsession")
+    def start(self, config: pytest.Config, run: RunInfo) -> None:
+        """Learn this process's role under xdist; keep the terminal reporter under ``-v``."""
+        self.run = run
         worker = getattr(config, "workerinput", None)
-        if self.report_path is not None and isinstance(worker, dict) and "workerid" in worker:
-            self.report_path = worker_report_path(self.report_path, str(worker["workerid"]))
+        if isinstance(worker, dict) and "workerid" in worker:
+            self.role, self.worker = "worker", str(worker["workerid"])
+        elif config.pluginmanager.has_plugin("dsession"):
+            self.role = "controller"  # the items run in the workers
         if config.get_verbosity() > 0:
             self._reporter = config.pluginmanager.get_plugin("terminalreporter")
 
@@ -105,37 +117,65 @@ class ScenarioReports:
         for line in progress_lines(record):
             self._reporter.write_line(line)
 
+    def finish(self, config: pytest.Config, environment: Sequence[str], logs: Sequence[ServerLog]) -> None:
+        """At session end: a worker hands everything to the controller; the others write the page."""
+        if self.role == "worker":
+            output: dict[str, Any] = getattr(config, "workeroutput", {})
+            output[WORKER_OUTPUT_KEY] = json.dumps(
+                {
+                    "records": [record.to_wire() for record in self.records],
+                    "environment": list(environment),
+                    "logs": [[log.name, log.path] for log in logs],
+                }
+            )
+            return
+        if self.role == "single":
+            self.run.add_environment(list(environment))
+            self.run.logs += logs
+        self.write()
+
+    def node_down(self, node: Any, error: object) -> None:
+        """Controller: merge what a worker sent; a worker that died sent nothing, so say so."""
+        worker = str(getattr(getattr(node, "gateway", None), "id", "?"))
+        self.run.workers.append(worker)
+        raw = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT_KEY)
+        if raw is None:
+            why = f" ({error})" if error else ""
+            self.run.notes.append(
+                f"worker {worker} went down before reporting{why}: its scenarios are missing"
+            )
+            return
+        data = json.loads(raw)
+        self.records += [ScenarioRecord.from_wire(text) for text in data["records"]]
+        self.records.sort(key=lambda record: record.nodeid)
+        self.run.add_environment([f"{worker}: {line}" for line in data["environment"]])
+        self.run.logs += [ServerLog(name, path, worker) for name, path in data["logs"]]
+
     def write(self) -> Path | None:
         """Write the HTML page when a path was given; a failure is logged and told in the summary."""
-        if self.report_path is None or self._xdist_controller:
+        if self.report_path is None:
             return None
         from pytest_rollout_chaos.report.html import write_report
 
         try:
-            self.written = write_report(self.report_path, self.records)
+            self.written = write_report(self.report_path, self.records, run=self.run)
         except Exception as error:  # the report must never mask the run's own outcome
             _logger.exception("writing the rollout-chaos report failed")
             self.write_error = f"report: could not write {self.report_path}: {error}"
         return self.written
 
-    def summary(self, extra_lines: Sequence[str], *, verbose: bool) -> list[str]:
+    def summary(self, *, verbose: bool) -> list[str]:
         """The section's lines, or none when no scenario ran and the run is not verbose."""
-        if self._xdist_controller and self.report_path is not None:
-            pages = worker_report_path(self.report_path, "gw*")
-            return [f"report: one page per xdist worker, {pages} (scenario counts are in each page)"]
-        if not self.records and not verbose:
+        if self.role == "worker" or (not self.records and not verbose):
             return []
         from pytest_rollout_chaos.report.summary import summary_lines
 
-        lines = summary_lines(self.records, extra_lines=extra_lines, report_path=self.written)
+        lines = summary_lines(
+            self.records, extra_lines=[*self.run.environment, *self.run.notes], report_path=self.written
+        )
         if self.write_error:
             lines.append(self.write_error)
         return lines
-
-
-def worker_report_path(path: Path, worker_id: str) -> Path:
-    """``report.html`` -> ``report.gw0.html``: xdist workers must not overwrite each other's page."""
-    return path.with_name(f"{path.stem}.{worker_id}{path.suffix}")
 
 
 def _headline(report: pytest.TestReport) -> str:

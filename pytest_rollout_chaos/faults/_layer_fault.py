@@ -1,8 +1,10 @@
-"""The shared shape of semantic faults: a hook rule armed on the target server, disarmed on heal.
+"""The shared shape of semantic faults: a fault-layer rule on the target server, disarmed on heal.
 
-Every semantic fault matches requests the same way (route, row, nth, every, probability,
-count: see ``servers.hook_rules``), so those parameters live here once. The rule carries the
-fault's tag, so healing disarms by tag: idempotent, and no state kept between the two calls.
+The rule is armed in the HTTP fault layer, in the network path in front of the target, so it
+acts on any server: ours, real vLLM, real NeMo Gym, or one a user started. Every semantic fault
+matches requests the same way (route, row, nth, every, probability, count: see
+``servers.faultlayer.rules``), so those parameters live here once. The rule carries the fault's
+tag, so healing disarms by tag: idempotent, and no state kept between the two calls.
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pytest_rollout_chaos.faults.base import FaultContext, fault_tag, param
-from pytest_rollout_chaos.servers.hook_control import HookControl
+from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 
 
 @dataclass(frozen=True, slots=True)
-class HookFault:
-    """Base of the hook-backed faults: the target server and which of its requests to hit."""
+class LayerFault:
+    """Base of the fault-layer faults: the target server and which of its requests to hit."""
 
     kind: ClassVar[str] = ""
     default_route: ClassVar[str | None] = None
@@ -52,13 +54,15 @@ class HookFault:
     async def arm(self, ctx: FaultContext, effect: str, **params: Any) -> Mapping[str, object]:
         """Arm ``effect`` on the target; return the facts to record (rule id, match, URL)."""
         seed = ctx.rng.randrange(2**31)
-        async with HookControl(ctx.hook_url(self.target)) as control:
-            rule_id = await control.arm(effect, match=self.match(), tag=fault_tag(self), seed=seed, **params)
+        async with LayerControl(ctx.layer_url()) as control:
+            rule_id = await control.arm(
+                self.target, effect, match=self.match(), tag=fault_tag(self), seed=seed, **params
+            )
         return {"rule": rule_id, "match": self.match()}
 
     async def heal(self, ctx: FaultContext) -> None:
-        async with HookControl(ctx.hook_url(self.target)) as control:
+        async with LayerControl(ctx.layer_url()) as control:
             await control.clear(tag=fault_tag(self))
 
     def preflight(self, ctx: FaultContext) -> None:
-        ctx.hook_url(self.target)
+        ctx.layer_url()

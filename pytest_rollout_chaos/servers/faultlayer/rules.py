@@ -1,12 +1,14 @@
-"""Armed fault-hook rules: what a rule is, how it is parsed from JSON, and when it fires.
+"""The fault layer's armed rules: what a rule is, how it is parsed from JSON, and when it fires.
 
-A rule is ``{"effect": ..., "match": {...}, ...effect parameters}``. Matching happens in two
-steps. A request is a *candidate* when its route and row match; candidates are counted per
-rule (1, 2, 3, ...). A candidate is a *hit* when its position fits ``nth``/``every``, the
-seeded coin for ``probability`` comes up, and ``count`` hits have not happened yet:
+A rule is ``{"server": ..., "effect": ..., "match": {...}, ...effect parameters}``: it applies
+to the requests that reach ``server`` (a scenario server name) through any link. Matching
+happens in two steps. A request is a *candidate* when its server, route and row match;
+candidates are counted per rule (1, 2, 3, ...), across links. A candidate is a *hit* when its
+position fits ``nth``/``every``, the seeded coin for ``probability`` comes up, and ``count``
+hits have not happened yet:
 
 - ``route``: exact path, or a prefix when it ends with ``/`` or ``*`` (``/v1/*``);
-- ``row``: the JSON body's ``_rowidx``;
+- ``row``: the row the request belongs to (``_rowidx``, or as ``rows.RowIndex`` tells);
 - ``nth`` alone: only the nth candidate; ``every`` (with ``nth`` as the start, default 1):
   candidates nth, nth+every, nth+2*every, ...; neither: every candidate;
 - ``probability``: a coin per candidate from a ``random.Random`` seeded by the rule's
@@ -33,7 +35,6 @@ EFFECT_PARAMS: Final[Mapping[str, Mapping[str, tuple[tuple[type, ...], Any]]]] =
     "malformed_json": {"style": ((str,), "truncate")},
     "hang": {"max_hang_s": ((int, float, type(None)), None)},
     "trajectory_exception": {"message": ((str,), "injected trajectory exception")},
-    "exit": {"code": ((int,), 0)},
 }
 LOGPROB_SHAPES: Final = ("nan", "null", "inf", "http_500")
 DRIFT_MODES: Final = ("replace", "merge")
@@ -78,6 +79,7 @@ class Rule:
     """One armed rule with its counters (mutable: candidates and hits grow)."""
 
     id: str
+    server: str
     effect: str
     match: Match
     params: Mapping[str, Any]
@@ -86,9 +88,9 @@ class Rule:
     candidates: int = 0
     hits: int = 0
 
-    def consider(self, path: str, row: int | None) -> bool:
+    def consider(self, server: str, path: str, row: int | None) -> bool:
         """Count this request if it is a candidate; return True when the rule fires on it."""
-        if not self.match.route_matches(path):
+        if server != self.server or not self.match.route_matches(path):
             return False
         if self.match.row is not None and row != self.match.row:
             return False
@@ -105,6 +107,7 @@ class Rule:
     def describe(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "server": self.server,
             "effect": self.effect,
             "match": {key: value for key, value in _match_items(self.match) if value is not None},
             "params": dict(self.params),
@@ -122,6 +125,9 @@ def parse_rule(rule_id: str, body: object) -> Rule:
     """Validate a JSON rule body and build the armed rule; raise ``RuleError`` naming the field."""
     if not isinstance(body, dict):
         raise RuleError(f"rule: expected a JSON object, got {type(body).__name__}")
+    server = body.get("server")
+    if not isinstance(server, str) or not server:
+        raise RuleError(f"server: expected the name of the server the rule applies to, got {server!r}")
     effect = body.get("effect")
     if not isinstance(effect, str) or effect not in EFFECT_PARAMS:
         raise RuleError(f"effect: unknown effect {effect!r} (known: {', '.join(sorted(EFFECT_PARAMS))})")
@@ -129,7 +135,7 @@ def parse_rule(rule_id: str, body: object) -> Rule:
     allowed = EFFECT_PARAMS[effect]
     params: dict[str, Any] = {}
     for key, value in body.items():
-        if key in ("effect", "match", "seed", "tag"):
+        if key in ("server", "effect", "match", "seed", "tag"):
             continue
         if key not in allowed:
             known = ", ".join(sorted(allowed)) or "none"
@@ -148,6 +154,7 @@ def parse_rule(rule_id: str, body: object) -> Rule:
     tag = body.get("tag")
     return Rule(
         id=rule_id,
+        server=server,
         effect=effect,
         match=match,
         params=params,
@@ -203,5 +210,3 @@ def _check_effect_values(effect: str, params: Mapping[str, Any]) -> None:
         value = params.get(key)
         if value is not None and value < 0:
             raise RuleError(f"{key}: expected a number >= 0, got {value!r}")
-    if effect == "exit" and not 0 <= params["code"] <= 255:
-        raise RuleError(f"code: expected an exit code 0..255, got {params['code']!r}")

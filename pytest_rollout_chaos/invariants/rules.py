@@ -1,0 +1,86 @@
+"""The rules the invariants judge by: finite logprobs, one prefix across turns, a visible root cause.
+
+The judge owns its rules. The reference collector applies the same rules to the rollouts it
+builds, but with its own code (``collector/results.py``, ``collector/failures.py``) and never
+imports these, so a bug in the collector's copy cannot also blind the judge: the invariant
+still fails the rollout that slipped through. ``tests/unit/invariants/test_rules.py`` checks
+that both copies answer alike on a table of cases; ``test_boundary.py`` that nothing under
+``invariants/`` imports collector internals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterator, Sequence
+from typing import Final
+
+from pytest_rollout_chaos.collector.protocol import Turn
+
+# Error texts that name no cause: what a trainer sees after a bare CancelledError or a wrapper.
+UNINFORMATIVE: Final = frozenset({"", "cancellederror", "timeouterror", "exception", "error", "none"})
+
+
+def finite(value: object) -> bool:
+    """True for a real, finite number; NaN, Inf, None, strings and booleans are not logprobs."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def bad_logprob(turns: Sequence[Turn]) -> str | None:
+    """Where the first logprob that is not a finite number is (or a count that does not match)."""
+    for index, turn in enumerate(turns):
+        logprobs, tokens = turn.generation_log_probs, turn.generation_token_ids
+        if len(logprobs) != len(tokens):
+            return f"turn {index} has {len(logprobs)} logprobs for {len(tokens)} generated tokens"
+        position = next((at for at, value in enumerate(logprobs) if not finite(value)), None)
+        if position is not None:
+            return f"non-finite logprob {logprobs[position]!r} at turn {index}, token {position}"
+    return None
+
+
+def first_mismatch(ids: Sequence[int], prefix: Sequence[int]) -> int | None:
+    """Index of the first position where ``ids`` does not continue ``prefix``; None if it does.
+
+    When ``ids`` is shorter than ``prefix`` and agrees as far as it goes, the answer is
+    ``len(ids)`` (the first position ``ids`` is missing).
+    """
+    for index, expected in enumerate(prefix):
+        if index >= len(ids) or ids[index] != expected:
+            return index
+    return None
+
+
+def prefix_mismatch(turns: Sequence[Turn]) -> str | None:
+    """The first turn whose prompt does not start with the previous turn's prompt + generation."""
+    for index in range(1, len(turns)):
+        previous = turns[index - 1]
+        expected = [*previous.prompt_token_ids, *previous.generation_token_ids]
+        position = first_mismatch(turns[index].prompt_token_ids, expected)
+        if position is not None:
+            return (
+                f"prefix mismatch at turn {index}: prompt ids differ from turn {index - 1}'s "
+                f"prompt + generation at position {position} (of {len(expected)})"
+            )
+    return None
+
+
+def chain(error: BaseException) -> Iterator[BaseException]:
+    """``error``, then what caused it (``__cause__``, else ``__context__``), each exception once."""
+    seen: list[BaseException] = []
+    link: BaseException | None = error
+    while link is not None and not any(link is earlier for earlier in seen):
+        seen.append(link)
+        yield link
+        link = link.__cause__ if link.__cause__ is not None else link.__context__
+
+
+def informative(text: str | None) -> bool:
+    """True when an error text names something: not empty, not a bare exception class word."""
+    return text is not None and text.strip().lower().rstrip(":") not in UNINFORMATIVE
+
+
+def hides_root_cause(error: BaseException) -> bool:
+    """True for a bare ``CancelledError``, or when nothing in the cause chain says what failed."""
+    if isinstance(error, asyncio.CancelledError):
+        return True
+    return not any(informative(str(link)) for link in chain(error))

@@ -1,0 +1,121 @@
+"""Before anything starts: can the run have what its settings name? One usage error if not.
+
+``check(settings)`` runs at session start. A model directory the backend cannot load, a
+NeMo Gym backend with no interpreter that imports ``nemo_gym``, or a Toxiproxy mode that
+cannot be had (no ``toxiproxy-server``, no Docker engine, a URL nobody answers at) would
+otherwise fail every scenario's setup with the same traceback. Here each becomes one line
+saying what was tried and what to install or pass, and all of them stop the run together in
+one ``pytest.UsageError``. The checks only look (files, one probe request, one interpreter
+probe); they start nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from typing import Final
+
+import pytest
+
+from pytest_rollout_chaos.settings import ChaosSettings
+
+TINY_FILES: Final = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+WEIGHT_PATTERNS: Final = ("*.safetensors", "*.bin", "*.pt")
+TOKENIZER_FILES: Final = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
+
+
+def check(settings: ChaosSettings) -> None:
+    """Raise one ``pytest.UsageError`` listing every setting that cannot be had."""
+    checks: tuple[Callable[[ChaosSettings], str | None], ...] = (
+        model_problem,
+        gym_problem,
+        toxiproxy_problem,
+    )
+    problems = [problem for check_one in checks if (problem := check_one(settings)) is not None]
+    if problems:
+        raise pytest.UsageError("\n".join(problems))
+
+
+def model_problem(settings: ChaosSettings) -> str | None:
+    """Whether the backend can load ``settings.model``: its files, and for ``tiny`` a Llama.
+
+    With ``--rollout-chaos-policy-url`` the model is served elsewhere: nothing to load here.
+    """
+    if settings.policy_url is not None:
+        return None  # served elsewhere; --rollout-chaos-policy-url checks that server itself
+    model = settings.model
+    flag = f"--rollout-chaos-model={model}"
+    config_path = model / "config.json"
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"{flag}: no config.json there; pass a model directory in Hugging Face layout"
+    except (OSError, ValueError) as error:
+        return f"{flag}: config.json cannot be read as JSON ({error})"
+    if settings.backend == "tiny":
+        missing = [name for name in TINY_FILES if not (model / name).is_file()]
+        if missing:
+            return (
+                f"{flag}: the tiny backend needs {', '.join(TINY_FILES)}; missing: {', '.join(missing)} "
+                "(or serve it with --rollout-chaos-backend=vllm)"
+            )
+        if not isinstance(config, dict) or config.get("model_type") != "llama":
+            kind = config.get("model_type") if isinstance(config, dict) else None
+            return (
+                f"{flag}: the tiny backend runs Llama-architecture models only, this one is "
+                f"model_type {kind!r}; use --rollout-chaos-backend=vllm for it"
+            )
+        return None
+    if not any(next(model.glob(pattern), None) for pattern in WEIGHT_PATTERNS):
+        return f"{flag}: no weights there ({', '.join(WEIGHT_PATTERNS)}); vLLM cannot load it"
+    if not any((model / name).is_file() for name in TOKENIZER_FILES):
+        return f"{flag}: no tokenizer files there ({', '.join(TOKENIZER_FILES)}); vLLM cannot load it"
+    return None
+
+
+def gym_problem(settings: ChaosSettings) -> str | None:
+    """For ``--rollout-chaos-gym=nemo-gym``: an interpreter that imports ``nemo_gym``."""
+    if settings.gym != "nemo-gym":
+        return None
+    from pytest_rollout_chaos.servers.nemo_gym.locate import NemoGymMissingError, locate
+
+    try:
+        locate(settings.gym_python)
+    except NemoGymMissingError as error:
+        return f"--rollout-chaos-gym=nemo-gym: {error}"
+    return None
+
+
+def toxiproxy_problem(settings: ChaosSettings) -> str | None:
+    """Whether the Toxiproxy the mode names can be had: a URL that answers, the binary, an engine."""
+    from pytest_rollout_chaos.servers.toxiproxy import controller
+
+    mode = settings.toxiproxy
+    flag = f"--rollout-chaos-toxiproxy={mode}"
+    url, source = (mode, flag) if mode.startswith(("http://", "https://")) else ("", "")
+    if mode == "auto" and os.environ.get(controller.URL_ENV):
+        url, source = os.environ[controller.URL_ENV], f"${controller.URL_ENV} (used by mode auto)"
+    if url:
+        if controller.api_version(url) is None:
+            return (
+                f"{source}: no Toxiproxy API answers at {url} (GET /version within "
+                f"{controller.PROBE_TIMEOUT_S:g}s); start it (rollout-chaos toxiproxy serves one), "
+                "fix the URL, or use --rollout-chaos-toxiproxy=embedded"
+            )
+        return None
+    if mode == "binary" and shutil.which(controller.BINARY) is None:
+        return f"{flag}: {controller.BINARY} is not on PATH ({_path_summary()}); {controller.INSTALL_HINT}"
+    if mode == "docker" and (why := controller.docker_available()) is not None:
+        return (
+            f"{flag}: no Docker engine answers ({why}); start Docker or set DOCKER_HOST, "
+            "or use --rollout-chaos-toxiproxy=embedded or =binary"
+        )
+    return None
+
+
+def _path_summary() -> str:
+    entries = [entry for entry in os.environ.get("PATH", "").split(os.pathsep) if entry]
+    shown = ", ".join(entries[:4]) + (f" and {len(entries) - 4} more" if len(entries) > 4 else "")
+    return f"searched {shown}" if entries else "PATH is empty"

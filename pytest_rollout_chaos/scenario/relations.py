@@ -1,0 +1,335 @@
+"""Rules that relate one part of a scenario file to another, checked in the same pass as the fields.
+
+The workload fixes the rows: ``len(tasks) x rows_per_task x generations_per_prompt`` of them,
+task by task, with ``_rowidx`` 0..N-1 (as ``scenario.run.build_rows`` makes them). The stack
+fixes which servers run. A fault's target, ``row``, ``nth`` and trigger, and the counts of
+``expect.rollouts``, must fit those, and ``expect`` must not contradict itself: such a
+scenario could pass only by never testing what it says.
+
+The rules read whatever of the file could be read (``spec.Parsed`` leaves out the keys that
+were wrong), so one ``rollout-chaos validate`` shows every problem. A rule whose inputs are
+themselves wrong is skipped: those keys already carry their own problem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from pytest_rollout_chaos.scenario import params as p
+from pytest_rollout_chaos.scenario import spec as s
+from pytest_rollout_chaos.scenario import tables
+from pytest_rollout_chaos.scenario import vocabulary as v
+from pytest_rollout_chaos.scenario.steps import ParsedTrigger
+
+RUN_ROUTE: Final = "/run"
+TASK_OF_AGENT: Final = dict(zip(v.AGENT_INSTANCES, v.TASK_NAMES, strict=True))
+# Targets that are not servers of ``stack.servers``: nothing has to be started for them.
+_NOT_STARTED: Final = ("collector", v.GYM_CLIENT)
+RETRY_HINT: Final = "; to aim at a retry, give the fault a row: nth then counts that row's attempts"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Shape:
+    """What the workload and the stack fix; ``None`` where the file leaves it unknown."""
+
+    tasks: tuple[str, ...] | None
+    rows_per_task: int | None
+    generations_per_prompt: int | None
+    style: str | None
+    servers: tuple[str, ...] | None
+
+    @classmethod
+    def of(cls, scenario: s.Parsed) -> Shape:
+        """The shape of a (possibly partly wrong) scenario file; absent sections take their defaults."""
+        workload = _known_values(scenario, "workload", tables.WORKLOAD)
+        stack = _known_values(scenario, "stack", tables.STACK)
+        tasks = workload.get("tasks")
+        servers = stack.get("servers")
+        return cls(
+            tasks=tuple(tasks) if tasks is not None else None,
+            rows_per_task=workload.get("rows_per_task"),
+            generations_per_prompt=workload.get("generations_per_prompt"),
+            style=workload.get("style"),
+            servers=tuple(servers) if servers is not None else None,
+        )
+
+    @classmethod
+    def for_rows(cls, total: int, tasks: Sequence[str]) -> Shape:
+        """A gym-style workload of ``total`` rows spread evenly over ``tasks``, every server started."""
+        if not tasks or total % len(tasks):
+            raise ValueError(f"{total} rows cannot be spread evenly over the tasks {list(tasks)}")
+        return cls(tuple(tasks), total // len(tasks), 1, "gym", v.SERVERS)
+
+    @property
+    def total(self) -> int | None:
+        """The rows requested (and rollouts owed)."""
+        if self.tasks is None or self.rows_per_task is None or self.generations_per_prompt is None:
+            return None
+        return len(self.tasks) * self.rows_per_task * self.generations_per_prompt
+
+    def valid(self, low: int, high: int) -> str:
+        """``(valid: 0..3; rows = tasks x rows_per_task x generations_per_prompt = 1 x 4 x 1)``."""
+        sizes = f"{len(self.tasks or ())} x {self.rows_per_task} x {self.generations_per_prompt}"
+        return f"(valid: {low}..{high}; rows = tasks x rows_per_task x generations_per_prompt = {sizes})"
+
+    def rows_of(self, target: str) -> range | None:
+        """The ``_rowidx`` values requests to ``target`` can carry: an agent instance gets its task's."""
+        total = self.total
+        if total is None:
+            return None
+        if target not in TASK_OF_AGENT:
+            return range(total)
+        if self.tasks is None:
+            return None
+        task = TASK_OF_AGENT[target]
+        if task not in self.tasks:
+            return range(0)
+        block = total // len(self.tasks)
+        start = self.tasks.index(task) * block
+        return range(start, start + block)
+
+    def task_of(self, row: int) -> str | None:
+        """The task whose rows include ``row``."""
+        total = self.total
+        if total is None or self.tasks is None or not 0 <= row < total:
+            return None
+        return self.tasks[row // (total // len(self.tasks))]
+
+    def runs_to(self, server: str) -> int | None:
+        """``/run`` requests the collector sends ``server`` when nothing is retried: one per row it
+        serves, none in native style; ``None`` for a server that is not an agent, or when unknown."""
+        if server != "agent" and server not in TASK_OF_AGENT:
+            return None
+        if self.style is None:
+            return None
+        if self.style != "gym":
+            return 0
+        rows = self.rows_of(server)
+        return None if rows is None else len(rows)
+
+    def runs_per_fault(self, target: str) -> int | None:
+        """``runs_to`` as a fault's ``nth`` counts them: a fault on ``agent`` is armed on every agent
+        instance, and each instance counts only its own requests."""
+        if target != "agent" or self.tasks is None:
+            return self.runs_to(target)
+        counts = [self.runs_to(agent) for agent, task in TASK_OF_AGENT.items() if task in self.tasks]
+        return None if None in counts else max((count or 0 for count in counts), default=0)
+
+
+def check(scenario: s.Parsed, problems: s.Problems) -> None:
+    """Record every problem between the parts of ``scenario`` that could be read."""
+    rules = _Rules(Shape.of(scenario), problems)
+    for index, step in enumerate(scenario.part("faults") or ()):
+        if isinstance(step, s.Parsed):
+            rules.step(step, f"faults[{index}]")
+    expect = scenario.part("expect")
+    if isinstance(expect, s.Parsed):
+        rules.expect(expect)
+
+
+def _known_values(scenario: s.Parsed, key: str, table: s.Section) -> Mapping[str, Any]:
+    value = scenario.part(key)
+    if isinstance(value, s.Parsed):
+        return value.values
+    if scenario.known(key):  # not written: every key takes its default
+        return {field.name: field.default for field in table.fields}
+    return {}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Rules:
+    shape: Shape
+    problems: s.Problems
+
+    def step(self, step: s.Parsed, field: str) -> None:
+        kind = step.values.get("kind")
+        target = step.values.get("target")
+        params: Mapping[str, Any] = step.values.get("params", {})
+        lines = step.lines
+        if isinstance(target, str):
+            for end in target.split("->"):
+                self.server(end, lines.get("target", step.line), f"{field}.target")
+        trigger = step.part("at")
+        if isinstance(trigger, ParsedTrigger):
+            self.trigger(trigger, f"{field}.at")
+        row = params.get("row")
+        if isinstance(row, int):  # with a wrong target, at least whether the row exists
+            self.row(target if isinstance(target, str) else "", row, _At(lines["row"], f"{field}.row"))
+        if not isinstance(target, str):
+            return
+        nth = params.get("nth")
+        route = params.get("route") if "route" in lines else (p.default_route(kind) if kind else None)
+        # With ``row`` set, nth counts that row's attempts, which retries decide.
+        if isinstance(nth, int) and route == RUN_ROUTE and "row" not in lines:
+            self.runs(target, nth, _At(lines["nth"], f"{field}.nth"), fault=True)
+        count = params.get("count")
+        total = self.shape.total
+        if kind == "short_results" and isinstance(count, int) and total is not None and count > total:
+            self.problems.add(
+                lines["count"],
+                f"{field}.count",
+                f"{count} exceeds the workload's {total} rows: no more results than rows can go "
+                f"missing {self.shape.valid(1, total)}",
+            )
+
+    def trigger(self, trigger: ParsedTrigger, field: str) -> None:
+        shape = self.shape
+        total = shape.total
+        if trigger.kind == "after_completed" and isinstance(trigger.value, int):
+            if total is not None and trigger.value > total:
+                self.problems.add(
+                    trigger.line,
+                    f"{field}.after_completed",
+                    f"{trigger.value} exceeds the workload's {total} rows, so it would never fire "
+                    f"{shape.valid(1, total)}",
+                )
+        elif trigger.kind == "on_request" and isinstance(trigger.value, s.Parsed):
+            request = trigger.value
+            server = request.values.get("server")
+            if not isinstance(server, str):
+                return
+            line = request.lines.get("server", trigger.line)
+            nth = request.values.get("nth")
+            if self.server(server, line, f"{field}.on_request.server") and isinstance(nth, int):
+                self.runs(
+                    server, nth, _At(request.lines.get("nth", line), f"{field}.on_request.nth"), fault=False
+                )
+
+    def server(self, name: str, line: int, field: str) -> bool:
+        """``name`` must be started by the stack; an agent instance must also serve a task of the workload."""
+        if name in _NOT_STARTED:
+            return True
+        shape = self.shape
+        server = "agent" if name in TASK_OF_AGENT else name
+        if shape.servers is not None and server not in shape.servers:
+            valid = ", ".join(shape.servers)
+            self.problems.add(line, field, f"{name!r} is not in stack.servers (valid: {valid})")
+            return False
+        if name in TASK_OF_AGENT and shape.tasks is not None and TASK_OF_AGENT[name] not in shape.tasks:
+            self.problems.add(line, field, f"no task of the workload uses {name!r}")
+            return False
+        return True
+
+    def row(self, target: str, row: int, at: _At) -> None:
+        shape = self.shape
+        total = shape.total
+        rows = shape.rows_of(target)
+        if total is None or rows is None or not rows:
+            return  # an unused agent instance is the target's own problem
+        if row >= total:
+            self.problems.add(
+                at.line,
+                at.field,
+                f"row {row} does not exist: the workload has {total} rows {shape.valid(0, total - 1)}",
+            )
+        elif row not in rows:
+            self.problems.add(
+                at.line,
+                at.field,
+                f"row {row} is a {shape.task_of(row)} row, so {target} never receives it "
+                f"(valid: {rows.start}..{rows.stop - 1}, the {TASK_OF_AGENT[target]} rows)",
+            )
+
+    def runs(self, server: str, nth: int, at: _At, *, fault: bool) -> None:
+        """``nth`` of ``/run`` requests to an agent: by a fault on it, or by an ``on_request`` trigger."""
+        runs = self.shape.runs_per_fault(server) if fault else self.shape.runs_to(server)
+        if runs is None or nth <= runs:
+            return
+        if runs == 0:
+            self.problems.add(
+                at.line,
+                at.field,
+                f"the workload sends no /run request to {server!r}: style native collects without "
+                "agents, so this never fires",
+            )
+            return
+        receiver = "each agent instance" if fault and server == "agent" else repr(server)
+        self.problems.add(
+            at.line,
+            at.field,
+            f"{nth} exceeds the {runs} /run requests the workload sends to {receiver} (one per row), "
+            f"so it would fire only on a retry (valid: 1..{runs}{RETRY_HINT if fault else ''})",
+        )
+
+    def expect(self, expect: s.Parsed) -> None:
+        lines = expect.lines
+        if "raises" in lines and "rollouts" in lines:
+            (first, first_line), (second, second_line) = sorted(
+                (("raises", lines["raises"]), ("rollouts", lines["rollouts"])), key=lambda item: item[1]
+            )
+            self.problems.add(
+                second_line,
+                f"expect.{second}",
+                f"give either raises or rollouts, not both (expect.{first} is on line {first_line}): "
+                "raises says the collector must fail, rollouts that it must return",
+            )
+        rollouts = expect.part("rollouts")
+        if isinstance(rollouts, s.Parsed):
+            self.counts(rollouts)
+            self.conditions(rollouts)
+
+    def counts(self, rollouts: s.Parsed) -> None:
+        """Counts and rows of ``expect.rollouts`` against the workload."""
+        shape = self.shape
+        total = shape.total
+        if total is None:
+            return
+        for key in ("aborted_max", "min_completed"):
+            value = rollouts.values.get(key)
+            if isinstance(value, int) and value > total:
+                self.problems.add(
+                    rollouts.lines[key],
+                    f"expect.rollouts.{key}",
+                    f"{value} exceeds the workload's {total} rows {shape.valid(0, total)}",
+                )
+        for index, row in enumerate(rollouts.part("aborted_rows") or ()):
+            if isinstance(row, int) and row >= total:
+                self.problems.add(
+                    rollouts.lines["aborted_rows"],
+                    f"expect.rollouts.aborted_rows[{index}]",
+                    f"row {row} does not exist: the workload has {total} rows {shape.valid(0, total - 1)}",
+                )
+
+    def conditions(self, rollouts: s.Parsed) -> None:
+        """Conditions of ``expect.rollouts`` that no outcome can meet together."""
+        lines = rollouts.lines
+        values = rollouts.values
+        aborted_rows = values.get("aborted_rows")
+        if aborted_rows is None:
+            return
+        if values.get("all_completed") and aborted_rows:
+            self.problems.add(
+                lines["aborted_rows"],
+                "expect.rollouts.aborted_rows",
+                f"rows {aborted_rows} cannot end aborted when all_completed is true (line "
+                f"{lines['all_completed']}); keep one of the two",
+            )
+        aborted_max = values.get("aborted_max")
+        if isinstance(aborted_max, int) and aborted_max < len(aborted_rows):
+            self.problems.add(
+                lines["aborted_max"],
+                "expect.rollouts.aborted_max",
+                f"{aborted_max} is below the {len(aborted_rows)} rows that aborted_rows (line "
+                f"{lines['aborted_rows']}) says end aborted (valid: >= {len(aborted_rows)})",
+            )
+        total = self.shape.total
+        min_completed = values.get("min_completed")
+        if total is not None and isinstance(min_completed, int) and min_completed <= total:
+            room = total - len([row for row in aborted_rows if row < total])
+            if min_completed > room:
+                self.problems.add(
+                    lines["min_completed"],
+                    "expect.rollouts.min_completed",
+                    f"{min_completed} cannot be met: aborted_rows (line {lines['aborted_rows']}) "
+                    f"leaves {room} of the workload's {total} rows to complete (valid: 0..{room})",
+                )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _At:
+    """Where a problem is reported: the line of the key and its field path."""
+
+    line: int
+    field: str

@@ -1,0 +1,36 @@
+"""Entry point of the fault layer: ``python -m pytest_rollout_chaos.servers.faultlayer --port 0``.
+
+Serves the control API (port 0: the OS chooses; the port goes to the supervisor's ready file).
+Links, rules and rows are added through the API; events go to ``$ROLLOUT_CHAOS_EVENTS_FILE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from pytest_rollout_chaos.servers.faultlayer.api import build_app
+from pytest_rollout_chaos.servers.serve import serve
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_rollout_chaos.servers.faultlayer",
+        description="HTTP fault layer: records and rewrites the traffic of every link of the stack.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="control API host (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="control API port; 0 = any free port")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stdout,
+        level=os.environ.get("LOG_LEVEL", "WARNING").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    serve(build_app(), host=args.host, port=args.port)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,286 @@
+"""A collector for each workload style, written from the README's "Writing a collector" alone.
+
+Run the catalog against it: pytest --rollout-chaos --rollout-chaos-target=my_collectors:make_collector
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import aiohttp
+
+from pytest_rollout_chaos import (
+    CollectionError,
+    Collector,
+    CollectorContext,
+    GymRequestError,
+    InfrastructureError,
+    Mode,
+    Rollout,
+    RolloutStatus,
+    Row,
+    ShortCountError,
+    Turn,
+)
+
+
+def make_collector(ctx: CollectorContext) -> Collector:
+    """The factory named by --rollout-chaos-target: one collector per scenario, by its style."""
+    return NativeCollector(ctx) if ctx.settings.style == "native" else GymCollector(ctx)
+
+
+class GymCollector:
+    """The agents own the loop: one /run per row through ctx.gym; a row's failure stays that row's."""
+
+    styles = ("gym",)
+
+    def __init__(self, ctx: CollectorContext) -> None:
+        self.ctx = ctx
+
+    async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
+        return await collect_logged(self.ctx, rows, mode, lambda: gather_or_raise(map(self.one_row, rows)))
+
+    async def one_row(self, row: Row) -> Rollout:
+        index = row["_rowidx"]
+        for attempt in range(1, self.ctx.settings.max_logprob_attempts + 1):
+            awaitables = list(self.ctx.gym.run_examples([row]))
+            if len(awaitables) != 1:
+                raise ShortCountError(f"requested 1 result for row {index}, returned {len(awaitables)}")
+            try:
+                _, result = await awaitables[0]
+            except GymRequestError as error:
+                if error.status is None:  # nobody answered: a dead, frozen or unreachable server
+                    raise InfrastructureError(f"row {index}: {error}") from error
+                return Rollout(index, "aborted", error=str(error), attempts=attempt)
+            try:
+                turns = turns_of(result)
+            except (KeyError, TypeError, ValueError) as error:
+                return Rollout(index, "aborted", error=f"unreadable /run result: {error!r}", attempts=attempt)
+            problem = bad_logprob(turns)
+            if problem is None:
+                drift = prefix_drift(turns)
+                if drift is not None:
+                    return Rollout(index, "aborted", turns=turns, error=drift, attempts=attempt)
+                reward = float(result.get("reward") or 0.0)
+                return Rollout(index, "completed", reward, turns, attempts=attempt)
+            self.ctx.history.append(
+                "collector", "info", "retry", {"row": index, "attempt": attempt, "reason": problem}
+            )
+        return Rollout(index, "aborted", error=f"{problem}, after {attempt} attempts", attempts=attempt)
+
+
+class NativeCollector:
+    """The collector drives generation against ctx.policy and steps ctx.env once per task per turn."""
+
+    styles = ("native",)
+
+    def __init__(self, ctx: CollectorContext) -> None:
+        self.ctx = ctx
+
+    async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
+        return await collect_logged(self.ctx, rows, mode, lambda: self.loop(rows))
+
+    async def loop(self, rows: Sequence[Row]) -> list[Rollout]:
+        samples = [Sample(row) for row in rows]
+        timeout = aiohttp.ClientTimeout(total=self.ctx.settings.request_timeout_s)
+        async with aiohttp.ClientSession(timeout=timeout) as http:
+            for turn in range(self.ctx.settings.max_turns):
+                active = [sample for sample in samples if not sample.done]
+                if not active:
+                    break
+                await gather_or_raise(self.generate(http, sample) for sample in active)
+                by_task: dict[str, list[Sample]] = {}
+                for sample in active:
+                    if not sample.done:
+                        by_task.setdefault(sample.row["task"], []).append(sample)
+                await gather_or_raise(self.step(task, group, turn) for task, group in by_task.items())
+        return [sample.rollout() for sample in samples]
+
+    async def generate(self, http: aiohttp.ClientSession, sample: Sample) -> None:
+        settings, url = self.ctx.settings, server_root(self.ctx.policy) + "/v1/chat/completions"
+        body = {
+            "model": self.ctx.model,
+            "messages": sample.messages,
+            "max_tokens": settings.max_new_tokens,
+            "temperature": settings.temperature,
+            "logprobs": True,
+            "return_token_ids": True,  # vLLM: prompt_token_ids and each choice's token_ids
+        }
+        if tools := chat_tools(sample.row):  # the environment reads tool calls from the text
+            body |= {"tools": tools, "tool_choice": "none"}
+        for attempt in range(1, settings.max_logprob_attempts + 1):
+            sample.attempts = attempt
+            try:
+                async with http.post(url, json=body) as response:
+                    if response.status >= 400:
+                        text = await response.text()
+                        sample.abort(f"policy answered HTTP {response.status}: {text[:200]}")
+                        return
+                    answer = await response.json()
+            except (aiohttp.ClientConnectionError, TimeoutError) as error:
+                raise InfrastructureError(f"policy {url} unreachable: {error!r}") from error
+            choice = answer["choices"][0]
+            logprobs = [entry["logprob"] for entry in choice["logprobs"]["content"]]
+            turn = Turn(answer["prompt_token_ids"], choice["token_ids"], logprobs)
+            problem = bad_logprob([turn])
+            if problem is None:
+                sample.turns.append(turn)
+                sample.messages.append({"role": "assistant", "content": choice["message"]["content"]})
+                sample.truncated = choice["finish_reason"] == "length"
+                sample.done = sample.truncated
+                return
+            self.ctx.history.append(
+                "collector", "info", "retry", {"row": sample.index, "attempt": attempt, "reason": problem}
+            )
+        sample.abort(f"{problem}, after {sample.attempts} attempts")
+
+    async def step(self, task: str, group: list[Sample], turn: int) -> None:
+        """ONE env.step for every active sample of ``task``, recorded for batched_env_eval."""
+        self.ctx.history.append(
+            "collector", "info", "env_step", {"task": task, "batch_size": len(group), "turn": turn}
+        )
+        assert self.ctx.env is not None  # native-style scenarios always give an environment
+        try:
+            stepped = await self.ctx.env.step([s.messages for s in group], [dict(s.row) for s in group])
+        except Exception as error:
+            for sample in group:
+                sample.abort(f"env.step for task {task!r} failed: {error!r}")
+            return
+        for position, sample in enumerate(group):
+            sample.reward += stepped.rewards[position]
+            if stepped.terminateds[position]:
+                sample.done = True
+            else:
+                sample.messages.append(stepped.observations[position])
+
+
+class Sample:
+    """One row's conversation in the native loop."""
+
+    def __init__(self, row: Row) -> None:
+        self.row, self.index = row, row["_rowidx"]
+        self.messages: list[dict[str, Any]] = list(row["responses_create_params"]["input"])
+        self.turns: list[Turn] = []
+        self.reward, self.attempts = 0.0, 1
+        self.done = self.truncated = False
+        self.error: str | None = None
+
+    def abort(self, error: str) -> None:
+        self.done, self.error = True, error
+
+    def rollout(self) -> Rollout:
+        if self.error is not None or not self.turns:
+            error = self.error or "no turn was generated"
+            return Rollout(self.index, "aborted", 0.0, self.turns, error, self.attempts)
+        status: RolloutStatus = "completed" if self.done and not self.truncated else "truncated"
+        return Rollout(self.index, status, self.reward, self.turns, None, self.attempts)
+
+
+# -- shared by both styles -------------------------------------------------------------------
+
+
+async def collect_logged(
+    ctx: CollectorContext, rows: Sequence[Row], mode: Mode, work: Callable[[], Awaitable[list[Rollout]]]
+) -> list[Rollout]:
+    """Run ``work`` (see ``checked``) and log the collection to ctx.history as Jepsen-style events."""
+    ctx.history.append("collector", "invoke", "collect", {"rows": len(rows), "mode": mode})
+    try:
+        rollouts = await checked(ctx, rows, work)
+    except BaseException as error:
+        ctx.history.append("collector", "fail", "collect", {"error": f"{type(error).__name__}: {error}"})
+        raise
+    ctx.history.append("collector", "ok", "collect", {"returned": len(rollouts)})
+    return rollouts
+
+
+async def checked(
+    ctx: CollectorContext, rows: Sequence[Row], work: Callable[[], Awaitable[list[Rollout]]]
+) -> list[Rollout]:
+    """Wait for the policy, run ``work`` within the deadline, and fail when too many rows aborted."""
+    await wait_for_policy(ctx)
+    try:
+        async with asyncio.timeout(ctx.settings.collect_timeout_s):
+            rollouts = await work()
+    except TimeoutError as error:
+        limit = ctx.settings.collect_timeout_s
+        raise CollectionError(f"{len(rows)} rows not collected within collect_timeout_s={limit}") from error
+    aborted = [rollout for rollout in rollouts if rollout.status == "aborted"]
+    if len(aborted) > ctx.settings.max_aborted_fraction * len(rollouts):
+        raise CollectionError(f"{len(aborted)} of {len(rollouts)} rows aborted, e.g. {aborted[0].error}")
+    return rollouts
+
+
+async def wait_for_policy(ctx: CollectorContext) -> None:
+    """Poll the policy's /health until it answers, as a trainer waits for vLLM to load."""
+    url = server_root(ctx.policy) + "/health"
+    deadline = asyncio.get_running_loop().time() + ctx.settings.policy_ready_timeout_s
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
+        while True:
+            try:
+                async with http.get(url) as response:
+                    if response.status < 500:
+                        return
+            except (aiohttp.ClientError, TimeoutError):
+                pass
+            if asyncio.get_running_loop().time() > deadline:
+                raise InfrastructureError(f"policy {url} not ready within policy_ready_timeout_s")
+            await asyncio.sleep(0.1)
+
+
+async def gather_or_raise(awaitables: Iterable[Awaitable[Any]]) -> list[Any]:
+    """Await all; the first exception cancels the others and is raised itself (not a group)."""
+
+    async def run(awaitable: Awaitable[Any]) -> Any:
+        return await awaitable
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(run(awaitable)) for awaitable in awaitables]
+    except BaseExceptionGroup as failures:
+        raise failures.exceptions[0]  # noqa: B904 - its own cause chain is the story
+    return [task.result() for task in tasks]
+
+
+def turns_of(result: Mapping[str, Any]) -> list[Turn]:
+    """The model calls of a /run result: output items that carry generation_token_ids."""
+    turns = [
+        Turn(item["prompt_token_ids"], item["generation_token_ids"], item["generation_log_probs"])
+        for item in result["response"]["output"]
+        if item.get("generation_token_ids")
+    ]
+    if not turns:
+        raise ValueError("no output item carries generation_token_ids")
+    return turns
+
+
+def bad_logprob(turns: list[Turn]) -> str | None:
+    for number, turn in enumerate(turns):
+        for position, value in enumerate(turn.generation_log_probs):
+            if not isinstance(value, int | float) or not math.isfinite(value):
+                return f"non-finite logprob {value!r} at turn {number}, token {position}"
+    return None
+
+
+def prefix_drift(turns: list[Turn]) -> str | None:
+    """Each turn's prompt must extend the previous prompt + generation, or the trainer sees tokens
+    the model never produced."""
+    for number in range(1, len(turns)):
+        before = turns[number - 1].prompt_token_ids + turns[number - 1].generation_token_ids
+        if turns[number].prompt_token_ids[: len(before)] != before:
+            return f"prefix drift: turn {number}'s prompt does not extend turn {number - 1}'s tokens"
+    return None
+
+
+def server_root(policy: str) -> str:
+    """ctx.policy is an OpenAI base URL ending in /v1; /health and /tokenize live beside it."""
+    return policy.rstrip("/").removesuffix("/v1")
+
+
+def chat_tools(row: Row) -> list[dict[str, Any]]:
+    """The row's Responses-API tools in Chat Completions form."""
+    tools = row["responses_create_params"].get("tools", [])
+    keys = ("name", "description", "parameters")
+    return [{"type": "function", "function": {key: tool[key] for key in keys}} for tool in tools]

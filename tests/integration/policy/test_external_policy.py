@@ -1,0 +1,213 @@
+"""Catalog scenarios against a policy server this run did not start (``--rollout-chaos-policy-url``).
+
+The server is ``tests/programs/plain_openai_server.py``: a plain OpenAI-compatible server that
+imports nothing of ours, started here as someone else would start theirs. An inner pytest runs
+the baseline scenario on the whole stack in front of it (fault layer, Toxiproxy, Gym servers),
+and scenarios and Python tests whose process faults aim at the policy, which must skip or fail
+saying why. Afterwards no process of the inner run is left, and the external server, which the
+inner run must never signal, still runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pytest_rollout_chaos import bundled
+from tests.conftest import INNER_ASYNCIO_INI
+
+PLAIN_SERVER = Path(__file__).resolve().parents[2] / "programs" / "plain_openai_server.py"
+SERVED_MODEL = "someone-elses-model"
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 5.0
+INNER_TIMEOUT_S = 300.0
+EXTERNAL_REASON = (
+    "the policy is an external server (--rollout-chaos-policy-url={url}/v1), "
+    "which this run did not start and cannot signal"
+)
+# run as they are: no fault, and a semantic fault on the policy's answers (the fault layer acts on them)
+CATALOG_RUN = ("baseline", "policy-nan-logprobs")
+# skipped: the policy's ready_delay_s needs a process to stop and restart
+CATALOG_SKIP = ("policy-not-ready-at-start",)
+
+KILL_POLICY = textwrap.dedent(
+    """\
+    name: policy-killed
+    description: the policy is killed while rows are in flight
+    workload:
+      rows_per_task: 2
+      tasks: [echo]
+    faults:
+      - kind: latency
+        target: agent->model
+        latency_ms: 50
+      - kind: kill
+        target: policy
+        at: {after_s: 0.1}
+    expect:
+      raises: {type: Exception}
+      invariants: [accounted, bounded]
+      within_s: 30
+    """
+)
+PYTHON_TESTS = textwrap.dedent(
+    """\
+    import pytest
+
+    from pytest_rollout_chaos.errors import FaultError
+
+    EXPECTED_MODEL = "@MODEL@"
+
+
+    def test_the_policy_is_the_external_server(chaos_policy, chaos_stack):
+        assert chaos_policy.process is None
+        assert chaos_policy.model == EXPECTED_MODEL
+        assert "policy" not in chaos_stack.servers()
+
+
+    @pytest.mark.chaos_fault("freeze", "policy")
+    def test_marked_process_fault_on_the_policy_skips(chaos_faults):
+        raise AssertionError("must have been skipped")
+
+
+    @pytest.mark.asyncio
+    async def test_injected_process_fault_on_the_policy_says_why(chaos_faults):
+        with pytest.raises(FaultError) as raised:
+            await chaos_faults.inject("kill", "policy")
+        print("FAULT-ERROR", raised.value)
+    """
+).replace("@MODEL@", SERVED_MODEL)
+
+
+@contextlib.contextmanager
+def plain_server(log_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """Start the plain server on a free port; its root URL. Stopped (TERM, then KILL) on every path."""
+    argv = [
+        sys.executable,
+        str(PLAIN_SERVER),
+        "--tokenizer",
+        str(bundled.tiny_model_dir() / "tokenizer.json"),
+        "--model",
+        SERVED_MODEL,
+    ]
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True
+        )
+    try:
+        yield f"http://127.0.0.1:{_port_of(process, log_path)}", process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(STOP_TIMEOUT_S)
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+def _port_of(process: subprocess.Popen[str], log_path: Path) -> int:
+    """The port from the server's ``LISTENING <port>`` line, within ``START_TIMEOUT_S``."""
+    assert process.stdout is not None
+    deadline = time.monotonic() + START_TIMEOUT_S
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while (remaining := deadline - time.monotonic()) > 0:
+            if selector.select(timeout=remaining):
+                line = process.stdout.readline()
+                if line.startswith("LISTENING "):
+                    return int(line.split()[1])
+                if not line:  # the server exited before it listened
+                    break
+    raise AssertionError(
+        f"the plain server did not listen within {START_TIMEOUT_S}s (exit code {process.poll()}):\n"
+        + log_path.read_text()
+    )
+
+
+def _stats(url: str) -> dict[str, int]:
+    with urllib.request.urlopen(url + "/stats", timeout=5) as response:
+        counts: dict[str, int] = json.load(response)
+    return counts
+
+
+def _left_under(directory: Path, *, besides: set[int], timeout_s: float = 10.0) -> list[str]:
+    """Live processes working in or pointed at ``directory`` (the inner run's), other than ``besides``
+    (this test's own: pytester points their environment there too), after a grace."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = []
+        for process in psutil.process_iter():
+            try:
+                if process.pid in besides or process.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                cwd = process.cwd()
+                environ = process.environ()
+                if cwd.startswith(str(directory)) or any(
+                    str(directory) in value for value in environ.values()
+                ):
+                    left.append(f"{process.pid} {' '.join(process.cmdline())[:200]}")
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+@pytest.mark.slow  # runs scenarios on the Gym stack in front of the external policy
+def test_scenarios_run_against_a_server_this_run_did_not_start(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    pytester.makeini("[pytest]\n" + INNER_ASYNCIO_INI)
+    catalog = bundled.catalog_dir()
+    for name in CATALOG_RUN + CATALOG_SKIP:
+        pytester.makefile(".chaos.yaml", **{name: (catalog / f"{name}.chaos.yaml").read_text()})
+    pytester.makefile(".chaos.yaml", **{"policy-killed": KILL_POLICY})
+    pytester.makepyfile(test_external=PYTHON_TESTS)
+    with plain_server(tmp_path / "plain-server.log") as (url, server):
+        result = pytester.runpytest_subprocess(
+            "--rollout-chaos",
+            f"--rollout-chaos-policy-url={url}/v1",
+            "-v",
+            "-s",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            timeout=INNER_TIMEOUT_S,
+        )
+        stats = _stats(url)
+        still_running = server.poll() is None
+        left = _left_under(pytester.path, besides={os.getpid(), server.pid})
+    reason = EXTERNAL_REASON.format(url=url)
+    result.assert_outcomes(passed=4, skipped=3)
+    result.stdout.fnmatch_lines_random(
+        [
+            *(f"*{name}.chaos.yaml::{name} PASSED*" for name in CATALOG_RUN),
+            f"SKIPPED * faults/1 kill on 'policy': {reason}",
+            f"SKIPPED * stack.policy.ready_delay_s=3 stops and restarts the policy: {reason}",
+            f"SKIPPED * chaos_fault('freeze', 'policy'): {reason}",
+            f"*FAULT-ERROR kill on 'policy': {reason}",
+            f"rollout-chaos: target=reference, policy={url} (external), *",
+            f"policy: external server at {url}/v1, model '{SERVED_MODEL}', tokenizer from *tiny-llama *",
+        ]
+    )
+    # the stack really went to the external server: the Gym model server's chat and /tokenize calls
+    assert stats.get("/v1/chat/completions", 0) >= 8, stats
+    assert stats.get("/tokenize", 0) >= 8, stats
+    assert still_running, "the inner run stopped a server it did not start"
+    assert left == [], f"processes of the inner run are still alive: {left}"
