@@ -91,6 +91,8 @@ class GymClient(SessionOwner):
             task.add_done_callback(done.put_nowait)
             task.add_done_callback(_retrieve_exception)
         count = max(0, len(rows) - self._short_by)
+        if self._short_by and self.history is not None:  # what the fault touched, for the judge
+            self.history.append("collector", "info", "short_results", {"rows": len(rows), "yielded": count})
         self._short_by = 0
         return (self._next_done(done) for _ in range(count))
 

@@ -189,7 +189,11 @@ def _why(record: ScenarioRecord) -> str:
     result = record.result
     if record.outcome == "passed":
         return ""
-    if result is not None and result.not_passed() and not (result.fault_errors or result.unfired):
+    if (
+        result is not None
+        and result.not_passed()
+        and not (result.fault_errors or result.unfired or result.unacted)
+    ):
         return ""  # the red chips say it already
     text = why(result) if result is not None else record.headline
     return f'<div class="why">{escape(text)}</div>' if text else ""
@@ -238,10 +242,18 @@ def _scenario_section(position: int, record: ScenarioRecord) -> str:
             parts.append('<div class="problems"><b>fault steps that never fired:</b><ul>')
             parts += [f"<li><code>{escape(step)}</code></li>" for step in result.unfired]
             parts.append("</ul></div>")
+        if result.unacted:
+            parts.append('<div class="problems"><b>faults that did not act:</b><ul>')
+            parts += [f"<li>{escape(text)}</li>" for text in result.unacted]
+            parts.append("</ul></div>")
     if scenario is not None and scenario.fault_steps:
         parts.append('<div class="schedule"><b>fault schedule</b><ol>')
         parts += [f"<li><code>{escape(step)}</code></li>" for step in scenario.fault_steps]
         parts.append("</ol></div>")
+    if result is not None and result.touches:
+        parts.append('<div class="schedule"><b>what each fault touched</b><ul>')
+        parts += [f"<li><code>{escape(touch)}</code></li>" for touch in result.touches]
+        parts.append("</ul></div>")
     if result is not None:
         parts.append(_verdict_table(result))
         parts.append(_picture(record))

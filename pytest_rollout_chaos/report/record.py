@@ -76,6 +76,8 @@ class ResultFacts:
     expectation_failures: tuple[str, ...] = ()
     fault_errors: tuple[str, ...] = ()
     unfired: tuple[str, ...] = ()  # fault steps the collection ended before
+    unacted: tuple[str, ...] = ()  # faults that touched not what their step said
+    touches: tuple[str, ...] = ()  # ``latency(...) on agent->model: 12 requests on ...`` per fault
 
     @classmethod
     def of(cls, result: ScenarioResult) -> ResultFacts:
@@ -96,6 +98,8 @@ class ResultFacts:
             expectation_failures=tuple(result.expectation_failures),
             fault_errors=tuple(str(error) for error in result.fault_errors),
             unfired=tuple(f"line {step.line}: {step.describe()}" for step in result.unfired),
+            unacted=tuple(result.unacted),
+            touches=tuple(touch.describe() for touch in result.touches),
         )
 
     def not_passed(self) -> list[VerdictFacts]:
@@ -196,6 +200,8 @@ def _result_facts(data: Mapping[str, Any]) -> ResultFacts:
         expectation_failures=tuple(data.get("expectation_failures", ())),
         fault_errors=tuple(data.get("fault_errors", ())),
         unfired=tuple(data.get("unfired", ())),
+        unacted=tuple(data.get("unacted", ())),
+        touches=tuple(data.get("touches", ())),
     )
 
 

@@ -120,6 +120,8 @@ def why(result: ResultFacts) -> str:
         return f"fault error: {_first_line(result.fault_errors[0])}"
     if result.unfired:
         return f"fault never fired: {result.unfired[0]}"
+    if result.unacted:
+        return f"fault touched nothing: {result.unacted[0]}"
     bad = [f"{verdict.name} {verdict.status}" for verdict in result.not_passed()]
     if bad:
         return ", ".join(bad)

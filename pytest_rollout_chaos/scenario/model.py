@@ -102,6 +102,7 @@ class FaultStep:
     duration_s: float | None = None
     params: Mapping[str, Any] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
     line: int = dataclasses.field(default=0, compare=False)
+    expect_hits: int | None = None  # None: at least one request touched
 
     def describe(self) -> str:
         """``latency(latency_ms=800) on agent->model after 2 completed for 5s``."""
@@ -113,6 +114,8 @@ class FaultStep:
         data: dict[str, Any] = {"kind": self.kind, "target": self.target, "at": self.at.to_yaml()}
         if self.duration_s is not None:
             data["duration_s"] = self.duration_s
+        if self.expect_hits is not None:
+            data["expect_hits"] = self.expect_hits
         data.update(self.params)
         return data
 
@@ -255,6 +258,7 @@ def _step(parsed: s.Parsed) -> FaultStep:
         duration_s=parsed["duration_s"],
         params=types.MappingProxyType(dict(parsed["params"])),
         line=parsed.line,
+        expect_hits=parsed["expect_hits"],
     )
 
 

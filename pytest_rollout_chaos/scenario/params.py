@@ -17,7 +17,7 @@ from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.scenario import spec as s
 
 # Fields of a fault class that are step keys of the scenario format, not parameters.
-STEP_KEYS: Final = ("kind", "target", "at", "duration_s")
+STEP_KEYS: Final = ("kind", "target", "at", "duration_s", "expect_hits")
 
 FaultParameterError = registry.FaultParameterError
 

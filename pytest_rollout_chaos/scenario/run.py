@@ -36,6 +36,7 @@ from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict
 from pytest_rollout_chaos.invariants.compose import check_all
 from pytest_rollout_chaos.scenario import vocabulary
+from pytest_rollout_chaos.scenario.acted import Touches, count_touches, problems
 from pytest_rollout_chaos.scenario.expectations import check_expectations
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario, Workload
 from pytest_rollout_chaos.scenario.schedule import Schedule
@@ -63,6 +64,8 @@ class ScenarioResult:
     faults_injected: int = 0
     fault_errors: list[BaseException] = field(default_factory=list)
     unfired: list[FaultStep] = field(default_factory=list)
+    touches: list[Touches] = field(default_factory=list)  # what each injected fault touched
+    unacted: list[str] = field(default_factory=list)  # faults that touched not what their step said
     verdicts: list[Verdict] = field(default_factory=list)
     expectation_failures: list[str] = field(default_factory=list)
 
@@ -118,6 +121,8 @@ def run_scenario(scenario: Scenario, request: pytest.FixtureRequest) -> None:
         raise FaultError("\n".join(str(error) for error in result.fault_errors))
     if result.unfired:
         raise ScenarioError(unfired_text(result))
+    if result.unacted:
+        raise ScenarioError(unacted_text(result))
     if not result.passed:
         raise InvariantViolation(failure_text(result))
 
@@ -272,6 +277,9 @@ async def execute(
             result.faults_injected = schedule.injected
             result.fault_errors += schedule.errors
             result.unfired = schedule.unfired
+            ended = started + result.elapsed_s
+            result.touches = count_touches(schedule.applied, history, ended_at=ended)
+            result.unacted = problems(result.touches, started_at=started, ended_at=ended, t0=history.t0)
     return result
 
 
@@ -328,6 +336,16 @@ def unfired_text(result: ScenarioResult) -> str:
         f"so the scenario tested nothing there:\n{steps}\n"
         "trigger them earlier (at: start, a lower after_completed or nth), or slow the workload "
         "(more rows, or a latency fault) so the collection is still running"
+    )
+
+
+def unacted_text(result: ScenarioResult) -> str:
+    """A fault that touched nothing tested nothing, even when every invariant passed."""
+    faults = "\n".join(f"  {line}" for line in result.unacted)
+    return (
+        f"these faults did not act on the collection, so the scenario tested nothing there:\n{faults}\n"
+        "aim them at what the workload uses (route, row, target), trigger them while the collection "
+        "runs, or say what they must touch with expect_hits (0 for a fault meant to hit nothing)"
     )
 
 

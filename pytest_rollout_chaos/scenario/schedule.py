@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -54,9 +54,22 @@ def requests_seen(history: History, server: str) -> int:
 
 
 @dataclass
-class _Active:
+class Applied:
+    """One injected fault: its step, what its inject reported, and when it was on."""
+
+    step: FaultStep
     fault: Fault
+    injected_at: float
+    facts: Mapping[str, object] = field(default_factory=dict)
+    injected: bool = False  # the inject returned (a failed one is a fault error of its own)
+    healed_at: float | None = None
     healed: bool = False
+
+    def inject_done(self, injecting: asyncio.Future[Mapping[str, object]]) -> None:
+        """Keep what a successful inject reported, also one that finished after a cancel."""
+        if not injecting.cancelled() and injecting.exception() is None:
+            self.facts = injecting.result()
+            self.injected = True
 
 
 @dataclass
@@ -67,7 +80,7 @@ class Schedule:
     ctx: FaultContext
     started_at: float = field(default_factory=time.monotonic)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    _active: list[_Active] = field(default_factory=list)
+    _active: list[Applied] = field(default_factory=list)
     errors: list[BaseException] = field(default_factory=list)
     _injecting: set[asyncio.Future[Any]] = field(default_factory=set)
     _fired: list[FaultStep] = field(default_factory=list)
@@ -90,11 +103,12 @@ class Schedule:
         self._fired.append(step)
         active = []
         for fault in faults:
-            entry = _Active(fault)
+            entry = Applied(step, fault, time.monotonic())
             self._active.append(entry)
             active.append(entry)
             # An inject is short and finishes even when the run ends meanwhile (see ``stop``).
             injecting = asyncio.ensure_future(inject_recorded(fault, self.ctx))
+            injecting.add_done_callback(entry.inject_done)
             self._injecting.add(injecting)
             try:
                 await asyncio.shield(injecting)
@@ -128,10 +142,11 @@ class Schedule:
             return requests_seen(self.ctx.history, trigger.server or "agent") >= (trigger.nth or 1)
         raise FaultError(f"unknown trigger {trigger.kind!r}")
 
-    async def _heal(self, entry: _Active) -> None:
+    async def _heal(self, entry: Applied) -> None:
         if entry.healed:
             return
         entry.healed = True
+        entry.healed_at = time.monotonic()
         try:
             await heal_recorded(entry.fault, self.ctx)
         except Exception as error:
@@ -154,6 +169,11 @@ class Schedule:
     @property
     def injected(self) -> int:
         return len(self._active)
+
+    @property
+    def applied(self) -> list[Applied]:
+        """Every fault injected so far, in injection order."""
+        return list(self._active)
 
     @property
     def unfired(self) -> list[FaultStep]:

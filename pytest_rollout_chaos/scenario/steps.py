@@ -98,6 +98,12 @@ _COMMON = (
     s.Field("target", s.Text(), "the server or link the fault acts on", True),
     s.Field("at", TriggerSpec(), f"when to inject: {TRIGGER_HELP}", default="start"),
     s.Field("duration_s", s.Number(0.0, exclusive=True), "heal after this long (default: at the end)"),
+    s.Field(
+        "expect_hits",
+        s.Integer(0),
+        "exactly how many requests the fault must touch (default: at least one; 0 for a fault meant "
+        "to hit nothing)",
+    ),
 )
 _COMMON_DOCS = {field.name: field.doc for field in _COMMON}
 
@@ -155,7 +161,11 @@ class _StepReader:
         read, doubtful = s.readable_items(self.node, self.field, self.problems)
         self.items = {key: (key_node, value_node) for key, key_node, value_node in read}
         self.bad = set(doubtful or ())
-        self.values = {"at": ParsedTrigger("start", None, s.line_of(self.node)), "duration_s": None}
+        self.values = {
+            "at": ParsedTrigger("start", None, s.line_of(self.node)),
+            "duration_s": None,
+            "expect_hits": None,
+        }
         kind = self._kind()
         for key, (key_node, value_node) in self.items.items():
             try:
@@ -199,6 +209,8 @@ class _StepReader:
             self.values[key] = TriggerSpec().parse(value_node, name, self.problems)
         elif key == "duration_s":
             self.values[key] = s.Number(0.0, exclusive=True).parse(value_node, name, self.problems)
+        elif key == "expect_hits":
+            self.values[key] = s.Integer(0).parse(value_node, name, self.problems)
         elif key == "kind" or kind is None:
             return  # without a kind, its target and parameters cannot be judged
         elif key == "target":

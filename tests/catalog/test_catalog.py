@@ -21,7 +21,7 @@ CAUGHT_BY = {
     "endless_retry": ("agent-frozen", "bounded"),
     "swallowed_exception": ("trajectory-exception-isolated", "accounted"),
     "batch_retry_duplicates": ("trajectory-exception-isolated", "accounted"),
-    "prefix_passthrough": ("retokenization-drift", "prefix_consistent"),
+    "prefix_passthrough": ("prefix-drift", "prefix_consistent"),
     "bare_cancelled": ("trajectory-exception-isolated", "root_cause_visible"),
 }
 

@@ -1,0 +1,145 @@
+"""Did every fault act? A fault that fired but touched nothing proves nothing, so it fails the run.
+
+Counted from the History once the run is over, for each injected fault:
+
+- a fault-layer rule (``LayerFault``): the requests it hit, its ``hook`` events;
+- a network fault on a link: the requests the fault layer saw on that link while the fault was
+  on (started before the heal, not finished before the inject), so a request it slowed, held or
+  cut counts. Toxics act on the answer (Toxiproxy's downstream), so such a request still reaches
+  the layer. ``down`` refuses new connections before the layer, where no recorder sees them, so
+  it counts the requests it cut and, as seen from the link's client, the requests the client
+  failed meanwhile (an agent's ``/run`` while its resources link is down);
+- ``short_results``: the Gym calls it shortened (the client's ``short_results`` events);
+- a process fault: one touch, its process. Its inject refuses a target that is already gone.
+
+Whatever the count, a fault injected after the collection ended touched nothing of it. A step
+may say how many touches it expects (``expect_hits``; 0 for a fault meant to hit nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_rollout_chaos.faults._layer_fault import LayerFault
+from pytest_rollout_chaos.faults._toxic_fault import ToxicFault
+from pytest_rollout_chaos.faults.apply import describe
+from pytest_rollout_chaos.faults.down import Down
+from pytest_rollout_chaos.faults.short_results import ShortResults
+from pytest_rollout_chaos.history import Event, History
+from pytest_rollout_chaos.scenario.schedule import Applied
+
+
+@dataclass(frozen=True, slots=True)
+class Touches:
+    """How much one injected fault touched, and what was counted."""
+
+    applied: Applied
+    count: int
+    counted: str  # "requests hit by its rule", ...
+
+    def describe(self) -> str:
+        return f"{describe(self.applied.fault)}: {self.count} {self.counted}"
+
+
+def count_touches(applied: Sequence[Applied], history: History, *, ended_at: float) -> list[Touches]:
+    """What each successfully injected fault touched; a fault injected after ``ended_at`` touched 0."""
+    events = history.events()
+    found = []
+    for entry in applied:
+        if not entry.injected:
+            continue  # its inject failed: a fault error already fails the run
+        count, counted = _touched(entry, events, ended_at)
+        found.append(Touches(entry, 0 if entry.injected_at > ended_at else count, counted))
+    return found
+
+
+def problems(touches: Sequence[Touches], *, started_at: float, ended_at: float, t0: float) -> list[str]:
+    """One line per step whose faults did not act as it said, with what they matched and when.
+
+    A step on ``agent`` puts one fault on each agent instance, and a row lives on one of them,
+    so a step is judged by what its faults touched together.
+    """
+    steps: dict[int, list[Touches]] = {}
+    for touch in touches:
+        steps.setdefault(id(touch.applied.step), []).append(touch)
+    ran = f"the collection ran from t={started_at - t0:.2f}s to t={ended_at - t0:.2f}s"
+    lines = []
+    for group in steps.values():
+        step, first = group[0].applied.step, group[0].applied
+        where = f"line {step.line}: {step.describe()}"
+        late = [touch.applied for touch in group if touch.applied.injected_at > ended_at]
+        if late:
+            lines.append(f"{where} was injected at t={late[0].injected_at - t0:.2f}s, after the end: {ran}")
+            continue
+        count = sum(touch.count for touch in group)
+        wanted = step.expect_hits
+        if (wanted is None and count > 0) or count == wanted:
+            continue
+        expected = "at least 1" if wanted is None else str(wanted)
+        matched = first.facts.get("match")
+        lines.append(
+            f"{where} was injected at t={first.injected_at - t0:.2f}s and touched {count} "
+            f"{group[0].counted} (expect_hits: {expected})"
+            + (f"; it matched {matched}" if matched else "")
+            + f"; {ran}"
+        )
+    return lines
+
+
+def _touched(entry: Applied, events: Sequence[Event], ended_at: float) -> tuple[int, str]:
+    fault = entry.fault
+    if isinstance(fault, LayerFault):
+        rule = entry.facts.get("rule")
+        hits = sum(1 for event in events if event.op == "hook" and event.data.get("rule") == rule)
+        return hits, "requests hit by its rule"
+    if isinstance(fault, ToxicFault | Down):
+        healed_at = entry.healed_at if entry.healed_at is not None else ended_at
+        count = _requests_on_link(events, fault.target, entry.injected_at, healed_at)
+        if isinstance(fault, Down):
+            count += _client_failures(events, fault.target, entry.injected_at, healed_at)
+            return count, f"requests on {fault.target} cut, or failed by its client, while it was down"
+        return count, f"requests on {fault.target} while it was on"
+    if isinstance(fault, ShortResults):
+        shortened = sum(
+            1
+            for event in events
+            if event.source == "collector" and event.op == "short_results" and event.t >= entry.injected_at
+        )
+        return shortened, "Gym calls shortened"
+    return 1, "process"
+
+
+def _requests_on_link(events: Sequence[Event], link: str, start: float, end: float) -> int:
+    """Requests the layer saw on ``link`` that overlapped ``[start, end]``."""
+    began: dict[str, float] = {}
+    finished: dict[str, float] = {}
+    for event in events:
+        if event.data.get("link") != link or event.op == "hook" or event.request_id is None:
+            continue
+        if event.kind == "invoke":
+            began[event.request_id] = event.t
+        else:
+            finished[event.request_id] = event.t
+    return sum(
+        1 for request_id, t in began.items() if t <= end and finished.get(request_id, float("inf")) >= start
+    )
+
+
+def _client_failures(events: Sequence[Event], link: str, start: float, end: float) -> int:
+    """Requests that the client end of ``link`` failed within ``[start, end]``."""
+    client = link.partition("->")[0]
+    if client == "collector":
+        return sum(
+            1
+            for event in events
+            if event.source == "collector" and event.kind == "fail" and start <= event.t <= end
+        )
+    return sum(
+        1
+        for event in events
+        if event.kind in ("fail", "info")
+        and event.op != "hook"
+        and str(event.data.get("link", "")).rpartition("->")[2].partition(":")[0] == client
+        and start <= event.t <= end
+    )
