@@ -18,8 +18,11 @@ may say how many touches it expects (``expect_hits``; 0 for a fault meant to hit
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from pytest_rollout_chaos.faults._layer_fault import LayerFault
 from pytest_rollout_chaos.faults._toxic_fault import ToxicFault
@@ -28,6 +31,21 @@ from pytest_rollout_chaos.faults.down import Down
 from pytest_rollout_chaos.faults.short_results import ShortResults
 from pytest_rollout_chaos.history import Event, History
 from pytest_rollout_chaos.scenario.schedule import Applied
+
+SETTLE_POLL_S: Final = 0.02
+
+
+async def settle(history: History, *, timeout_s: float) -> int:
+    """Wait until every request the fault layer saw has its outcome recorded, or ``timeout_s``.
+
+    A request the client gave up on is recorded when the layer notices the closed connection,
+    a moment after; counting before that would miss what a fault cut. Returns the requests
+    still open (a server that keeps retrying upstream may hold some past the deadline).
+    """
+    deadline = time.monotonic() + timeout_s
+    while (left := len(_open_requests(history.events()))) and time.monotonic() < deadline:
+        await asyncio.sleep(SETTLE_POLL_S)
+    return left
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,19 +145,37 @@ def _requests_on_link(events: Sequence[Event], link: str, start: float, end: flo
 
 
 def _client_failures(events: Sequence[Event], link: str, start: float, end: float) -> int:
-    """Requests that the client end of ``link`` failed within ``[start, end]``."""
+    """Requests of the client end of ``link``, open during ``[start, end]``, that ended badly.
+
+    Their outcome may come after the heal: a client gives up on its own deadline, or when the
+    collection is cancelled.
+    """
     client = link.partition("->")[0]
-    if client == "collector":
-        return sum(
-            1
-            for event in events
-            if event.source == "collector" and event.kind == "fail" and start <= event.t <= end
-        )
-    return sum(
-        1
-        for event in events
-        if event.kind in ("fail", "info")
-        and event.op != "hook"
-        and str(event.data.get("link", "")).rpartition("->")[2].partition(":")[0] == client
-        and start <= event.t <= end
-    )
+    began: dict[object, float] = {}
+    failed: dict[object, float] = {}
+    for event in events:
+        if event.op == "hook":
+            continue
+        if client == "collector":  # the Gym client's own record of each row's /run
+            mine = event.source == "collector" and event.op == "run"
+            key: object = ("row", event.data.get("row"))
+        else:
+            mine = str(event.data.get("link", "")).rpartition("->")[2].partition(":")[0] == client
+            key = event.request_id
+        if not mine or key is None:
+            continue
+        if event.kind == "invoke":
+            began[key] = event.t
+        elif event.kind in ("fail", "info"):
+            failed[key] = event.t
+    return sum(1 for key, t in began.items() if t <= end and key in failed and failed[key] >= start)
+
+
+def _open_requests(events: Sequence[Event]) -> set[str]:
+    """Request ids of layer requests with an ``invoke`` and no outcome yet."""
+    began, ended = set(), set()
+    for event in events:
+        if event.request_id is None or "link" not in event.data or event.op == "hook":
+            continue
+        (began if event.kind == "invoke" else ended).add(event.request_id)
+    return began - ended

@@ -36,7 +36,7 @@ from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict
 from pytest_rollout_chaos.invariants.compose import check_all
 from pytest_rollout_chaos.scenario import vocabulary
-from pytest_rollout_chaos.scenario.acted import Touches, count_touches, problems
+from pytest_rollout_chaos.scenario.acted import Touches, count_touches, problems, settle
 from pytest_rollout_chaos.scenario.expectations import check_expectations
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario, Workload
 from pytest_rollout_chaos.scenario.schedule import Schedule
@@ -48,6 +48,7 @@ from pytest_rollout_chaos.stack import ChaosStack
 RESULT_KEY: Final = pytest.StashKey["ScenarioResult"]()
 CANCEL_GRACE_S: Final = 5.0
 READY_GRACE_S: Final = 60.0
+SETTLE_S: Final = 2.0
 
 
 @dataclass
@@ -277,9 +278,11 @@ async def execute(
             result.faults_injected = schedule.injected
             result.fault_errors += schedule.errors
             result.unfired = schedule.unfired
-            ended = started + result.elapsed_s
-            result.touches = count_touches(schedule.applied, history, ended_at=ended)
-            result.unacted = problems(result.touches, started_at=started, ended_at=ended, t0=history.t0)
+    # The collector's connections are closed now; what they left in flight is recorded shortly.
+    await settle(history, timeout_s=SETTLE_S)
+    ended = started + result.elapsed_s
+    result.touches = count_touches(schedule.applied, history, ended_at=ended)
+    result.unacted = problems(result.touches, started_at=started, ended_at=ended, t0=history.t0)
     return result
 
 

@@ -53,7 +53,9 @@ def test_a_network_fault_touches_the_requests_that_overlap_its_window() -> None:
 def test_down_also_counts_what_its_client_failed_meanwhile() -> None:
     step = FaultStep("down", "agent->resources", line=3)
     history = history_of(
-        *request("collector->agent:calculator_agent", "run-1", 1.1, 1.2, kind="fail"),
+        *request(
+            "collector->agent:calculator_agent", "run-1", 1.1, 2.5, kind="fail"
+        ),  # gave up after the heal
         *request("collector->agent:calculator_agent", "run-2", 1.1, 1.3, kind="ok"),
         *request("agent->model", "model call fails, but model is not the client", 1.1, 1.2, kind="fail"),
     )
