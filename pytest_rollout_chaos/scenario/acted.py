@@ -173,7 +173,8 @@ def _client_failures(events: Sequence[Event], link: str, start: float, end: floa
 
 def _open_requests(events: Sequence[Event]) -> set[str]:
     """Request ids of layer requests with an ``invoke`` and no outcome yet."""
-    began, ended = set(), set()
+    began: set[str] = set()
+    ended: set[str] = set()
     for event in events:
         if event.request_id is None or "link" not in event.data or event.op == "hook":
             continue
