@@ -46,9 +46,8 @@ async def collector_context(
     recorded = history if history is not None else History()
     for path in events_files:
         recorded.follow(path)
-    client = GymClient(
-        head_url, request_timeout_s=chosen.request_timeout_s, history=recorded, agent_urls=agent_urls
-    )
+    # No deadline on the Gym client, as NeMo Gym's has none: a collector's deadlines are its own.
+    client = GymClient(head_url, history=recorded, agent_urls=agent_urls)
     env = GymEnvironment(resources_url, request_timeout_s=chosen.request_timeout_s)
     try:
         yield CollectorContext(

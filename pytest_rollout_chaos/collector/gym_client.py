@@ -1,15 +1,23 @@
-"""The Gym client collectors use: NeMo Gym's ``run_examples`` contract, with deadlines.
+"""The Gym client collectors use: NeMo Gym's ``run_examples`` contract, and its unforgiving transport.
 
 ``GymClient.run_examples(rows)`` behaves like ``RolloutCollectionHelper.run_examples``: every
 row is POSTed to ``/run`` on the agent its ``agent_ref.name`` names (addresses from the head
 server's ``/global_config_dict_yaml``, or given), all requests start at once, and it returns
-one awaitable per row in completion order, each giving ``(row, result)``. Unlike NeMo Gym,
-every request has a deadline and a failure raises ``GymRequestError`` naming the server, the
-URL, the status and why; never an endless retry or a hang.
+one awaitable per row in completion order, each giving ``(row, result)``.
+
+The transport is NeMo Gym 0.4.0's (``nemo_gym.server_utils.request`` with ``_internal=True``,
+which ``ServerClient.post`` uses for ``/run``): no deadline at all, and any error before the
+answer's head arrives (disconnect, refused or reset connection) is retried every
+``RETRY_SLEEP_S`` without limit; a dead or frozen agent makes an awaitable wait forever, as it
+does in a trainer. Deadlines are the collector's job; ``timeout_s`` is an opt-in one for
+callers that want it. What comes after the head fails at once, as upstream's
+``raise_for_status`` / ``get_response_json`` do: a ``GymRequestError`` naming the server, the
+URL, the status and why.
 
 The ``short_results`` fault arms the next call to yield fewer awaitables than rows (the
 "empty epochs" condition of NVIDIA-NeMo/RL #2305). With a History, each request is recorded
-as ``collector invoke/ok/fail run`` with the row index.
+as ``collector invoke/ok/fail run`` with the row index, and each retry as ``collector info
+run_retry`` with the attempt and the error, so a hang's story shows what it kept retrying.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 import yaml
@@ -29,6 +37,8 @@ from pytest_rollout_chaos.http_client import SessionOwner
 
 Result = tuple[dict[str, Any], dict[str, Any]]
 _BODY_CHARS = 500
+RETRY_SLEEP_S: Final = 0.5
+"""Upstream's fixed pause between tries (``nemo_gym.server_utils.request``, 0.4.0)."""
 
 
 class GymRequestError(ChaosError):
@@ -44,20 +54,24 @@ class GymRequestError(ChaosError):
 
 
 class GymClient(SessionOwner):
-    """RolloutCollectionHelper-compatible client with a deadline on every request."""
+    """RolloutCollectionHelper-compatible client: no deadline of its own unless ``timeout_s`` is given.
+
+    ``timeout_s`` (opt-in, default None as upstream): each awaitable fails with a
+    ``GymRequestError`` once that long has passed, retries included.
+    """
 
     def __init__(
         self,
         head_url: str,
         *,
-        request_timeout_s: float = 30.0,
+        timeout_s: float | None = None,
         history: History | None = None,
         agent_urls: Mapping[str, str] | None = None,
     ) -> None:
-        if request_timeout_s <= 0:
-            raise ValueError(f"request_timeout_s must be > 0, got {request_timeout_s!r}")
+        if timeout_s is not None and not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s!r}")
         self.head_url = head_url.rstrip("/")
-        self.request_timeout_s = request_timeout_s
+        self.timeout_s = timeout_s
         self.history = history
         self._agent_urls: dict[str, str] | None = dict(agent_urls) if agent_urls is not None else None
         self._config_lock: asyncio.Lock | None = None
@@ -105,9 +119,15 @@ class GymClient(SessionOwner):
         agent = _agent_name(row, 0)
         data: dict[str, Any] = {"row": row_index, "agent": agent}
         self._record("invoke", data)
+        url = f"(agent {agent!r})"
         try:
-            url = (await self._agent_url(agent)) + "/run"
-            result = await self._post_json(agent, url, row)
+            async with asyncio.timeout(self.timeout_s):
+                url = (await self._agent_url(agent)) + "/run"
+                result = await self._post_run(agent, url, row, data)
+        except TimeoutError as error:
+            timed_out = GymRequestError(agent, url, None, f"no answer within timeout_s={self.timeout_s} s")
+            self._record("fail", {**data, "server": agent, "status": None, "error": str(timed_out)})
+            raise timed_out from error
         except GymRequestError as error:
             self._record(
                 "fail", {**data, "server": error.server, "status": error.status, "error": str(error)}
@@ -126,12 +146,13 @@ class GymClient(SessionOwner):
         return row, result
 
     # -- plumbing -------------------------------------------------------------------------------
-    def _record(self, kind: Any, data: dict[str, Any]) -> None:
+    def _record(self, kind: Any, data: dict[str, Any], op: str = "run") -> None:
         if self.history is not None:
-            self.history.append("collector", kind, "run", data)
+            self.history.append("collector", kind, op, data)
 
     def _client(self) -> aiohttp.ClientSession:
-        return self._http(aiohttp.ClientTimeout(total=self.request_timeout_s), aiohttp.DummyCookieJar())
+        # No timeouts and no cookies, as upstream's global client (``set_global_aiohttp_client``).
+        return self._http(aiohttp.ClientTimeout(), aiohttp.DummyCookieJar())
 
     async def _agent_url(self, agent: str) -> str:
         if self._agent_urls is None:
@@ -173,15 +194,37 @@ class GymClient(SessionOwner):
                 if response.status >= 300:
                     raise GymRequestError(server, url, response.status, text[:_BODY_CHARS])
                 return text
-        except TimeoutError as error:
-            raise GymRequestError(
-                server, url, None, f"no answer within {self.request_timeout_s} s"
-            ) from error
         except aiohttp.ClientError as error:
             raise GymRequestError(server, url, None, f"{type(error).__name__}: {error}") from error
 
-    async def _post_json(self, server: str, url: str, body: Any) -> Any:
-        return await post_json(self._client(), server, url, body, timeout_s=self.request_timeout_s)
+    async def _post_run(self, server: str, url: str, row: dict[str, Any], data: dict[str, Any]) -> Any:
+        """POST like ``nemo_gym.server_utils.request(..., _internal=True)`` at 0.4.0: until the
+        answer's head arrives, every exception is retried after ``RETRY_SLEEP_S``, with no limit
+        (upstream counts tries only for non-internal calls); then the body is read once."""
+        payload = json.dumps(row)  # serialised once, outside the loop, as upstream does with orjson
+        attempt = 0
+        while True:
+            try:
+                response = await self._client().post(
+                    url, data=payload, headers={"Content-Type": "application/json"}
+                )
+                break
+            except Exception as error:  # upstream retries every exception here
+                attempt += 1
+                self._record(
+                    "info",
+                    {**data, "attempt": attempt, "error": f"{type(error).__name__}: {error}"},
+                    "run_retry",
+                )
+                await asyncio.sleep(RETRY_SLEEP_S)
+        async with response:
+            try:
+                text = await response.text()
+            except aiohttp.ClientError as error:
+                raise GymRequestError(
+                    server, url, None, f"answer cut off: {type(error).__name__}: {error}"
+                ) from error
+            return decode_json(server, url, response.status, text)
 
     async def close(self) -> None:
         """Cancel requests nobody awaits any more and close the HTTP session."""
@@ -223,6 +266,12 @@ async def post_json(
         raise GymRequestError(server, url, None, f"no answer within {timeout_s} s") from error
     except aiohttp.ClientError as error:
         raise GymRequestError(server, url, None, f"{type(error).__name__}: {error}") from error
+    return decode_json(server, url, status, text, object_only=object_only)
+
+
+def decode_json(server: str, url: str, status: int, text: str, *, object_only: bool = False) -> Any:
+    """An answer as upstream's ``raise_for_status`` + ``get_response_json`` read it: a status of
+    300 or more, or a body that is not JSON, is a ``GymRequestError`` naming ``server``."""
     if status >= 300:
         raise GymRequestError(server, url, status, _error_text(text))
     try:

@@ -3,8 +3,11 @@
 gym style: the agents own the loop; one ``/run`` per row through the Gym client, with bounded
 concurrency. Each row's failure stays that row's (an aborted Rollout naming the root cause);
 what makes the whole batch meaningless fails the collection at once: fewer results than rows
-(``ShortCountError``), an unreachable agent (``InfrastructureError``), too many aborted rows
-(``TooManyAbortedError``), or the collection deadline. Non-finite logprobs are retried for the
+(``ShortCountError``), an agent that dropped its answer (``InfrastructureError``), too many
+aborted rows (``TooManyAbortedError``), or the collection deadline. The Gym client, like NeMo
+Gym's, has no deadline and retries a dead agent forever, so every ``/run`` is awaited under
+this collector's own ``request_timeout_s``: a dead, frozen or cut-off agent shows up as rows
+past that deadline. Non-finite logprobs are retried for the
 affected row only, a bounded number of times; prefix drift is repaired by EOS-boundary splicing
 or the row is aborted with that reason. native style lives in ``collector.native``.
 """
@@ -137,7 +140,7 @@ class ReferenceCollector:
         except TimeoutError:
             return (
                 f"no /run result for row {index} within request_timeout_s={timeout_s} "
-                "(agent hung or link cut)"
+                "(agent dead, hung or unreachable; the Gym client waits and retries without limit)"
             )
         except asyncio.CancelledError:
             task = asyncio.current_task()

@@ -23,6 +23,7 @@ CAUGHT_BY = {
     "batch_retry_duplicates": ("trajectory-exception-isolated", "accounted"),
     "prefix_passthrough": ("prefix-drift", "prefix_consistent"),
     "bare_cancelled": ("trajectory-exception-isolated", "root_cause_visible"),
+    "no_deadline": ("agent-frozen", "bounded"),
 }
 
 pytestmark = pytest.mark.slow

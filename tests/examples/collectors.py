@@ -49,10 +49,15 @@ class GymCollector:
             awaitables = list(self.ctx.gym.run_examples([row]))
             if len(awaitables) != 1:
                 raise ShortCountError(f"requested 1 result for row {index}, returned {len(awaitables)}")
-            try:
-                _, result = await awaitables[0]
+            limit = self.ctx.settings.request_timeout_s
+            try:  # ctx.gym, like NeMo Gym's, never gives up on its own: the deadline is ours
+                async with asyncio.timeout(limit):
+                    _, result = await awaitables[0]
+            except TimeoutError:
+                error = f"no /run result within request_timeout_s={limit} (agent dead, frozen or hung)"
+                return Rollout(index, "aborted", error=error, attempts=attempt)
             except GymRequestError as error:
-                if error.status is None:  # nobody answered: a dead, frozen or unreachable server
+                if error.status is None:  # the agent's answer was cut off: the link or the server broke
                     raise InfrastructureError(f"row {index}: {error}") from error
                 return Rollout(index, "aborted", error=str(error), attempts=attempt)
             try:

@@ -13,7 +13,7 @@ async def run_rows(
     stack: GymStack, rows: list[dict[str, Any]]
 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Every row through the agents (via the head server), results in completion order."""
-    async with GymClient(stack.head_url, request_timeout_s=60.0) as client:
+    async with GymClient(stack.head_url, timeout_s=60.0) as client:
         return [await awaitable for awaitable in client.run_examples(rows)]
 
 

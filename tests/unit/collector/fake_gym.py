@@ -2,7 +2,9 @@
 
 Each row's script is a list of behaviours, one per attempt (the last repeats): ``ok``, ``nan``,
 ``null``, ``drift`` (repairable), ``bad_drift`` (not repairable), ``error`` (HTTP 500),
-``refused`` (connection refused), ``hang``. ``short`` makes the next call yield fewer awaitables.
+``refused`` (a status-less ``GymRequestError`` caused by a refused connection, as a client that
+gives up would raise; the real ``GymClient`` retries instead), ``hang``. ``short`` makes the
+next call yield fewer awaitables.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
     "batch_retry_duplicates": ({1: ["error", "ok"]}, 0, "have more than one rollout (duplicated)"),
     "prefix_passthrough": ({0: ["drift"]}, 0, "prefix drift passed through"),
     "bare_cancelled": ({1: ["error"]}, 0, "the root cause is hidden"),
+    "no_deadline": ({3: ["hang"]}, 0, "the collection hung"),  # the last row: the fake runs rows lazily
 }
 DEADLINE_S = 1.5
 

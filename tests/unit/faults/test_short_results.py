@@ -25,7 +25,7 @@ async def _collect(client: GymClient, count: int) -> list[int]:
 
 @pytest.mark.asyncio
 async def test_the_client_yields_count_fewer_results(hooked: Hooked) -> None:
-    client = GymClient("http://127.0.0.1:9", agent_urls={"agent": hooked.url}, request_timeout_s=5.0)
+    client = GymClient("http://127.0.0.1:9", agent_urls={"agent": hooked.url}, timeout_s=5.0)
     ctx, history = hooked.context(gym_client=client)
     try:
         async with applied(ShortResults(target="gym", count=2), ctx) as facts:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import socket
 import time
@@ -91,30 +92,123 @@ async def test_a_server_error_names_the_server_the_status_and_the_body(stack: tu
 
 
 @pytest.mark.asyncio
-async def test_every_request_has_a_deadline(stack: tuple[str, str]) -> None:
-    async with GymClient(stack[0], request_timeout_s=0.3) as client:
-        started = time.monotonic()
+async def test_the_client_has_no_deadline_of_its_own(stack: tuple[str, str]) -> None:
+    """As NeMo Gym's helper: a hung agent leaves the awaitable pending; the caller's deadline ends it."""
+    history = History()
+    async with GymClient(stack[0], history=history) as client:
         (awaitable,) = client.run_examples([_row(0, behaviour="hang")])
-        with pytest.raises(GymRequestError, match=r"no answer within 0.3 s"):
-            await awaitable
-        assert time.monotonic() - started < 3.0
+        waiting = asyncio.ensure_future(awaitable)
+        done, _ = await asyncio.wait({waiting}, timeout=1.5)
+        assert not done, "the client gave up on its own"
+        assert not history.events(source="collector", op="run_retry"), "the client gave up and retried"
+        waiting.cancel()
+    assert [event.kind for event in history.events(source="collector", op="run")] == ["invoke", "info"]
 
 
 @pytest.mark.asyncio
-async def test_malformed_json_and_refused_connections_are_named(stack: tuple[str, str]) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        dead_port = probe.getsockname()[1]
+async def test_an_opt_in_timeout_ends_each_awaitable(stack: tuple[str, str]) -> None:
+    history = History()
+    async with GymClient(stack[0], timeout_s=0.3, history=history) as client:
+        started = time.monotonic()
+        (awaitable,) = client.run_examples([_row(4, behaviour="hang")])
+        with pytest.raises(GymRequestError, match=r"no answer within timeout_s=0.3 s") as caught:
+            await awaitable
+        assert time.monotonic() - started < 3.0
+    assert (caught.value.server, caught.value.status) == ("calculator_agent", None)
+    (failed,) = history.events(source="collector", kind="fail")
+    assert failed.data["row"] == 4
+    with pytest.raises(ValueError, match="timeout_s must be > 0 or None"):
+        GymClient(stack[0], timeout_s=0)
+
+
+@pytest.mark.asyncio
+async def test_malformed_json_is_named(stack: tuple[str, str]) -> None:
     async with GymClient(stack[0]) as client:
         (awaitable,) = client.run_examples([_row(0, behaviour="malformed")])
         with pytest.raises(GymRequestError, match="malformed JSON body"):
             await awaitable
-    dead = {"calculator_agent": f"http://127.0.0.1:{dead_port}"}
-    async with GymClient(stack[0], agent_urls=dead) as client:
+
+
+@pytest.mark.asyncio
+async def test_dropped_connections_are_retried_every_half_second_until_the_agent_answers(
+    stack: tuple[str, str],
+) -> None:
+    """Upstream's ``request``: ``ServerDisconnectedError`` before the answer is retried, without limit."""
+    arrived: list[float] = []
+
+    async def drop_twice(request: web.Request) -> web.Response:
+        arrived.append(time.monotonic())
+        if len(arrived) <= 2:
+            assert request.transport is not None
+            request.transport.close()  # no answer at all: the client sees a disconnect
+        return web.json_response({**(await request.json()), "response": {"output": []}, "reward": 1.0})
+
+    app = web.Application()
+    app.router.add_post("/run", drop_twice)
+    history = History()
+    async with TestServer(app) as flaky:
+        urls = {"calculator_agent": str(flaky.make_url("")).rstrip("/")}
+        async with GymClient(stack[0], agent_urls=urls, history=history) as client:
+            (awaitable,) = client.run_examples([_row(3)])
+            row, result = await asyncio.wait_for(awaitable, timeout=10.0)
+    assert (row["_rowidx"], result["reward"]) == (3, 1.0)
+    assert len(arrived) == 3
+    assert all(later - earlier >= 0.45 for earlier, later in itertools.pairwise(arrived))
+    retries = history.events(source="collector", op="run_retry")
+    assert [event.data["attempt"] for event in retries] == [1, 2]
+    assert all("ServerDisconnectedError" in event.data["error"] for event in retries)
+    assert [event.kind for event in history.events(source="collector", op="run")] == ["invoke", "ok"]
+
+
+@pytest.mark.asyncio
+async def test_a_refused_agent_is_retried_until_it_comes_up(stack: tuple[str, str]) -> None:
+    """As upstream, a refused connection (``ClientConnectorError``) is retried; the row completes once
+    the agent listens, which is why a killed agent hangs a collector without a deadline."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    history = History()
+    app = web.Application()
+    app.router.add_post("/run", _scripted_run)
+    async with GymClient(
+        stack[0], agent_urls={"calculator_agent": f"http://127.0.0.1:{port}"}, history=history
+    ) as client:
         (awaitable,) = client.run_examples([_row(0)])
-        with pytest.raises(GymRequestError, match="ClientConnectorError") as caught:
-            await awaitable
-        assert caught.value.status is None
+        waiting = asyncio.ensure_future(awaitable)
+        await asyncio.sleep(1.2)
+        assert not waiting.done()
+        async with TestServer(app, port=port):
+            _, result = await asyncio.wait_for(waiting, timeout=10.0)
+    assert result["reward"] == 1.0
+    retries = history.events(source="collector", op="run_retry")
+    assert len(retries) >= 2
+    assert "ClientConnectorError" in retries[0].data["error"]
+
+
+@pytest.mark.asyncio
+async def test_an_answer_cut_off_after_its_head_fails_at_once(stack: tuple[str, str]) -> None:
+    """Upstream reads the body outside its retry loop: a cut body is an error, not a retry."""
+    arrived: list[int] = []
+
+    async def cut(request: web.Request) -> web.StreamResponse:
+        arrived.append(1)
+        response = web.StreamResponse(headers={"Content-Type": "application/json", "Content-Length": "1000"})
+        await response.prepare(request)
+        await response.write(b'{"reward": ')
+        assert request.transport is not None
+        request.transport.close()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/run", cut)
+    async with TestServer(app) as cutting:
+        urls = {"calculator_agent": str(cutting.make_url("")).rstrip("/")}
+        async with GymClient(stack[0], agent_urls=urls) as client:
+            (awaitable,) = client.run_examples([_row(0)])
+            with pytest.raises(GymRequestError, match="answer cut off") as caught:
+                await asyncio.wait_for(awaitable, timeout=10.0)
+    assert caught.value.status is None
+    assert arrived == [1]
 
 
 @pytest.mark.asyncio
