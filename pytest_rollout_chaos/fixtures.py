@@ -289,11 +289,17 @@ def chaos_collector(
 
     Depends on ``chaos_faults``, so a test's ``chaos_fault`` markers hold while it collects.
     """
+    from pytest_rollout_chaos.collector import contract
     from pytest_rollout_chaos.collector.target import load_factory
-    from pytest_rollout_chaos.errors import CollectorTargetError
+    from pytest_rollout_chaos.errors import CollectorContractError, CollectorTargetError
 
     try:
         factory = load_factory(chaos_settings.target)
     except CollectorTargetError as error:
         raise pytest.UsageError(f"--rollout-chaos-target: {error}") from error
-    return factory(chaos_collector_context)
+    try:
+        return contract.build_collector(
+            factory, chaos_collector_context, who=contract.describe(factory, chaos_settings.target)
+        )
+    except CollectorContractError as error:
+        pytest.fail(f"{type(error).__name__}: {error}", pytrace=False)

@@ -16,10 +16,11 @@ import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import pytest
 
+from pytest_rollout_chaos.collector import contract
 from pytest_rollout_chaos.collector.protocol import (
     CollectorFactory,
     CollectorSettings,
@@ -108,7 +109,7 @@ def run_scenario(scenario: Scenario, request: pytest.FixtureRequest) -> None:
     )
     if not scenario.stack.policy.splice_prefix:
         stack.gym.set_splice(False)  # vanilla re-rendering: retokenization drift happens for real
-    result = run_once(scenario, stack, factory, settings.seed)
+    result = run_once(scenario, stack, factory, settings.seed, target=settings.target)
     judge(result)
     request.node.stash[RESULT_KEY] = result
     _record_properties(request.node, result)
@@ -184,12 +185,14 @@ def collector_settings(scenario: Scenario) -> CollectorSettings:
     )
 
 
-def run_once(scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, seed: int) -> ScenarioResult:
+def run_once(
+    scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, seed: int, *, target: str | None = None
+) -> ScenarioResult:
     """Run ``scenario`` once (not judged) in a private event loop, closed even if the collector
     ignores cancellation."""
     loop = asyncio.new_event_loop()
     try:
-        return loop.run_until_complete(execute(scenario, stack, factory, seed=seed))
+        return loop.run_until_complete(execute(scenario, stack, factory, seed=seed, target=target))
     finally:
         pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
         for task in pending:
@@ -203,9 +206,14 @@ def run_once(scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, s
 
 
 async def execute(
-    scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, *, seed: int
+    scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, *, seed: int, target: str | None = None
 ) -> ScenarioResult:
-    """Collect once under the fault schedule; heal everything; return what happened (no judging)."""
+    """Collect once under the fault schedule; heal everything; return what happened (no judging).
+
+    A collector that breaks its contract (``collector.contract``) raises ``CollectorContractError``
+    naming ``target`` (the factory's own name when not given), after every fault is healed.
+    """
+    who = contract.describe(factory, target or f"{factory.__module__}:{factory.__qualname__}")
     rows = build_rows(scenario.workload, stack.gym)
     async with open_trial(stack, settings=collector_settings(scenario), seed=seed) as trial:
         history = trial.history
@@ -217,7 +225,7 @@ async def execute(
         if stack.fault_layer is not None:
             async with LayerControl(stack.fault_layer.url) as layer:
                 await layer.register_rows(rows)  # so policy requests, which carry no row, are tied to one
-        collector = factory(trial.collector)
+        collector = contract.build_collector(factory, trial.collector, who=who)
         skip_unsupported_style(collector, scenario.workload.style)
         started = time.monotonic()
         loading = await _policy_loading(scenario, stack, history)
@@ -228,11 +236,14 @@ async def execute(
             done, _ = await asyncio.wait({collect}, timeout=scenario.expect.within_s)
             if done:
                 try:
-                    result.rollouts = list(collect.result())
+                    returned = collect.result()
                 except (Exception, asyncio.CancelledError) as error:
                     # A CancelledError here is the collector's own (nobody cancelled it): an outcome
                     # to judge, the way slime's gather left only CancelledError in the log.
                     result.raised = error
+                else:
+                    # None entries (rows the collector lost) stay in: ``accounted`` judges them
+                    result.rollouts = cast(list[Rollout], contract.check_rollouts(returned, rows, who=who))
             else:
                 result.timed_out = True
                 collect.cancel()
