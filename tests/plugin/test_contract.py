@@ -35,6 +35,7 @@ expect:
         ("ReturnsDict", "*collect returned {'rollouts': *(dict); expected a list of Rollout, one per row*"),
         ("OneBased", "*collect returned rollouts for row_index [[]2[]], which were never requested*"),
     ],
+    ids=["factory-raises", "sync-collect", "not-a-list", "unknown-row"],
 )
 def test_a_contract_breach_fails_the_scenario_naming_the_collector(
     pytester: pytest.Pytester, target: str, says: str
