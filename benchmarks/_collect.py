@@ -1,4 +1,4 @@
-"""One timed collection over a running Gym stack, as the scenario runner does it (own History, context)."""
+"""One timed collection over a running stack, as the scenario runner does it: in its own trial."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_rollout_chaos.collector.context import collector_context
 from pytest_rollout_chaos.collector.protocol import CollectorFactory, CollectorSettings, Mode, Rollout
 from pytest_rollout_chaos.history import History
-from pytest_rollout_chaos.servers.gym.stack import GymStack, eos_token_id
-from pytest_rollout_chaos.servers.policy.spec import PolicyServer
+from pytest_rollout_chaos.servers.gym.stack import GymStack
+from pytest_rollout_chaos.stack import ChaosStack
+from pytest_rollout_chaos.trial import open_trial
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +33,7 @@ def greedy_rows(gym: GymStack, task: str, n: int) -> list[dict[str, Any]]:
 
 
 async def collect(
-    gym: GymStack,
-    policy: PolicyServer,
+    stack: ChaosStack,
     factory: CollectorFactory,
     rows: Sequence[dict[str, Any]],
     *,
@@ -42,26 +41,14 @@ async def collect(
     mode: Mode = "train",
 ) -> Collected:
     """Collect ``rows`` once with ``factory``'s collector; never raises what the collector raised."""
-    history = History()
-    async with collector_context(
-        head_url=gym.head_url,
-        resources_url=gym.resources_url,
-        policy_url=policy.base_url,
-        model=policy.model,
-        eos_token_ids=(eos_token_id(policy.model_dir),),
-        events_files=gym.events_files,
-        agent_urls=gym.agents,
-        model_dir=policy.model_dir,
-        settings=settings,
-        history=history,
-    ) as ctx:
-        collector = factory(ctx)
+    async with open_trial(stack, settings=settings) as trial:
+        collector = factory(trial.collector)
         began = time.perf_counter()
         try:
             rollouts = await collector.collect(rows, mode=mode)
         except Exception as error:
-            return Collected(None, error, time.perf_counter() - began, history)
-        return Collected(list(rollouts), None, time.perf_counter() - began, history)
+            return Collected(None, error, time.perf_counter() - began, trial.history)
+        return Collected(list(rollouts), None, time.perf_counter() - began, trial.history)
 
 
 def require_rollouts(collected: Collected, what: str) -> list[Rollout]:

@@ -103,6 +103,26 @@ def start_gym(start: Starter, policy: PolicyServer, *, proxied_by: ProxyLinks | 
     return _gym(start, policy, proxied_by if proxied_by is not None else direct_link)
 
 
+def stack_of(
+    policy: PolicyServer,
+    gym: GymStack,
+    *,
+    toxiproxy: ChaosToxiproxy | None = None,
+    fault_layer: FaultLayer | None = None,
+    links: ProxyLinks | None = None,
+) -> ChaosStack:
+    """A ``ChaosStack`` over servers started piecemeal, for ``_collect.collect``'s trial; the
+    collector reaches the policy directly."""
+    return ChaosStack(
+        policy=policy,
+        gym=gym,
+        toxiproxy=toxiproxy,
+        links=links.links if links is not None else {},
+        fault_layer=fault_layer,
+        collector_policy_url=policy.base_url,
+    )
+
+
 def _gym(start: Starter, policy: PolicyServer, link: Link) -> GymStack:
     return start_gym_stack(
         start,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchmarks._collect import collect, greedy_rows, require_rollouts
 from benchmarks._result import Number, Result
-from benchmarks._stack import Starter, start_gym, start_policy
+from benchmarks._stack import Starter, stack_of, start_gym, start_policy
 from pytest_rollout_chaos.collector.protocol import CollectorFactory, CollectorSettings
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
 from pytest_rollout_chaos.history import History
@@ -95,7 +95,7 @@ async def _measure(
     gym.reset_state()
     gym.set_env_latency(per_call_ms=PER_CALL_MS, per_item_ms=PER_ITEM_MS)
     rows = greedy_rows(gym, "calculator", batch)
-    collected = await collect(gym, policy, factory, rows, settings=SETTINGS, mode="validation")
+    collected = await collect(stack_of(policy, gym), factory, rows, settings=SETTINGS, mode="validation")
     require_rollouts(collected, f"batched validation ({what})")
     served = collected.history.events(source="resources", op="step_batch")
     return _Measured(

@@ -62,7 +62,7 @@ async def _one_trial(stack: ChaosStack, n_rows: int) -> tuple[float | None, str]
     watch = History()
     for path in stack.events_files():  # the fault layer records every /run the agents get
         watch.follow(path)
-    task = asyncio.create_task(collect(stack.gym, stack.policy, ReferenceCollector, rows, settings=SETTINGS))
+    task = asyncio.create_task(collect(stack, ReferenceCollector, rows, settings=SETTINGS))
     await _until_run_in_flight(watch, task)
     stack.servers()[AGENT].signal(signal.SIGKILL)
     killed = time.perf_counter()

@@ -18,13 +18,13 @@ from pathlib import Path
 
 from benchmarks._collect import collect, greedy_rows, require_rollouts
 from benchmarks._result import Number, Result
-from benchmarks._stack import Starter, start_fault_layer, start_gym, start_policy
+from benchmarks._stack import Starter, stack_of, start_fault_layer, start_gym, start_policy
 from pytest_rollout_chaos.collector.protocol import CollectorSettings
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
-from pytest_rollout_chaos.servers.gym.stack import GymStack
 from pytest_rollout_chaos.servers.links import ProxyLinks
-from pytest_rollout_chaos.servers.policy.spec import PolicyServer
 from pytest_rollout_chaos.servers.toxiproxy.controller import start_embedded
+from pytest_rollout_chaos.servers.toxiproxy.handle import ChaosToxiproxy
+from pytest_rollout_chaos.stack import ChaosStack
 
 GOAL_RATIO = 0.9
 SETTINGS = CollectorSettings(request_timeout_s=60.0, collect_timeout_s=300.0)
@@ -34,31 +34,32 @@ def run(*, rows: int = 32, rounds: int = 8) -> Result:
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as log_dir, contextlib.ExitStack() as stack:
         start = Starter(stack, Path(log_dir))
         policy = start_policy(start)
-        toxiproxy = start_embedded(start, seed=0)
+        toxiproxy = ChaosToxiproxy(start_embedded(start, seed=0))
         fault_layer = start_fault_layer(start)
-        proxied = start_gym(
-            Starter(stack, Path(log_dir) / "proxied"),
-            policy,
-            proxied_by=ProxyLinks(toxiproxy.api_url, fault_layer.url),
-        )
+        links = ProxyLinks(toxiproxy.api_url, fault_layer.url)
+        proxied = start_gym(Starter(stack, Path(log_dir) / "proxied"), policy, proxied_by=links)
         direct = start_gym(Starter(stack, Path(log_dir) / "direct"), policy)
-        return asyncio.run(_measure(policy, direct, proxied, rows, rounds))
+        return asyncio.run(
+            _measure(
+                stack_of(policy, direct),
+                stack_of(policy, proxied, toxiproxy=toxiproxy, fault_layer=fault_layer, links=links),
+                rows,
+                rounds,
+            )
+        )
 
 
-async def _measure(
-    policy: PolicyServer, direct: GymStack, proxied: GymStack, n_rows: int, rounds: int
-) -> Result:
+async def _measure(direct: ChaosStack, proxied: ChaosStack, n_rows: int, rounds: int) -> Result:
     stacks = {"direct": direct, "proxied": proxied}
-    for gym in stacks.values():  # warm-up: first requests pay for connection setup and caches
-        await collect(gym, policy, ReferenceCollector, greedy_rows(gym, "calculator", 2), settings=SETTINGS)
+    for one in stacks.values():  # warm-up: first requests pay for connection setup and caches
+        await collect(one, ReferenceCollector, greedy_rows(one.gym, "calculator", 2), settings=SETTINGS)
     per_round: list[dict[str, float]] = []
     for round_index in range(rounds):
         order = ("direct", "proxied") if round_index % 2 == 0 else ("proxied", "direct")
         rates: dict[str, float] = {}
         for name in order:
-            gym = stacks[name]
-            rows = greedy_rows(gym, "calculator", n_rows)
-            collected = await collect(gym, policy, ReferenceCollector, rows, settings=SETTINGS)
+            rows = greedy_rows(stacks[name].gym, "calculator", n_rows)
+            collected = await collect(stacks[name], ReferenceCollector, rows, settings=SETTINGS)
             rates[name] = len(require_rollouts(collected, f"overhead ({name})")) / collected.elapsed_s
         per_round.append(rates)
     # Each round's two runs are adjacent in time, so their ratio sees the same background load;

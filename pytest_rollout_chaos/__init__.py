@@ -34,6 +34,7 @@ from pytest_rollout_chaos.collector.protocol import (
 )
 from pytest_rollout_chaos.errors import (
     ChaosError,
+    CollectorContractError,
     CollectorTargetError,
     FaultError,
     InvariantViolation,
@@ -56,6 +57,7 @@ __all__ = [
     "CollectionError",
     "Collector",
     "CollectorContext",
+    "CollectorContractError",
     "CollectorFactory",
     "CollectorSettings",
     "CollectorTargetError",

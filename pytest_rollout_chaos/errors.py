@@ -32,5 +32,11 @@ class CollectorTargetError(ChaosError):
     """``--rollout-chaos-target`` does not name a usable collector factory."""
 
 
+class CollectorContractError(ChaosError):
+    """The collector under test broke its contract (DESIGN 3.3): its factory raised, its
+    ``collect`` is not async, or it returned something other than one Rollout per requested row.
+    The message names the collector, what was expected and what came back."""
+
+
 class InvariantViolation(AssertionError):
     """One or more invariants judged the run FAIL; the message lists every failing verdict."""

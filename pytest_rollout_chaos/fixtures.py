@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pytest_rollout_chaos.servers.policy.spec import PolicyServer
     from pytest_rollout_chaos.servers.toxiproxy.handle import ChaosToxiproxy
     from pytest_rollout_chaos.stack import ChaosStack
+    from pytest_rollout_chaos.trial import Trial
 
 NOT_ENABLED = "rollout-chaos is off: pass --rollout-chaos (or set rollout_chaos = true) to start servers"
 
@@ -241,34 +242,6 @@ def chaos_gym_reset(chaos_gym: GymStack) -> GymStack:
     return chaos_gym
 
 
-@pytest_asyncio.fixture
-async def chaos_collector_context(
-    chaos_gym_reset: GymStack,
-    chaos_policy: PolicyServer,
-    chaos_fault_layer: FaultLayer,
-    chaos_collector_policy_url: str,
-) -> AsyncIterator[CollectorContext]:
-    """What a trainer gives its collector, over the session's stack, with a fresh History."""
-    from pytest_rollout_chaos.collector.context import collector_context
-    from pytest_rollout_chaos.servers.gym.stack import eos_token_id
-
-    async with collector_context(
-        head_url=chaos_gym_reset.head_url,
-        resources_url=chaos_gym_reset.resources_url,
-        policy_url=chaos_collector_policy_url,
-        model=chaos_policy.model,
-        eos_token_ids=(eos_token_id(chaos_policy.model_dir),),
-        events_files=[
-            *chaos_gym_reset.events_files,
-            *chaos_policy.events_files(),
-            chaos_fault_layer.events_file,
-        ],
-        agent_urls=chaos_gym_reset.agents,
-        model_dir=chaos_policy.model_dir,
-    ) as ctx:
-        yield ctx
-
-
 @pytest.fixture
 def chaos_stack_reset(chaos_stack: ChaosStack) -> ChaosStack:
     """``chaos_stack`` as a test expects it: servers up, no toxic, no hook rule, state reset."""
@@ -277,22 +250,30 @@ def chaos_stack_reset(chaos_stack: ChaosStack) -> ChaosStack:
 
 
 @pytest_asyncio.fixture
-async def chaos_faults(
-    request: pytest.FixtureRequest,
-    chaos_stack_reset: ChaosStack,
-    chaos_collector_context: CollectorContext,
-    chaos_settings: ChaosSettings,
-) -> AsyncIterator[FaultInjector]:
+async def chaos_trial(
+    chaos_stack_reset: ChaosStack, chaos_history: History, chaos_settings: ChaosSettings
+) -> AsyncIterator[Trial]:
+    """One test's trial over the reset stack: the collector's and the faults' contexts, both over
+    ``chaos_history``."""
+    from pytest_rollout_chaos.trial import open_trial
+
+    async with open_trial(chaos_stack_reset, seed=chaos_settings.seed, history=chaos_history) as trial:
+        yield trial
+
+
+@pytest.fixture
+def chaos_collector_context(chaos_trial: Trial) -> CollectorContext:
+    """What a trainer gives its collector, over the session's stack; its History is ``chaos_history``."""
+    return chaos_trial.collector
+
+
+@pytest_asyncio.fixture
+async def chaos_faults(request: pytest.FixtureRequest, chaos_trial: Trial) -> AsyncIterator[FaultInjector]:
     """Inject faults by scenario name from Python; ``@pytest.mark.chaos_fault(kind, target, ...)``
     markers are injected before the test, and everything is healed after it."""
     from pytest_rollout_chaos.faults.injector import FaultInjector
 
-    async with FaultInjector(
-        chaos_stack_reset,
-        chaos_collector_context.history,
-        gym_client=chaos_collector_context.gym,
-        seed=chaos_settings.seed,
-    ) as injector:
+    async with FaultInjector(chaos_trial) as injector:
         for marker in reversed(list(request.node.iter_markers("chaos_fault"))):
             if (reason := injector.cannot_act(*marker.args[:2])) is not None:
                 pytest.skip(f"chaos_fault{marker.args[:2]!r}: {reason}")
@@ -308,11 +289,17 @@ def chaos_collector(
 
     Depends on ``chaos_faults``, so a test's ``chaos_fault`` markers hold while it collects.
     """
+    from pytest_rollout_chaos.collector import contract
     from pytest_rollout_chaos.collector.target import load_factory
-    from pytest_rollout_chaos.errors import CollectorTargetError
+    from pytest_rollout_chaos.errors import CollectorContractError, CollectorTargetError
 
     try:
         factory = load_factory(chaos_settings.target)
     except CollectorTargetError as error:
         raise pytest.UsageError(f"--rollout-chaos-target: {error}") from error
-    return factory(chaos_collector_context)
+    try:
+        return contract.build_collector(
+            factory, chaos_collector_context, who=contract.describe(factory, chaos_settings.target)
+        )
+    except CollectorContractError as error:
+        pytest.fail(f"{type(error).__name__}: {error}", pytrace=False)

@@ -8,6 +8,10 @@ instance), ``collector->policy``. Every link runs through the fault layer (recor
 faults) behind a Toxiproxy proxy (TCP faults). ``reset`` puts everything back the way a scenario
 expects to find it: every proxy enabled without toxics, no fault rule armed and no row known to
 the layer, server state reset, every server running.
+
+A stack wired without Toxiproxy or without the fault layer (the collector integration tests,
+the benchmarks' direct stacks) has None there: network faults, or semantic faults, then say
+that they have nothing to act through.
 """
 
 from __future__ import annotations
@@ -42,9 +46,9 @@ class ChaosStack:
 
     policy: PolicyServer
     gym: GymStack
-    toxiproxy: ChaosToxiproxy
+    toxiproxy: ChaosToxiproxy | None
     links: Mapping[str, str]  # link name -> Toxiproxy proxy name
-    fault_layer: FaultLayer
+    fault_layer: FaultLayer | None
     collector_policy_url: str  # the policy's OpenAI base URL through the collector->policy link
 
     @property
@@ -79,7 +83,8 @@ class ChaosStack:
 
     def events_files(self) -> list[Path]:
         """Every server's History events file, and the fault layer's."""
-        return [*self.gym.events_files, self.fault_layer.events_file, *self.policy.events_files()]
+        layer = [self.fault_layer.events_file] if self.fault_layer is not None else []
+        return [*self.gym.events_files, *layer, *self.policy.events_files()]
 
     def reset(self, *, env_latency_ms_per_call: float = 0.0, env_latency_ms_per_item: float = 0.0) -> None:
         """Undo whatever the last test left: restart dead servers, clear toxics and fault rules."""
@@ -87,8 +92,10 @@ class ChaosStack:
             if not process.is_running():
                 _logger.warning("server %r was down before the test; restarting it", process.name)
                 process.restart()
-        self.toxiproxy.reset()
-        layer.reset(self.fault_layer.url)
+        if self.toxiproxy is not None:
+            self.toxiproxy.reset()
+        if self.fault_layer is not None:
+            layer.reset(self.fault_layer.url)
         self.gym.reset_state()
         if env_latency_ms_per_call or env_latency_ms_per_item:
             self.gym.set_env_latency(per_call_ms=env_latency_ms_per_call, per_item_ms=env_latency_ms_per_item)

@@ -4,13 +4,13 @@ YAML covers simple schedules; a Python test that needs a sequence of its own inj
 this (Jepsen's advice: complex sequences belong in code). Names, targets and parameters are
 exactly those of the scenario format, validated by the same registry; ``agent`` and
 ``collector->agent`` stand for every agent instance. Every fault injected here is healed when
-the block or the test ends, newest first, and recorded in the test's History.
+the block or the test ends, newest first, and recorded in the test's History: the trial's
+(``trial.open_trial``), which the test's collector writes to as well.
 """
 
 from __future__ import annotations
 
 import contextlib
-import random
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any
@@ -18,36 +18,20 @@ from typing import Any
 from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.faults.apply import heal_recorded, inject_recorded
-from pytest_rollout_chaos.faults.base import Fault, FaultContext
-from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.faults.base import Fault
 from pytest_rollout_chaos.scenario import vocabulary
-from pytest_rollout_chaos.stack import ChaosStack
+from pytest_rollout_chaos.trial import Trial
 
 
 class FaultInjector:
     """``await injector.inject("latency", "agent->model", latency_ms=200)``; healed on exit."""
 
-    def __init__(self, stack: ChaosStack, history: History, *, gym_client: object | None, seed: int) -> None:
-        self._stack = stack
-        self._history = history
-        self._gym_client = gym_client
-        self._seed = seed
+    def __init__(self, trial: Trial) -> None:
+        self._stack = trial.stack
+        self._ctx = trial.faults
         self._active: list[Fault] = []
-        self._exit = contextlib.AsyncExitStack()
-        self._ctx: FaultContext | None = None
 
     async def __aenter__(self) -> FaultInjector:
-        toxiproxy = await self._exit.enter_async_context(self._stack.toxiproxy.client())
-        self._ctx = FaultContext(
-            history=self._history,
-            processes=self._stack.servers(),
-            toxiproxy=toxiproxy,
-            links=self._stack.links,
-            fault_layer=self._stack.fault_layer.url,
-            gym_client=self._gym_client,
-            rng=random.Random(self._seed),
-            unmanaged=self._stack.unmanaged(),
-        )
         return self
 
     def cannot_act(self, kind: str, target: str) -> str | None:
@@ -61,15 +45,10 @@ class FaultInjector:
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
-        try:
-            await self.heal_all()
-        finally:
-            await self._exit.aclose()
+        await self.heal_all()
 
     async def inject(self, kind: str, target: str, **params: Any) -> list[Mapping[str, object]]:
         """Inject ``kind`` on ``target`` (every agent for ``agent``); return what each inject reported."""
-        if self._ctx is None:
-            raise RuntimeError("use FaultInjector as an async context manager")
         if (reason := self.cannot_act(kind, target)) is not None:
             raise FaultError(f"{kind} on {target!r}: {reason}")  # refused before it starts: nothing to heal
         faults = [
@@ -99,7 +78,6 @@ class FaultInjector:
         await self._heal(active)
 
     async def _heal(self, faults: list[Fault]) -> None:
-        assert self._ctx is not None
         errors: list[BaseException] = []
         for fault in reversed(faults):
             try:

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import pytest
 
-from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError
+from pytest_rollout_chaos.errors import CollectorContractError, FaultError, InvariantViolation, ScenarioError
 from pytest_rollout_chaos.scenario import story
 from pytest_rollout_chaos.scenario.model import SUFFIX, Scenario, load_scenario
 
@@ -24,7 +24,7 @@ ScenarioRunner = Callable[[Scenario, pytest.FixtureRequest], None]
 RUNNER_FIXTURE: Final = "chaos_scenario_runner"
 RUNNER_MODULE: Final = "pytest_rollout_chaos.scenario.run"
 NO_RUNNER: Final = "the scenario runner (pytest_rollout_chaos.scenario.run) is not available in this build"
-STORY_ERRORS: Final = (InvariantViolation, FaultError, ScenarioError)
+STORY_ERRORS: Final = (InvariantViolation, FaultError, ScenarioError, CollectorContractError)
 
 
 def is_scenario_file(path: Path) -> bool:

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import pytest
 
-from pytest_rollout_chaos.collector.context import collector_context
+from pytest_rollout_chaos.collector import contract
 from pytest_rollout_chaos.collector.protocol import (
     CollectorFactory,
     CollectorSettings,
@@ -31,7 +30,6 @@ from pytest_rollout_chaos.collector.protocol import (
 )
 from pytest_rollout_chaos.collector.target import load_factory
 from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError
-from pytest_rollout_chaos.faults.base import FaultContext
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict
 from pytest_rollout_chaos.invariants.compose import check_all
@@ -41,9 +39,10 @@ from pytest_rollout_chaos.scenario.expectations import check_expectations
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario, Workload
 from pytest_rollout_chaos.scenario.schedule import Schedule
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
-from pytest_rollout_chaos.servers.gym.stack import GymStack, eos_token_id
+from pytest_rollout_chaos.servers.gym.stack import GymStack
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
+from pytest_rollout_chaos.trial import open_trial
 
 RESULT_KEY: Final = pytest.StashKey["ScenarioResult"]()
 CANCEL_GRACE_S: Final = 5.0
@@ -114,7 +113,7 @@ def run_scenario(scenario: Scenario, request: pytest.FixtureRequest) -> None:
     )
     if not scenario.stack.policy.splice_prefix:
         stack.gym.set_splice(False)  # vanilla re-rendering: retokenization drift happens for real
-    result = run_once(scenario, stack, factory, settings.seed)
+    result = run_once(scenario, stack, factory, settings.seed, target=settings.target)
     judge(result)
     request.node.stash[RESULT_KEY] = result
     _record_properties(request.node, result)
@@ -192,12 +191,14 @@ def collector_settings(scenario: Scenario) -> CollectorSettings:
     )
 
 
-def run_once(scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, seed: int) -> ScenarioResult:
+def run_once(
+    scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, seed: int, *, target: str | None = None
+) -> ScenarioResult:
     """Run ``scenario`` once (not judged) in a private event loop, closed even if the collector
     ignores cancellation."""
     loop = asyncio.new_event_loop()
     try:
-        return loop.run_until_complete(execute(scenario, stack, factory, seed=seed))
+        return loop.run_until_complete(execute(scenario, stack, factory, seed=seed, target=target))
     finally:
         pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
         for task in pending:
@@ -211,43 +212,26 @@ def run_once(scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, s
 
 
 async def execute(
-    scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, *, seed: int
+    scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, *, seed: int, target: str | None = None
 ) -> ScenarioResult:
-    """Collect once under the fault schedule; heal everything; return what happened (no judging)."""
-    history = History()
+    """Collect once under the fault schedule; heal everything; return what happened (no judging).
+
+    A collector that breaks its contract (``collector.contract``) raises ``CollectorContractError``
+    naming ``target`` (the factory's own name when not given), after every fault is healed.
+    """
+    who = contract.describe(factory, target or f"{factory.__module__}:{factory.__qualname__}")
     rows = build_rows(scenario.workload, stack.gym)
-    result = ScenarioResult(scenario, rows, history)
-    async with (
-        collector_context(
-            head_url=stack.gym.head_url,
-            resources_url=stack.gym.resources_url,
-            policy_url=stack.collector_policy_url,
-            model=stack.policy.model,
-            eos_token_ids=(eos_token_id(stack.policy.model_dir),),
-            events_files=stack.events_files(),
-            agent_urls=stack.gym.agents,
-            model_dir=stack.policy.model_dir,
-            settings=collector_settings(scenario),
-            history=history,
-        ) as ctx,
-        stack.toxiproxy.client() as toxiproxy,
-    ):
-        fault_ctx = FaultContext(
-            history=history,
-            processes=stack.servers(),
-            toxiproxy=toxiproxy,
-            links=stack.links,
-            fault_layer=stack.fault_layer.url,
-            gym_client=ctx.gym,
-            rng=random.Random(seed),
-            restart=_restarter(stack),
-            unmanaged=stack.unmanaged(),
-        )
+    async with open_trial(stack, settings=collector_settings(scenario), seed=seed) as trial:
+        history = trial.history
+        result = ScenarioResult(scenario, rows, history)
         # Building the schedule builds every fault: a bad parameter fails before anything is touched.
-        schedule = Schedule([(step, stack.expand_target(step.target)) for step in scenario.faults], fault_ctx)
-        async with LayerControl(stack.fault_layer.url) as layer:
-            await layer.register_rows(rows)  # so policy requests, which carry no row, are tied to one
-        collector = factory(ctx)
+        schedule = Schedule(
+            [(step, stack.expand_target(step.target)) for step in scenario.faults], trial.faults
+        )
+        if stack.fault_layer is not None:
+            async with LayerControl(stack.fault_layer.url) as layer:
+                await layer.register_rows(rows)  # so policy requests, which carry no row, are tied to one
+        collector = contract.build_collector(factory, trial.collector, who=who)
         skip_unsupported_style(collector, scenario.workload.style)
         started = time.monotonic()
         loading = await _policy_loading(scenario, stack, history)
@@ -258,11 +242,14 @@ async def execute(
             done, _ = await asyncio.wait({collect}, timeout=scenario.expect.within_s)
             if done:
                 try:
-                    result.rollouts = list(collect.result())
+                    returned = collect.result()
                 except (Exception, asyncio.CancelledError) as error:
                     # A CancelledError here is the collector's own (nobody cancelled it): an outcome
                     # to judge, the way slime's gather left only CancelledError in the log.
                     result.raised = error
+                else:
+                    # None entries (rows the collector lost) stay in: ``accounted`` judges them
+                    result.rollouts = cast(list[Rollout], contract.check_rollouts(returned, rows, who=who))
             else:
                 result.timed_out = True
                 collect.cancel()
@@ -301,15 +288,6 @@ async def _policy_loading(
     await asyncio.to_thread(process.stop)
     history.append("process", "info", "loading", {"server": process.name, "ready_delay_s": delay_s})
     return asyncio.create_task(asyncio.to_thread(process.restart, ready_delay_s=delay_s))
-
-
-def _restarter(stack: ChaosStack) -> Any:
-    servers = stack.servers()
-
-    async def restart(name: str) -> None:
-        await asyncio.to_thread(servers[name].restart)
-
-    return restart
 
 
 def judge(result: ScenarioResult) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 from typing import Final
 
-from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError
+from pytest_rollout_chaos.errors import CollectorContractError, FaultError, InvariantViolation, ScenarioError
 from pytest_rollout_chaos.scenario.model import Scenario
 
 HINT_INVARIANT: Final = (
@@ -20,6 +20,10 @@ HINT_FAULT: Final = (
     "(check the proxy backend and process permissions, then rerun)"
 )
 HINT_SCENARIO: Final = "fix the scenario file; `rollout-chaos validate FILE` checks it without running"
+HINT_CONTRACT: Final = (
+    "the collector under test does not keep its contract (README, Writing a collector); fix the "
+    "collector or the factory named above, nothing was judged"
+)
 HINT_OTHER: Final = "see the traceback"
 
 
@@ -56,4 +60,6 @@ def hint_for(error: BaseException) -> str:
         return HINT_FAULT
     if isinstance(error, ScenarioError):
         return HINT_SCENARIO
+    if isinstance(error, CollectorContractError):
+        return HINT_CONTRACT
     return HINT_OTHER

@@ -8,7 +8,6 @@ so no scenario needs anything inside a real server: the runner skips none of the
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
 
 import pytest
 
@@ -56,7 +55,7 @@ def _stack(without_hooks: frozenset[str], tmp_path: Path) -> ChaosStack:
     return ChaosStack(
         policy=policy,
         gym=gym,
-        toxiproxy=cast(Any, None),
+        toxiproxy=None,
         links={},
         fault_layer=FaultLayer("http://127.0.0.1:5", tmp_path / "fault_layer.events.jsonl"),
         collector_policy_url="http://127.0.0.1:19999/v1",

@@ -51,8 +51,13 @@ def _bound_sockets(process: psutil.Process) -> list[tuple[str, int, str]]:
     return found
 
 
+def _layer_url(stack: ChaosStack) -> str:
+    assert stack.fault_layer is not None, "the session's stack always runs the fault layer"
+    return stack.fault_layer.url
+
+
 def _layer_links(stack: ChaosStack) -> list[dict[str, Any]]:
-    answer = layer.call_sync(stack.fault_layer.url, "GET", "/links", None, timeout_s=TIMEOUT_S)
+    answer = layer.call_sync(_layer_url(stack), "GET", "/links", None, timeout_s=TIMEOUT_S)
     return list(answer["links"])
 
 
@@ -71,7 +76,7 @@ def test_every_socket_the_stack_binds_is_on_loopback(
     layer_ports = {port for _, port, kind in bound.get(FAULT_LAYER, []) if kind == "tcp"}
     link_ports = {int(link["listen"].rpartition(":")[2]) for link in _layer_links(chaos_stack)}
     assert len(link_ports) == len(chaos_stack.links), f"one layer port per link: {_layer_links(chaos_stack)}"
-    control = chaos_stack.fault_layer.url.rpartition(":")[2]
+    control = _layer_url(chaos_stack).rpartition(":")[2]
     assert link_ports | {int(control)} <= layer_ports, f"the layer's control and link ports: {bound}"
     exposed = {name: [e for e in entries if e[0] not in LOOPBACK] for name, entries in bound.items()}
     assert not any(exposed.values()), f"sockets bound beyond loopback: {exposed}"
@@ -132,7 +137,7 @@ def test_every_fault_layer_control_route_refuses_a_non_loopback_peer(
     chaos_stack: ChaosStack, chaos_harness: ChaosHarness, method: str, path: str
 ) -> None:
     chaos_stack.reset()
-    url = chaos_stack.fault_layer.url
+    url = _layer_url(chaos_stack)
     (process,) = [process for process in chaos_harness.processes if process.name == FAULT_LAYER]
     # an armed rule a foreign reset or disarm would remove, on a route nothing requests
     sentinel = layer.call_sync(

@@ -55,7 +55,7 @@ def dump(run):
 
 @pytest.mark.asyncio
 async def test_collect_then_get_interrupted(run, dump):
-    (OUT / "pids.json").write_text(json.dumps([p.pid for p in run.stack.processes.values()]))
+    (OUT / "pids.json").write_text(json.dumps([p.pid for p in run.stack.servers().values()]))
     async with applied(Hang(target="calculator_agent"), run.faults):
         task = asyncio.ensure_future(
             ReferenceCollector(run.ctx).collect(run.stack.gym.rows("calculator", 4), mode="train")

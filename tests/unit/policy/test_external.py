@@ -7,15 +7,12 @@ import contextlib
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
 
 import pytest
 
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.faults.base import FaultContext
 from pytest_rollout_chaos.faults.injector import FaultInjector
-from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.scenario.model import load_scenario
 from pytest_rollout_chaos.scenario.run import not_applicable
 from pytest_rollout_chaos.servers import readiness
@@ -31,6 +28,7 @@ from pytest_rollout_chaos.servers.policy.external import ExternalPolicyError, co
 from pytest_rollout_chaos.servers.policy.spec import PolicyServer
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 from pytest_rollout_chaos.stack import ChaosStack
+from pytest_rollout_chaos.trial import open_trial
 
 URL = "http://10.1.2.3:8000"
 REASON = (
@@ -66,7 +64,7 @@ def _stack(tmp_path: Path, *, external: bool) -> ChaosStack:
     return ChaosStack(
         policy=policy,
         gym=gym,
-        toxiproxy=cast(Any, None),
+        toxiproxy=None,
         links={},
         fault_layer=FaultLayer("http://127.0.0.1:5", tmp_path / "fault_layer.events.jsonl"),
         collector_policy_url="http://127.0.0.1:6/v1",
@@ -168,15 +166,16 @@ def test_a_process_fault_on_an_external_policy_skips_the_scenario(kind: str, tmp
     assert not_applicable(scenario, _stack(tmp_path, external=False)) is None
 
 
-def test_faults_by_name_refuse_process_faults_on_an_external_policy(tmp_path: Path) -> None:
+@pytest.mark.asyncio
+async def test_faults_by_name_refuse_process_faults_on_an_external_policy(tmp_path: Path) -> None:
     external = _stack(tmp_path, external=True)
     assert "policy" not in external.servers()
     assert external.unmanaged() == {"policy": REASON}
     assert "policy" in _stack(tmp_path, external=False).servers()
-    injector = FaultInjector(external, History(), gym_client=None, seed=0)
-    assert injector.cannot_act("kill", "policy") == REASON
-    assert injector.cannot_act("http_error", "policy") is None  # the fault layer acts on its answers
-    assert injector.cannot_act("kill", "agent") is None
-    context = FaultContext(History(), processes=external.servers(), unmanaged=external.unmanaged())
-    with pytest.raises(FaultError, match=r"^target 'policy': the policy is an external server"):
-        context.process("policy")
+    async with open_trial(external) as trial:
+        injector = FaultInjector(trial)
+        assert injector.cannot_act("kill", "policy") == REASON
+        assert injector.cannot_act("http_error", "policy") is None  # the fault layer acts on its answers
+        assert injector.cannot_act("kill", "agent") is None
+        with pytest.raises(FaultError, match=r"^target 'policy': the policy is an external server"):
+            trial.faults.process("policy")
