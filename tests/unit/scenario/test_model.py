@@ -122,7 +122,7 @@ def test_unknown_fault_parameter_lists_the_registry_fields() -> None:
     text = BASE + "faults:\n  - kind: latency\n    target: agent->model\n    latency: 5\n"
     assert problems(text) == [
         "s.chaos.yaml:8: faults[0].latency: unknown key for a latency fault (valid: kind, target, at, "
-        "duration_s, stream, toxicity, latency_ms, jitter_ms)"
+        "duration_s, expect_hits, stream, toxicity, latency_ms, jitter_ms)"
     ]
 
 
