@@ -37,7 +37,7 @@ class Corroborated:
         problems = []
         for rollout in claimed:
             row, calls = rollout.row_index, record.calls(rollout.row_index)
-            claim = f"row {row}: the collector says {rollout.status} with {len(rollout.turns)} turns"
+            claim = f"row {row}: the collector says {rollout.status} with {_turns(len(rollout.turns))}"
             if not rollout.turns:
                 problems.append(f"{claim}; a rollout to train on needs at least one generated turn")
             elif not any(call.succeeded for call in calls) and not (
@@ -67,3 +67,7 @@ class Corroborated:
             ),
             problems,
         )
+
+
+def _turns(count: int) -> str:
+    return f"{count} turn" if count == 1 else f"{count} turns"

@@ -74,7 +74,7 @@ def _gym_problem(rollout: Rollout, record: Served) -> str | None:
     if claimed in answers:
         return None
     claim = (
-        f"row {rollout.row_index}: the collector hands back {len(claimed)} turns "
+        f"row {rollout.row_index}: the collector hands back {_turns(len(claimed))} "
         f"(generated token counts {_lengths(claimed)})"
     )
     answers = [answer for answer in answers if answer]
@@ -84,7 +84,7 @@ def _gym_problem(rollout: Rollout, record: Served) -> str | None:
     closest = max(
         answers, key=lambda answer: (len(set(answer) & set(claimed)), -abs(len(answer) - len(claimed)))
     )
-    saw = f"the agent's /run answered {len(closest)} (token counts {_lengths(closest)})"
+    saw = f"the agent's /run answered {_turns(len(closest))} (token counts {_lengths(closest)})"
     invented = [index for index, value in enumerate(claimed) if value not in closest]
     if invented:
         return f"{claim}; {saw}: turns {invented} are not among them (the model never produced them)"
@@ -100,7 +100,7 @@ def _native_problem(rollout: Rollout, record: Served) -> str | None:
     pool = set(own) | set(untied)
     claimed = [fingerprint(turn.generation_token_ids) for turn in rollout.turns]
     invented = [index for index, value in enumerate(claimed) if value not in pool]
-    claim = f"row {rollout.row_index}: the collector hands back {len(claimed)} turns"
+    claim = f"row {rollout.row_index}: the collector hands back {_turns(len(claimed))}"
     saw = (
         f"the policy answered {len(own)} generations for row {rollout.row_index} "
         f"(token counts {_lengths(own)}) and {len(untied)} it could not tie to a row"
@@ -110,3 +110,7 @@ def _native_problem(rollout: Rollout, record: Served) -> str | None:
     if len(claimed) > len(own) + len(untied):
         return f"{claim}; {saw}: more turns than model calls"
     return None
+
+
+def _turns(count: int) -> str:
+    return f"{count} turn" if count == 1 else f"{count} turns"

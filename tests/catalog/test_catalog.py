@@ -23,6 +23,8 @@ CAUGHT_BY = {
     "batch_retry_duplicates": ("trajectory-exception-isolated", "accounted"),
     "prefix_passthrough": ("retokenization-drift", "prefix_consistent"),
     "bare_cancelled": ("trajectory-exception-isolated", "root_cause_visible"),
+    "failed_as_completed": ("trajectory-exception-isolated", "corroborated"),
+    "turns_dropped_on_drift": ("unrepairable-drift", "turns_generated"),
 }
 
 pytestmark = pytest.mark.slow
