@@ -29,6 +29,8 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
     "batch_retry_duplicates": ({1: ["error", "ok"]}, 0, "have more than one rollout (duplicated)"),
     "prefix_passthrough": ({0: ["drift"]}, 0, "prefix drift passed through"),
     "bare_cancelled": ({1: ["error"]}, 0, "the root cause is hidden"),
+    "failed_as_completed": ({1: ["error"]}, 0, "the servers saw no successful /run for row 1: HTTP 500"),
+    "turns_dropped_on_drift": ({0: ["bad_drift"]}, 0, "turns [1] were dropped"),
 }
 DEADLINE_S = 1.5
 
