@@ -13,12 +13,13 @@ Events written before a server was killed survive it, which is the point.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -178,6 +179,22 @@ class EventWriter:
         line = Event(time.monotonic(), self.source, kind, op, dict(data or {}), request_id).to_json()
         with self._lock, self._path.open("a", encoding="utf-8") as handle:
             handle.write(line + "\n")
+
+
+def fingerprint(token_ids: Sequence[int]) -> str:
+    """``"<count>:<16 hex digits>"``: how the History records a list of token ids.
+
+    A fixed ~25 bytes whatever the length, so the fault layer can record every generation it
+    forwards without copying the tokens, and a judge can still tell two lists apart.
+    """
+    digest = hashlib.blake2b(",".join(str(int(token)) for token in token_ids).encode(), digest_size=8)
+    return f"{len(token_ids)}:{digest.hexdigest()}"
+
+
+def fingerprint_length(value: str) -> int | None:
+    """The token count a ``fingerprint`` carries; None for anything else."""
+    count, _, digest = value.partition(":")
+    return int(count) if count.isdigit() and len(digest) == 16 else None
 
 
 def _jsonable(value: Any) -> Any:

@@ -8,11 +8,13 @@ from pytest_rollout_chaos.invariants.accounted import Accounted
 from pytest_rollout_chaos.invariants.base import Checker
 from pytest_rollout_chaos.invariants.batched_env_eval import BatchedEnvEval
 from pytest_rollout_chaos.invariants.bounded import Bounded
+from pytest_rollout_chaos.invariants.corroborated import Corroborated
 from pytest_rollout_chaos.invariants.finite_logprobs import FiniteLogprobs
 from pytest_rollout_chaos.invariants.isolated_failures import IsolatedFailures
 from pytest_rollout_chaos.invariants.no_silent_short_count import NoSilentShortCount
 from pytest_rollout_chaos.invariants.prefix_consistent import PrefixConsistent
 from pytest_rollout_chaos.invariants.root_cause_visible import RootCauseVisible
+from pytest_rollout_chaos.invariants.turns_generated import TurnsGenerated
 
 CHECKERS: Final[tuple[Checker, ...]] = (
     Accounted(),
@@ -23,6 +25,8 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     BatchedEnvEval(),
     Bounded(),
     RootCauseVisible(),
+    Corroborated(),
+    TurnsGenerated(),
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)

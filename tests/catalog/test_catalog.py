@@ -24,6 +24,8 @@ CAUGHT_BY = {
     "prefix_passthrough": ("prefix-drift", "prefix_consistent"),
     "bare_cancelled": ("trajectory-exception-isolated", "root_cause_visible"),
     "no_deadline": ("agent-frozen", "bounded"),
+    "failed_as_completed": ("trajectory-exception-isolated", "corroborated"),
+    "turns_dropped_on_drift": ("unrepairable-drift", "turns_generated"),
 }
 
 pytestmark = pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from pytest_rollout_chaos.history import Event, EventWriter, History
+from pytest_rollout_chaos.history import Event, EventWriter, History, fingerprint, fingerprint_length
 
 
 def test_events_from_files_and_memory_are_merged_in_time_order(tmp_path: Path) -> None:
@@ -62,3 +62,13 @@ def test_filters_and_timeline() -> None:
     assert len(history.events(kind="fail")) == 1
     assert len(history.events(op="collect")) == 1
     assert "fault info inject (fault='kill', target='agent')" in history.timeline()
+
+
+def test_a_fingerprint_tells_token_lists_apart_at_a_fixed_size() -> None:
+    long = list(range(5000))
+    assert fingerprint(long) == fingerprint(list(long))
+    assert fingerprint(long) != fingerprint([*long[:-1], 0])
+    assert fingerprint([1, 23]) != fingerprint([12, 3])
+    assert len(fingerprint(long)) == len("5000:") + 16
+    assert fingerprint_length(fingerprint(long)) == 5000
+    assert fingerprint_length("not one") is None

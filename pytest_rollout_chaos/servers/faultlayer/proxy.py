@@ -3,7 +3,11 @@
 Every request that reaches a link's port is recorded as a Jepsen operation under the upstream
 server's source (``invoke`` on arrival, ``ok``/``fail`` with status and latency when the answer
 leaves, ``info`` when the connection was cut), with the row when the layer can tell it
-(``rows.RowIndex``). Then, in this order, the effects of the rules it hits:
+(``rows.RowIndex``). An ``ok`` whose answer, as it leaves, carries generated token ids (a
+``/run`` result, a ``/v1/responses`` or chat/completions answer) lists one ``fingerprint`` per
+model call under ``generations``: the servers' side of what a collector may hand back as turns,
+at a fixed ~25 bytes per generation and one pass over a body already decoded. Then, in this
+order, the effects of the rules it hits:
 
 - ``delay`` and ``hang`` hold the request before it is forwarded;
 - ``http_error`` and ``trajectory_exception`` answer in the server's place (it never sees it);
@@ -33,7 +37,7 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from pytest_rollout_chaos.history import EventKind
+from pytest_rollout_chaos.history import EventKind, fingerprint
 from pytest_rollout_chaos.servers.faultlayer import rewrite
 from pytest_rollout_chaos.servers.faultlayer.rules import Rule
 from pytest_rollout_chaos.servers.faultlayer.state import LayerState, Link
@@ -159,7 +163,15 @@ async def forward(
     except asyncio.CancelledError:
         finish("info", error="the client closed the connection")
         raise
-    finish("ok" if answer.status < 400 else "fail", status=answer.status)
+    if answer.status >= 400:
+        finish("fail", status=answer.status)
+    else:
+        generated = rewrite.answer_generations(answer.document)
+        finish(
+            "ok",
+            status=answer.status,
+            **({"generations": [fingerprint(ids) for ids in generated]} if generated else {}),
+        )
     return web.Response(status=answer.status, headers=_outgoing(answer.headers), body=answer.raw)
 
 

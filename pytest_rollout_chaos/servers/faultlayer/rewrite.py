@@ -7,6 +7,7 @@ they are nested: chat ``choices[].logprobs.content[].logprob``, completions
 ``/run`` results); for prefix drift, prompt ids in ``prompt_token_ids`` or a ``/tokenize``
 answer's ``tokens``, and generated ids in ``token_ids``, ``generation_token_ids`` or chat
 logprob tokens spelled ``token_id:N`` (vLLM's ``return_tokens_as_token_ids``).
+``answer_generations`` reads what one answer generated, per model call, for the History.
 """
 
 from __future__ import annotations
@@ -76,16 +77,26 @@ def drift_prompt_ids(
     lands in the middle of the prompt, which is still history. Remembering this answer's own
     generations for later turns is the caller's job (``LayerState.observe_generations`` sees
     every answer once).
+
+    ``end_of_turn`` is the drift splicing cannot repair: the template closes turns with another
+    id than the one the model stopped on, so every occurrence of that stop id (the id the
+    generations seen earlier end with) is replaced and no EOS boundary is left to cut at. A
+    prompt holding no such id is left alone and not counted.
     """
     changed = 0
+    stop_id = _stop_id(seen_generations) if mode == "end_of_turn" else None
 
     def visit(node: Any) -> None:
         nonlocal changed
         if isinstance(node, dict):
             for key in PROMPT_IDS_KEYS:
                 prompt = node.get(key)
-                if isinstance(prompt, list) and len(prompt) >= 2 and _all_ints(prompt):
+                if not (isinstance(prompt, list) and len(prompt) >= 2 and _all_ints(prompt)):
+                    continue
+                if mode != "end_of_turn":
                     _drift_one(prompt, _drift_position(prompt, seen_generations), mode, replacement_token_id)
+                    changed += 1
+                elif stop_id is not None and _replace_all(prompt, stop_id, replacement_token_id):
                     changed += 1
             for value in node.values():
                 visit(value)
@@ -152,6 +163,74 @@ def _drift_one(prompt: list[int], position: int, mode: str, replacement_token_id
             if replacement_token_id is not None and replacement_token_id != original
             else (original + 1 if original > 0 else 1)
         )
+
+
+def _stop_id(seen_generations: Sequence[list[int]]) -> int | None:
+    """The id generations end with most often (the model's EOS); the latest wins a tie."""
+    counts: dict[int, int] = {}
+    for generation in seen_generations:
+        if generation:
+            counts[generation[-1]] = counts.get(generation[-1], 0) + 1
+    if not counts:
+        return None
+    best = max(counts.values())
+    return next(g[-1] for g in reversed(seen_generations) if g and counts[g[-1]] == best)
+
+
+def _replace_all(prompt: list[int], stop_id: int, replacement_token_id: int | None) -> bool:
+    replacement = replacement_token_id if replacement_token_id not in (None, stop_id) else stop_id + 1
+    positions = [index for index, token in enumerate(prompt) if token == stop_id]
+    for index in positions:
+        prompt[index] = replacement
+    return bool(positions)
+
+
+def answer_generations(document: Any) -> list[list[int]]:
+    """What one answer generated, one id list per model call, in order; [] when it holds none.
+
+    Gym output items (a ``/v1/responses`` answer, or a ``/run`` result's ``response.output``:
+    only the last item of each model call carries ``generation_token_ids``), else each chat or
+    completions choice (``token_ids``, else its logprob tokens spelled ``token_id:N``). Only
+    these fields are read: one pass over the output items or choices of an already decoded body.
+    """
+    if not isinstance(document, dict):
+        return []
+    response = document.get("response")
+    output = response.get("output") if isinstance(response, dict) else document.get("output")
+    if isinstance(output, list):
+        items = [item.get("generation_token_ids") for item in output if isinstance(item, dict)]
+        return [ids for ids in (_ids(item) for item in items) if ids]
+    found: list[list[int]] = []
+    choices = document.get("choices")
+    for choice in choices if isinstance(choices, list) else []:
+        if not isinstance(choice, dict):
+            continue
+        ids = _ids(choice.get("token_ids"))
+        logprobs = choice.get("logprobs")
+        if ids is None and isinstance(logprobs, dict):
+            content = logprobs.get("content")
+            if isinstance(content, list) and _is_chat_logprob_list(content):
+                ids = _ids([item.get("token") for item in content])
+            else:
+                ids = _ids(logprobs.get("tokens"))
+        if ids:
+            found.append(ids)
+    return found
+
+
+def _ids(values: Any) -> list[int] | None:
+    """Ints, digit strings or ``token_id:N`` strings as ints; None if any is something else."""
+    if not isinstance(values, list):
+        return None
+    out: list[int] = []
+    for value in values:
+        if isinstance(value, int) and not isinstance(value, bool):
+            out.append(value)
+        elif isinstance(value, str) and value.removeprefix(TOKEN_ID_PREFIX).isdigit():
+            out.append(int(value.removeprefix(TOKEN_ID_PREFIX)))
+        else:
+            return None
+    return out
 
 
 def generations(document: Any) -> list[list[int]]:

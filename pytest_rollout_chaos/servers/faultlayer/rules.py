@@ -37,7 +37,7 @@ EFFECT_PARAMS: Final[Mapping[str, Mapping[str, tuple[tuple[type, ...], Any]]]] =
     "trajectory_exception": {"message": ((str,), "injected trajectory exception")},
 }
 LOGPROB_SHAPES: Final = ("nan", "null", "inf", "http_500")
-DRIFT_MODES: Final = ("replace", "merge")
+DRIFT_MODES: Final = ("replace", "merge", "end_of_turn")
 MALFORMED_STYLES: Final = ("truncate", "garble")
 MATCH_KEYS: Final = ("route", "row", "nth", "every", "probability", "count")
 

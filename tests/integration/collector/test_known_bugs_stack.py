@@ -47,6 +47,16 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
     ),
     "prefix_passthrough": (lambda: PrefixDrift(target=AGENT, row=0), "prefix drift passed through", 20.0),
     "bare_cancelled": (lambda: TrajectoryException(target=AGENT, row=1), "root cause is hidden", 20.0),
+    "failed_as_completed": (
+        lambda: TrajectoryException(target=AGENT, row=1),
+        "claim a result the servers never produced",
+        20.0,
+    ),
+    "turns_dropped_on_drift": (
+        lambda: PrefixDrift(target="model", row=0, mode="end_of_turn"),
+        "not what the model generated for their row",
+        20.0,
+    ),
 }
 
 

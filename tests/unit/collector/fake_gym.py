@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pytest_rollout_chaos.collector.gym_client import GymRequestError
 from pytest_rollout_chaos.collector.protocol import CollectorContext, CollectorSettings
-from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.history import History, fingerprint
 
 EOS = 2
 
@@ -60,7 +60,7 @@ class FakeGym:
         self.in_flight = 0
         self.max_in_flight = 0
         self.short_by = 0
-        self.history: History | None = None  # set by ``context``: records as the agent's hook would
+        self.history: History | None = None  # set by ``context``: records as the fault layer would
 
     def run_examples(
         self, rows: Sequence[Mapping[str, Any]]
@@ -94,15 +94,22 @@ class FakeGym:
                 raise GymRequestError(
                     "calculator_agent", "http://127.0.0.1:1/run", None, "Cannot connect to host 127.0.0.1:1"
                 ) from ConnectionRefusedError(111, "Connect call failed")
-            self._record("ok", index, status=200)
-            return row, result_for(index, behaviour)
+            result = result_for(index, behaviour)
+            generated = [
+                item["generation_token_ids"]
+                for item in result["response"]["output"]
+                if "generation_token_ids" in item
+            ]
+            self._record("ok", index, status=200, generations=[fingerprint(ids) for ids in generated])
+            return row, result
         finally:
             self.in_flight -= 1
 
     def _record(self, kind: Literal["invoke", "ok", "fail"], index: int, **data: Any) -> None:
         if self.history is not None:
             rid = f"fake-{index}-{self.calls[index]}"
-            self.history.append("agent", kind, "POST /run", {"row": index, **data}, request_id=rid)
+            facts = {"link": "collector->agent:calculator_agent", "server": "calculator_agent", "row": index}
+            self.history.append("agent", kind, "POST /run", {**facts, **data}, request_id=rid)
 
 
 def rows(n: int, task: str = "calculator") -> list[dict[str, Any]]:

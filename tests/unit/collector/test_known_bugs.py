@@ -30,6 +30,8 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
     "prefix_passthrough": ({0: ["drift"]}, 0, "prefix drift passed through"),
     "bare_cancelled": ({1: ["error"]}, 0, "the root cause is hidden"),
     "no_deadline": ({3: ["hang"]}, 0, "the collection hung"),  # the last row: the fake runs rows lazily
+    "failed_as_completed": ({1: ["error"]}, 0, "the servers saw no successful /run for row 1: HTTP 500"),
+    "turns_dropped_on_drift": ({0: ["bad_drift"]}, 0, "turns [1] were dropped"),
 }
 DEADLINE_S = 1.5
 

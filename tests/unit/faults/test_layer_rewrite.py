@@ -53,3 +53,41 @@ def test_malformed_bodies_do_not_parse() -> None:
         except ValueError:
             continue
         raise AssertionError(f"{style}: {broken!r} still parses")
+
+
+def test_end_of_turn_replaces_every_stop_id_and_only_once_one_is_known() -> None:
+    prompt = [1, 2, 9, 3, 100, 101, 9, 4, 9, 5]
+    document = {"output": [{"prompt_token_ids": list(prompt)}]}
+    assert rewrite.drift_prompt_ids(document, [], "end_of_turn", None) == 0, "no generation seen: no stop id"
+    assert document["output"][0]["prompt_token_ids"] == prompt
+    seen = [[100, 101, 9], [7, 9], [8, 3]]  # most generations stop on 9, one was cut at 3
+    assert rewrite.drift_prompt_ids(document, seen, "end_of_turn", None) == 1
+    assert document["output"][0]["prompt_token_ids"] == [1, 2, 10, 3, 100, 101, 10, 4, 10, 5]
+    assert rewrite.drift_prompt_ids({"tokens": [1, 2, 3]}, seen, "end_of_turn", 77) == 0
+
+
+def test_answer_generations_reads_one_list_per_model_call() -> None:
+    run_result = {
+        "_rowidx": 3,
+        "response": {
+            "output": [
+                {"type": "function_call", "prompt_token_ids": [1], "generation_token_ids": [5, 6, 2]},
+                {"type": "function_call_output", "output": "4"},
+                {"type": "message", "prompt_token_ids": [1, 5], "generation_token_ids": ["7", 2]},
+            ]
+        },
+    }
+    assert rewrite.answer_generations(run_result) == [[5, 6, 2], [7, 2]]
+    assert rewrite.answer_generations({"output": [{"generation_token_ids": [4, 2]}]}) == [[4, 2]]
+    vllm_chat = {"choices": [{"logprobs": {"content": [{"token": "token_id:11", "logprob": -0.1}]}}]}
+    assert rewrite.answer_generations(vllm_chat) == [[11]]
+    both = {
+        "choices": [
+            {"token_ids": [11, 12], "logprobs": {"content": [{"token": "token_id:11", "logprob": 0}]}}
+        ]
+    }
+    assert rewrite.answer_generations(both) == [[11, 12]], "one choice is one generation, read once"
+    text_tokens = {"choices": [{"logprobs": {"tokens": ["a", "b"], "token_logprobs": [-1.0, -1.0]}}]}
+    assert rewrite.answer_generations(text_tokens) == []
+    assert rewrite.answer_generations({"tokens": [1, 2, 3]}) == []
+    assert rewrite.answer_generations(None) == []

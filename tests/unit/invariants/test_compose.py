@@ -28,6 +28,8 @@ DESIGN_NAMES = (
     "batched_env_eval",
     "bounded",
     "root_cause_visible",
+    "corroborated",
+    "turns_generated",
 )
 
 

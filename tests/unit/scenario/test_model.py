@@ -203,7 +203,7 @@ def test_unknown_invariant_and_repeated_one() -> None:
     assert problems(text) == [
         "s.chaos.yaml:4: expect.invariants[0]: unknown invariant 'acounted' (valid: accounted, "
         "no_silent_short_count, isolated_failures, finite_logprobs, prefix_consistent, batched_env_eval, "
-        "bounded, root_cause_visible)",
+        "bounded, root_cause_visible, corroborated, turns_generated)",
         "s.chaos.yaml:4: expect.invariants[2]: 'bounded' is listed twice",
     ]
 
@@ -309,6 +309,8 @@ def test_the_target_families_cover_exactly_the_registered_fault_kinds() -> None:
         "batched_env_eval",
         "bounded",
         "root_cause_visible",
+        "corroborated",
+        "turns_generated",
     )
 
 

@@ -1,0 +1,95 @@
+"""What the servers saw, per row: the fault layer's record of each ``/run`` and model call.
+
+The fault layer sits in front of every server and writes one event per request under the
+server's source: ``invoke``, then ``ok``/``fail`` with the HTTP status, or ``info`` when the
+connection was cut; an ``ok`` lists a ``history.fingerprint`` per model call its answer
+generated (``generations``). That record is the judge's witness, independent of the collector:
+in gym style the agents' ``/run`` answers (one per attempt, ``_rowidx`` in the request), in
+native style the policy's chat or completions answers on the collector's own link (tied to a
+row by its prompt; several rows sharing a prompt may leave some untied).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pytest_rollout_chaos.history import Event, History, fingerprint_length
+
+RUN_OP = "POST /run"
+MODEL_CALL_OPS = ("POST /v1/chat/completions", "POST /v1/completions")
+NATIVE_LINK_PREFIX = "collector->"
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One request the layer saw end: how, and what it generated (fingerprints, in order)."""
+
+    kind: str
+    status: int | None
+    generations: tuple[str, ...]
+    error: str | None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.kind == "ok"
+
+    def describe(self) -> str:
+        if self.kind == "ok":
+            lengths = [fingerprint_length(value) for value in self.generations]
+            return f"HTTP {self.status} with {len(self.generations)} generations (token counts {lengths})"
+        if self.kind == "fail":
+            return f"HTTP {self.status}" + (f" ({self.error})" if self.error else "")
+        return f"no answer ({self.error or 'connection cut'})"
+
+
+@dataclass(slots=True)
+class Served:
+    """The record by row; ``style`` is None when the History holds no layer record at all."""
+
+    style: Literal["gym", "native"] | None
+    by_row: dict[int, list[Call]] = field(default_factory=dict)
+    untied: list[Call] = field(default_factory=list)
+
+    def calls(self, row: int) -> list[Call]:
+        return self.by_row.get(row, [])
+
+    @property
+    def what(self) -> str:
+        return "/run" if self.style == "gym" else "model call"
+
+
+def served(history: History) -> Served:
+    """Read the layer's ended ``/run`` requests (gym style), else its native model calls."""
+    events = [event for event in history.events() if "link" in event.data]
+    runs = [event for event in events if event.op == RUN_OP]
+    if runs:
+        return _by_row("gym", runs)
+    calls = [
+        event
+        for event in events
+        if event.op in MODEL_CALL_OPS and str(event.data["link"]).startswith(NATIVE_LINK_PREFIX)
+    ]
+    return _by_row("native", calls) if calls else Served(None)
+
+
+def _by_row(style: Literal["gym", "native"], events: Sequence[Event]) -> Served:
+    record = Served(style)
+    for event in events:
+        if event.kind == "invoke":
+            continue
+        status = event.data.get("status")
+        error = event.data.get("error") or event.data.get("effect")
+        call = Call(
+            kind=event.kind,
+            status=status if isinstance(status, int) else None,
+            generations=tuple(str(value) for value in event.data.get("generations") or ()),
+            error=str(error) if error else None,
+        )
+        row = event.data.get("row")
+        if isinstance(row, int) and not isinstance(row, bool):
+            record.by_row.setdefault(row, []).append(call)
+        else:
+            record.untied.append(call)
+    return record
