@@ -39,6 +39,7 @@ faults:                      # kinds and their parameters: rollout-chaos schema
     target: agent->model     # network faults act on links, others on servers
     at: {after_completed: 1} # start | {after_completed: N} | {after_s: T} | {on_request: {server: S, nth: N}}
     duration_s: 5            # heal after this long (omit: heal at the end)
+    # expect_hits: 0         # requests it must touch (omit: at least one; a fault that touched nothing fails)
     latency_ms: 200
 
 expect:
