@@ -47,6 +47,8 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
     ),
     "prefix_passthrough": (lambda: PrefixDrift(target=AGENT, row=0), "prefix drift passed through", 20.0),
     "bare_cancelled": (lambda: TrajectoryException(target=AGENT, row=1), "root cause is hidden", 20.0),
+    # the Gym client retries a refused agent forever, as NeMo Gym's does; nothing else ends the wait
+    "no_deadline": (lambda: Kill(target=AGENT), "the collection hung", 3.0),
     "failed_as_completed": (
         lambda: TrajectoryException(target=AGENT, row=1),
         "claim a result the servers never produced",
