@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -31,6 +31,7 @@ from pytest_rollout_chaos.faults.down import Down
 from pytest_rollout_chaos.faults.short_results import ShortResults
 from pytest_rollout_chaos.history import Event, History
 from pytest_rollout_chaos.scenario.schedule import Applied
+from pytest_rollout_chaos.servers.links import link_server
 
 SETTLE_POLL_S: Final = 0.02
 
@@ -128,20 +129,41 @@ def _touched(entry: Applied, events: Sequence[Event], ended_at: float) -> tuple[
     return 1, "process"
 
 
-def _requests_on_link(events: Sequence[Event], link: str, start: float, end: float) -> int:
-    """Requests the layer saw on ``link`` that overlapped ``[start, end]``."""
-    began: dict[str, float] = {}
-    finished: dict[str, float] = {}
+@dataclass(frozen=True, slots=True)
+class _Span:
+    """One request: when it began, and when and how it ended (``None`` while still open)."""
+
+    began: float
+    ended: float | None = None
+    outcome: str | None = None
+
+    def overlaps(self, start: float, end: float) -> bool:
+        return self.began <= end and (self.ended is None or self.ended >= start)
+
+
+def _spans(events: Sequence[Event], key_of: Callable[[Event], object]) -> dict[object, _Span]:
+    """Pair each ``invoke`` with its outcome by ``key_of`` (events it maps to None are skipped)."""
+    spans: dict[object, _Span] = {}
     for event in events:
-        if event.data.get("link") != link or event.op == "hook" or event.request_id is None:
+        key = None if event.op == "hook" else key_of(event)
+        if key is None:
             continue
         if event.kind == "invoke":
-            began[event.request_id] = event.t
-        else:
-            finished[event.request_id] = event.t
-    return sum(
-        1 for request_id, t in began.items() if t <= end and finished.get(request_id, float("inf")) >= start
-    )
+            spans[key] = _Span(event.t)
+        elif key in spans:
+            spans[key] = _Span(spans[key].began, event.t, event.kind)
+    return spans
+
+
+def _layer_request(event: Event) -> str | None:
+    """A request the fault layer recorded, by its id."""
+    return event.request_id if "link" in event.data else None
+
+
+def _requests_on_link(events: Sequence[Event], link: str, start: float, end: float) -> int:
+    """Requests the layer saw on ``link`` that overlapped ``[start, end]``."""
+    spans = _spans(events, lambda event: _layer_request(event) if event.data.get("link") == link else None)
+    return sum(1 for span in spans.values() if span.overlaps(start, end))
 
 
 def _client_failures(events: Sequence[Event], link: str, start: float, end: float) -> int:
@@ -151,32 +173,19 @@ def _client_failures(events: Sequence[Event], link: str, start: float, end: floa
     collection is cancelled.
     """
     client = link.partition("->")[0]
-    began: dict[object, float] = {}
-    failed: dict[object, float] = {}
-    for event in events:
-        if event.op == "hook":
-            continue
+
+    def client_request(event: Event) -> object:
         if client == "collector":  # the Gym client's own record of each row's /run
-            mine = event.source == "collector" and event.op == "run"
-            key: object = ("row", event.data.get("row"))
-        else:
-            mine = str(event.data.get("link", "")).rpartition("->")[2].partition(":")[0] == client
-            key = event.request_id
-        if not mine or key is None:
-            continue
-        if event.kind == "invoke":
-            began[key] = event.t
-        elif event.kind in ("fail", "info"):
-            failed[key] = event.t
-    return sum(1 for key, t in began.items() if t <= end and key in failed and failed[key] >= start)
+            return (
+                ("row", event.data.get("row")) if event.source == "collector" and event.op == "run" else None
+            )
+        into = event.data.get("link")
+        return event.request_id if into is not None and link_server(str(into))[1] == client else None
+
+    spans = _spans(events, client_request)
+    return sum(1 for span in spans.values() if span.outcome in ("fail", "info") and span.overlaps(start, end))
 
 
-def _open_requests(events: Sequence[Event]) -> set[str]:
-    """Request ids of layer requests with an ``invoke`` and no outcome yet."""
-    began: set[str] = set()
-    ended: set[str] = set()
-    for event in events:
-        if event.request_id is None or "link" not in event.data or event.op == "hook":
-            continue
-        (began if event.kind == "invoke" else ended).add(event.request_id)
-    return began - ended
+def _open_requests(events: Sequence[Event]) -> list[object]:
+    """Layer requests with an ``invoke`` and no outcome yet."""
+    return [key for key, span in _spans(events, _layer_request).items() if span.ended is None]
