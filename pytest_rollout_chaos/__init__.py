@@ -30,6 +30,7 @@ from pytest_rollout_chaos.collector.protocol import (
     TooManyAbortedError,
     Turn,
     row_index,
+    supported_modes,
     supported_styles,
 )
 from pytest_rollout_chaos.errors import (
@@ -83,6 +84,7 @@ __all__ = [
     "TooManyAbortedError",
     "Turn",
     "row_index",
+    "supported_modes",
     "supported_styles",
 ]
 

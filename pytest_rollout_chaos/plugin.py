@@ -72,6 +72,12 @@ _OPTIONS: Final = (
         "Use the OpenAI-compatible policy server already running at URL (vLLM, SGLang, ...) instead of "
         "starting one; http(s)://host:port, with or without a trailing /v1",
     ),
+    (
+        _settings.OPT_UPSTREAM,
+        "PATH",
+        "A checkout or unpacked tree of the trainer that --rollout-chaos-target=nemo_rl|slime|verl "
+        "drives, put first on sys.path (default: the installed package)",
+    ),
     (_settings.OPT_SEED, "N", "Seed for every random choice: fault schedules, sampling (default: 0)"),
     (_settings.OPT_REPORT, "PATH", "Write the HTML report (a timeline per scenario) to PATH"),
 )
@@ -134,6 +140,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     settings = _settings.resolve(config)
     config.stash[SETTINGS_KEY] = settings
+    if settings.enabled and settings.upstream is not None:
+        from pytest_rollout_chaos.collector.adapters.upstream import use_tree
+
+        use_tree(settings.upstream)
     if settings.enabled:
         harness = ChaosHarness(settings)
         harness.install_sigterm_handler()

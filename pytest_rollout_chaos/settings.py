@@ -36,6 +36,7 @@ OPT_VLLM_PYTHON: Final = "rollout_chaos_vllm_python"
 OPT_SEED: Final = "rollout_chaos_seed"
 OPT_REPORT: Final = "rollout_chaos_report"
 OPT_POLICY_URL: Final = "rollout_chaos_policy_url"
+OPT_UPSTREAM: Final = "rollout_chaos_upstream"
 # ini only (``-o`` sets it on the command line): how long an external policy may take to be ready.
 INI_POLICY_READY_TIMEOUT: Final = "rollout_chaos_policy_ready_timeout_s"
 DEFAULT_POLICY_READY_TIMEOUT_S: Final = 60.0
@@ -63,6 +64,8 @@ class ChaosSettings:
     # ``/v1``): the harness starts no policy and ``backend`` is unused.
     policy_url: str | None = None
     policy_ready_timeout_s: float = DEFAULT_POLICY_READY_TIMEOUT_S
+    # A checkout or unpacked tree of the trainer an adapter target drives; put first on sys.path.
+    upstream: Path | None = None
 
     def header_line(self) -> str:
         """One line for ``pytest_report_header``."""
@@ -74,6 +77,8 @@ class ChaosSettings:
             f"gym={self.gym}",
             f"seed={self.seed}",
         ]
+        if self.upstream is not None:
+            parts.append(f"upstream={self.upstream}")
         if self.report is not None:
             parts.append(f"report={self.report}")
         return "rollout-chaos: " + ", ".join(parts)
@@ -124,6 +129,13 @@ def resolve(config: pytest.Config) -> ChaosSettings:
                 f"{raw.source(OPT_POLICY_URL)}: invalid value {policy_text!r}: {error} "
                 f"(valid: {POLICY_URL_VALID})"
             ) from None
+    upstream = raw.path(OPT_UPSTREAM) if raw.get(OPT_UPSTREAM) else None
+    if upstream is not None and not upstream.is_dir():
+        raise pytest.UsageError(
+            f"{raw.source(OPT_UPSTREAM)}: directory {str(upstream)!r} does not exist "
+            "(valid: a checkout or unpacked tree of the trainer, whose root holds its package, "
+            "such as the folder with nemo_rl/ in it)"
+        )
     return ChaosSettings(
         enabled=enabled,
         target=target,
@@ -137,6 +149,7 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         report=report,
         policy_url=policy_url,
         policy_ready_timeout_s=_parse_timeout(config),
+        upstream=upstream,
     )
 
 

@@ -20,7 +20,7 @@ Row = Mapping[str, Any]
 Mode = Literal["train", "validation"]
 Style = Literal["gym", "native"]
 RolloutStatus = Literal["completed", "truncated", "aborted"]
-MODES: Final = ("train", "validation")
+MODES: Final[tuple[Mode, ...]] = ("train", "validation")
 STYLES: Final[tuple[Style, ...]] = ("gym", "native")
 STATUSES: Final = ("completed", "truncated", "aborted")
 
@@ -111,8 +111,9 @@ class Collector(Protocol):
     """The collector under test. Raising is a valid answer to some scenarios (short count).
 
     A collector may also declare the workload styles it supports, as a class attribute
-    ``styles = ("gym",)`` (or ``("native",)``, or both, the default). A scenario of a style
-    the collector does not declare is skipped with that reason instead of being judged.
+    ``styles = ("gym",)`` (or ``("native",)``, or both, the default), and likewise the modes,
+    ``modes = ("validation",)``. A scenario of a style or mode the collector does not declare is
+    skipped with that reason instead of being judged.
     """
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]: ...
@@ -152,6 +153,23 @@ def supported_styles(collector: object) -> tuple[Style, ...]:
             f'{", ".join(map(repr, STYLES))}, such as styles = ("gym",)'
         )
     return tuple(cast("Sequence[Style]", declared))
+
+
+def supported_modes(collector: object) -> tuple[Mode, ...]:
+    """The modes ``collector`` (or its class, or its factory) declares in ``modes``; both by default.
+
+    Raise ``CollectorTargetError`` when ``modes`` is not a tuple or list of known modes.
+    """
+    declared = getattr(collector, "modes", None)
+    if declared is None:
+        return MODES
+    if not isinstance(declared, tuple | list) or not declared or any(m not in MODES for m in declared):
+        owner = collector if isinstance(collector, type) else type(collector)
+        raise CollectorTargetError(
+            f"{getattr(owner, '__name__', owner)}.modes is {declared!r}; valid: a tuple of "
+            f'{", ".join(map(repr, MODES))}, such as modes = ("train",)'
+        )
+    return tuple(cast("Sequence[Mode]", declared))
 
 
 def row_index(row: Row, position: int) -> int:

@@ -15,10 +15,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Final, cast
 
+from pytest_rollout_chaos.collector import adapters
 from pytest_rollout_chaos.collector.protocol import CollectorFactory
 from pytest_rollout_chaos.errors import CollectorTargetError
 
-ADAPTERS: Final = ("nemo_rl", "slime", "verl")
 VALID: Final = "reference, nemo_rl, slime, verl, or MODULE:FACTORY such as 'my_trainer.chaos:make_collector'"
 
 
@@ -28,11 +28,8 @@ def load_factory(target: str) -> CollectorFactory:
         from pytest_rollout_chaos.collector import reference
 
         return reference.factory
-    if target in ADAPTERS:
-        raise CollectorTargetError(
-            f"target {target!r}: the {target} adapter is not available yet; "
-            "point --rollout-chaos-target at MODULE:FACTORY wrapping your collector instead"
-        )
+    if target in adapters.ADAPTERS:
+        return adapters.load(target)
     module_name, sep, attribute = target.rpartition(":")
     if not sep or not module_name or not attribute:
         raise CollectorTargetError(f"target {target!r} is not valid (valid: {VALID})")

@@ -24,8 +24,10 @@ from pytest_rollout_chaos.collector import contract
 from pytest_rollout_chaos.collector.protocol import (
     CollectorFactory,
     CollectorSettings,
+    Mode,
     Rollout,
     Style,
+    supported_modes,
     supported_styles,
 )
 from pytest_rollout_chaos.collector.target import load_factory
@@ -103,6 +105,7 @@ def run_scenario(scenario: Scenario, request: pytest.FixtureRequest) -> None:
     factory = load_factory(settings.target)
     # A collector class used as its own factory declares its styles before anything starts.
     skip_unsupported_style(factory, scenario.workload.style)
+    skip_unsupported_mode(factory, scenario.workload.mode)
     stack: ChaosStack = request.getfixturevalue("chaos_stack")
     reason = not_applicable(scenario, stack)
     if reason is not None:
@@ -167,6 +170,20 @@ def skip_unsupported_style(collector: object, style: Style) -> None:
         pytest.skip(
             f"{style}-style scenario; the collector under test supports only {declared} style "
             f"(its styles = {styles!r})"
+        )
+
+
+def skip_unsupported_mode(collector: object, mode: Mode) -> None:
+    """Skip the scenario when ``collector`` declares ``modes`` that leave out ``mode``.
+
+    An adapter drives only the trainer code paths that exist for a mode (NeMo RL's ``validate()``
+    has no train-mode twin, say), so a scenario it cannot express says why instead of failing.
+    """
+    modes = supported_modes(collector)
+    if mode not in modes:
+        pytest.skip(
+            f"{mode}-mode scenario; the collector under test supports only {', '.join(modes)} mode "
+            f"(its modes = {modes!r})"
         )
 
 

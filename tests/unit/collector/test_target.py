@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -28,7 +29,6 @@ def test_a_py_file_path_loads(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("target", "message"),
     [
-        ("nemo_rl", r"the nemo_rl adapter is not available yet"),
         ("no-colon", r"is not valid \(valid: reference, nemo_rl, slime, verl, or MODULE:FACTORY"),
         ("no_such_module_xyz:factory", r"module 'no_such_module_xyz' not found"),
         (
@@ -73,3 +73,20 @@ def test_a_file_inside_a_package_loads_by_path_with_its_absolute_imports(
 def test_known_bug_collectors_load_by_path() -> None:
     path = Path(__file__).resolve().parents[3] / "fixtures" / "collectors" / "silent_short_count.py"
     assert load_factory(f"{path}:factory").__module__ == "fixtures.collectors.silent_short_count"
+
+
+@pytest.mark.parametrize("adapter", ["nemo_rl", "slime", "verl"])
+def test_an_adapter_whose_trainer_is_missing_names_the_module_and_the_install(
+    adapter: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_rollout_chaos.collector.adapters import load
+
+    module = importlib.import_module(f"pytest_rollout_chaos.collector.adapters.{adapter}")
+    top = module.UPSTREAM.modules[0].split(".")[0]
+    monkeypatch.setitem(sys.modules, top, None)  # an import of it now raises ImportError
+    with pytest.raises(CollectorTargetError) as caught:
+        load(adapter)
+    message = str(caught.value)
+    assert f"the {adapter} adapter cannot import {module.UPSTREAM.modules[0]!r}" in message
+    assert f"install it with: {module.UPSTREAM.install}" in message
+    assert "--rollout-chaos-upstream" in message

@@ -1,0 +1,24 @@
+"""Adapters: collectors that drive a trainer's real rollout code (``nemo_rl``, ``slime``, ``verl``).
+
+Each adapter module holds a ``factory(ctx) -> Collector`` and a module-level ``UPSTREAM``
+(an ``upstream.Upstream``: the trainer's modules it imports and how to install them). Importing an
+adapter module imports nothing of the trainer; ``load`` checks the trainer imports, once, at
+session start, so a missing trainer is one usage error rather than a traceback per scenario.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Final
+
+from pytest_rollout_chaos.collector.protocol import CollectorFactory
+
+ADAPTERS: Final = ("nemo_rl", "slime", "verl")
+
+
+def load(name: str) -> CollectorFactory:
+    """The factory of adapter ``name``; ``CollectorTargetError`` when its trainer cannot be imported."""
+    module = importlib.import_module(f"{__name__}.{name}")
+    module.UPSTREAM.require()
+    factory: CollectorFactory = module.factory
+    return factory
