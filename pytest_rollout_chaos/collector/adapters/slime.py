@@ -8,6 +8,7 @@ UPSTREAM = Upstream(
     adapter="slime",
     modules=("slime.rollout.sglang_rollout",),
     install=(
-        "pip install torch==2.13.0 numpy pillow aiohttp httpx pyarrow pybase64 pylatexenc sympy tqdm packaging"
+        "pip install torch==2.13.0 numpy pillow aiohttp httpx pyarrow pybase64 pylatexenc sympy "
+        "tqdm packaging"
     ),
 )
