@@ -13,6 +13,8 @@ import pytest
 
 from pytest_rollout_chaos import cli
 
+pytestmark = pytest.mark.slow  # each gate runs two child pytest sessions that start the stack
+
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = [
     str(REPO / "scenarios" / "short-results.chaos.yaml"),
