@@ -39,11 +39,10 @@ Validation mode is ``nemo_rl_validation.collect``; native style in train mode (N
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
+import copy
 import importlib
 import inspect
-import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -55,6 +54,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos.collector.adapters.nemo_rl_ray import ActorHandle, in_thread, ray_get_faked
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.protocol import (
     Collector,
@@ -84,11 +84,53 @@ NATIVE_TRAIN_SKIP: Final = (
 )
 
 
+# -- what spin-up would have set ------------------------------------------------------------------
+
+
+class GymHelper:
+    """NeMo Gym's ``RolloutCollectionHelper`` for the actor, over this stack's Gym client."""
+
+    def __init__(self, ctx: CollectorContext) -> None:
+        self._ctx = ctx
+        self.calls = 0
+        head = urlsplit(str(getattr(ctx.gym, "head_url", "")))
+        self.head_server_config = SimpleNamespace(host=head.hostname, port=head.port)
+
+    def run_examples(
+        self, examples: list[dict[str, Any]], head_server_config: Any = None, semaphore: Any = None
+    ) -> Any:
+        """One ``/run`` per example, awaitables in completion order (the client's own contract)."""
+        if semaphore is not None:
+            raise CollectorTargetError("NeMo RL passed run_examples a semaphore; the Gym client takes none")
+        self.calls += 1
+        self._ctx.history.append(
+            SOURCE,
+            "info",
+            "upstream",
+            {"call": "RolloutCollectionHelper.run_examples", "rows": len(examples), "attempt": self.calls},
+        )
+        return self._ctx.gym.run_examples(examples)
+
+
+class StackServers:
+    """Stands for NeMo Gym's ``RunHelper``: the Gym servers are the stack's, running already."""
+
+    def poll(self) -> None:
+        return None
+
+    def shutdown(self) -> None:
+        return None
+
+
+# -- the collector ------------------------------------------------------------------------------
+
+
 class NemoRLCollector:
     """Train mode through NeMo RL's NeMo Gym caller; validation mode through ``nemo_rl_validation``."""
 
     styles: ClassVar[tuple[Style, ...]] = ("gym", "native")
     modes: ClassVar[tuple[Mode, ...]] = ("train", "validation")
+    helper_class: ClassVar[type[GymHelper]] = GymHelper
 
     def __init__(self, ctx: CollectorContext) -> None:
         self._ctx = ctx
@@ -112,7 +154,7 @@ class NemoRLCollector:
         trainer = load_trainer()
         loop = asyncio.get_running_loop()
         tokenizer = trainer_tokenizer(self._ctx)
-        helper = GymHelper(self._ctx)
+        helper = self.helper_class(self._ctx)
         handle = ActorHandle(trainer.actor(self._ctx, helper, tokenizer), loop)
         call = trainer.caller_call(self._ctx, rows, handle, tokenizer)
         name = f"{trainer.caller.__module__}.{trainer.caller.__name__}"
@@ -170,6 +212,7 @@ class Trainer:
     def actor(self, ctx: CollectorContext, helper: GymHelper, tokenizer: Any) -> Any:
         """A ``NemoGym`` with what its spin-up sets, over our servers instead of starting its own."""
         cfg = {"model_name": ctx.model, "base_urls": [ctx.policy], "initial_global_config_dict": {}}
+        actor: Any
         if hasattr(self.actor_class, "_spinup"):  # spin-up lives outside __init__: __init__ is safe
             actor = self.actor_class(cfg)
         else:  # __init__ is the spin-up (starts Gym servers): skipped, as NeMo RL's tests do
@@ -198,7 +241,9 @@ class Trainer:
             }
         )
         offered = {
-            "policy_generation": SimpleNamespace(cfg={"vllm_cfg": {"max_model_len": _max_model_len(tokenizer)}}),
+            "policy_generation": SimpleNamespace(
+                cfg={"vllm_cfg": {"max_model_len": _max_model_len(tokenizer)}}
+            ),
             "input_batch": batch,
             "tokenizer": tokenizer,
             "task_to_env": {"nemo_gym": handle},
@@ -246,15 +291,14 @@ def trainer_tokenizer(ctx: CollectorContext) -> Any:
     is wrapped, its EOS the policy's and, as NeMo RL's ``get_tokenizer`` does for a tokenizer
     without one, its pad token the EOS.
     """
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
+    transformers = importlib.import_module("transformers")
     if ctx.tokenizer is None:
         raise CollectorTargetError("the nemo_rl adapter needs the policy's tokenizer; the context has none")
     tiny = bundled.tiny_model_dir()
     if _same_tokenizer(ctx.tokenizer, tiny / "tokenizer.json"):
-        return AutoTokenizer.from_pretrained(str(tiny))
+        return transformers.AutoTokenizer.from_pretrained(str(tiny))
     eos = next((ctx.tokenizer.id_to_token(token) for token in ctx.eos_token_ids), None)
-    return PreTrainedTokenizerFast(tokenizer_object=ctx.tokenizer, eos_token=eos, pad_token=eos)
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=ctx.tokenizer, eos_token=eos, pad_token=eos)
 
 
 def _same_tokenizer(tokenizer: Any, path: Path) -> bool:
@@ -289,194 +333,7 @@ def _generation_config(ctx: CollectorContext) -> dict[str, Any]:
 
 
 def _copy_row(row: Row) -> dict[str, Any]:
-    import copy
-
     return copy.deepcopy(dict(row))
-
-
-# -- what spin-up would have set ------------------------------------------------------------------
-
-
-class GymHelper:
-    """NeMo Gym's ``RolloutCollectionHelper`` for the actor, over this stack's Gym client."""
-
-    def __init__(self, ctx: CollectorContext) -> None:
-        self._ctx = ctx
-        self.calls = 0
-        head = urlsplit(str(getattr(ctx.gym, "head_url", "")))
-        self.head_server_config = SimpleNamespace(host=head.hostname, port=head.port)
-
-    def run_examples(
-        self, examples: list[dict[str, Any]], head_server_config: Any = None, semaphore: Any = None
-    ) -> Any:
-        """One ``/run`` per example, awaitables in completion order (the client's own contract)."""
-        if semaphore is not None:
-            raise CollectorTargetError("NeMo RL passed run_examples a semaphore; the Gym client takes none")
-        self.calls += 1
-        self._ctx.history.append(
-            SOURCE,
-            "info",
-            "upstream",
-            {"call": "RolloutCollectionHelper.run_examples", "rows": len(examples), "attempt": self.calls},
-        )
-        return self._ctx.gym.run_examples(examples)
-
-
-class StackServers:
-    """Stands for NeMo Gym's ``RunHelper``: the Gym servers are the stack's, running already."""
-
-    def poll(self) -> None:
-        return None
-
-    def shutdown(self) -> None:
-        return None
-
-
-# -- the Ray seam ---------------------------------------------------------------------------------
-
-
-class ObjectRef:
-    """What ``.remote()`` returns: the actor task's result, for ``ray.get`` or ``await``."""
-
-    def __init__(self, future: concurrent.futures.Future[Any]) -> None:
-        self.future = future
-
-    def __await__(self) -> Any:
-        return asyncio.wrap_future(self.future).__await__()
-
-
-class _Ready:
-    """One streamed item, already there (Ray's ref to a generator's yielded value)."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __await__(self) -> Any:
-        yield from ()
-        return self.value
-
-
-_END: Final = object()
-
-
-class ObjectRefStream:
-    """What ``.options(num_returns="streaming").remote()`` returns: one ref per yielded item."""
-
-    def __init__(self, handle: ActorHandle, generator: Any) -> None:
-        self._handle = handle
-        self._generator = generator
-
-    def __aiter__(self) -> ObjectRefStream:
-        return self
-
-    async def __anext__(self) -> _Ready:
-        item = await asyncio.wrap_future(self._handle.submit(_next_or_end(self._generator)))
-        if item is _END:
-            raise StopAsyncIteration
-        return _Ready(item)
-
-
-async def _next_or_end(generator: Any) -> Any:
-    try:
-        return await generator.__anext__()
-    except StopAsyncIteration:
-        return _END
-
-
-class ActorMethod:
-    """``handle.method``: ``.remote(...)`` and ``.options(...)``, as on a Ray actor handle."""
-
-    def __init__(self, handle: ActorHandle, function: Callable[..., Any], options: dict[str, Any]) -> None:
-        self._handle = handle
-        self._function = function
-        self._options = options
-
-    def options(self, **options: Any) -> ActorMethod:
-        return ActorMethod(self._handle, self._function, {**self._options, **options})
-
-    def remote(self, *args: Any, **kwargs: Any) -> ObjectRef | ObjectRefStream:
-        if inspect.isasyncgenfunction(self._function):
-            if self._options.get("num_returns") != "streaming":
-                raise CollectorTargetError(
-                    f"{self._function.__qualname__} streams; NeMo RL called it without num_returns='streaming'"
-                )
-            return ObjectRefStream(self._handle, self._function(*args, **kwargs))
-        return ObjectRef(self._handle.submit(_as_coroutine(self._function, args, kwargs)))
-
-
-async def _as_coroutine(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    result = function(*args, **kwargs)
-    return await result if inspect.isawaitable(result) else result
-
-
-class ActorHandle:
-    """One async actor: its methods run on ``loop`` (the collection's), one task per call."""
-
-    def __init__(self, actor: Any, loop: asyncio.AbstractEventLoop) -> None:
-        self._actor = actor
-        self._loop = loop
-        self._pending: set[concurrent.futures.Future[Any]] = set()
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> ActorMethod:
-        return ActorMethod(self, getattr(self._actor, name), {})
-
-    def submit(self, coroutine: Any) -> concurrent.futures.Future[Any]:
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
-        with self._lock:
-            self._pending.add(future)
-        future.add_done_callback(self._forget)
-        return future
-
-    def _forget(self, future: concurrent.futures.Future[Any]) -> None:
-        with self._lock:
-            self._pending.discard(future)
-
-    def cancel_pending(self) -> None:
-        """Cancel what is still running, so a caller blocked in ``ray.get`` returns."""
-        with self._lock:
-            pending = list(self._pending)
-        for future in pending:
-            future.cancel()
-
-
-class _RayModule:
-    """``ray`` as the caller's module sees it: ``get`` waits for our refs, the rest is real Ray."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-    def get(self, refs: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(refs, ObjectRef):
-            return refs.future.result()
-        if isinstance(refs, list) and refs and all(isinstance(ref, ObjectRef) for ref in refs):
-            return [ref.future.result() for ref in refs]
-        return self.real.get(refs, *args, **kwargs)
-
-
-_ray_lock = threading.Lock()
-_ray_users = 0
-
-
-@contextlib.contextmanager
-def ray_get_faked(module: Any) -> Iterator[None]:
-    """While any collection runs, ``module.ray`` waits for this adapter's refs (NeMo RL's tests
-    patch ``ray.get`` for the same reason); anything else goes to the real ``ray``."""
-    global _ray_users
-    with _ray_lock:
-        if _ray_users == 0 and not isinstance(module.ray, _RayModule):
-            module.ray = _RayModule(module.ray)
-        _ray_users += 1
-    try:
-        yield
-    finally:
-        with _ray_lock:
-            _ray_users -= 1
-            if _ray_users == 0 and isinstance(module.ray, _RayModule):
-                module.ray = module.ray.real
 
 
 @contextlib.contextmanager
@@ -486,30 +343,6 @@ def trainer_warnings() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.filterwarnings("default", module=r"nemo_rl(\.|$)")
         yield
-
-
-async def in_thread(loop: asyncio.AbstractEventLoop, call: Callable[[], Any]) -> Any:
-    """Run the blocking caller on its own daemon thread (a hung one never holds up exit)."""
-    done: asyncio.Future[Any] = loop.create_future()
-
-    def settle(value: Any, error: BaseException | None) -> None:
-        if done.done():
-            return
-        if error is not None:
-            done.set_exception(error)
-        else:
-            done.set_result(value)
-
-    def work() -> None:
-        try:
-            value, error = call(), None
-        except BaseException as raised:  # handed to the event loop, which re-raises it
-            value, error = None, raised
-        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
-            loop.call_soon_threadsafe(settle, value, error)
-
-    threading.Thread(target=work, name="nemo-rl-caller", daemon=True).start()
-    return await done
 
 
 # -- NeMo RL's output as Rollouts -----------------------------------------------------------------
