@@ -134,6 +134,10 @@ class NemoRLCollector:
 
     def __init__(self, ctx: CollectorContext) -> None:
         self._ctx = ctx
+        # Imported and loaded here, before any deadline runs: the first import of NeMo RL takes
+        # seconds, and the event loop would stand still for them inside the collection.
+        self._trainer = load_trainer()
+        self._tokenizer = trainer_tokenizer(ctx)
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
         if mode == "validation":
@@ -151,9 +155,8 @@ class NemoRLCollector:
         return rollouts  # type: ignore[return-value]  # None entries: rows NeMo RL lost, left visible
 
     async def _train(self, rows: Sequence[Row]) -> list[Rollout | None]:
-        trainer = load_trainer()
+        trainer, tokenizer = self._trainer, self._tokenizer
         loop = asyncio.get_running_loop()
-        tokenizer = trainer_tokenizer(self._ctx)
         helper = self.helper_class(self._ctx)
         handle = ActorHandle(trainer.actor(self._ctx, helper, tokenizer), loop)
         call = trainer.caller_call(self._ctx, rows, handle, tokenizer)
