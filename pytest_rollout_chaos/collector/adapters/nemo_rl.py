@@ -103,10 +103,11 @@ class GymHelper:
         if semaphore is not None:
             raise CollectorTargetError("NeMo RL passed run_examples a semaphore; the Gym client takes none")
         self.calls += 1
+        # A second call in one collection is NeMo RL re-running the whole batch: a retry.
         self._ctx.history.append(
             SOURCE,
             "info",
-            "upstream",
+            "upstream" if self.calls == 1 else "retry",
             {"call": "RolloutCollectionHelper.run_examples", "rows": len(examples), "attempt": self.calls},
         )
         return self._ctx.gym.run_examples(examples)
@@ -158,7 +159,7 @@ class NemoRLCollector:
         trainer, tokenizer = self._trainer, self._tokenizer
         loop = asyncio.get_running_loop()
         helper = self.helper_class(self._ctx)
-        handle = ActorHandle(trainer.actor(self._ctx, helper, tokenizer), loop)
+        handle = ActorHandle(trainer.actor(self._ctx, helper, tokenizer), loop, self._remote_called)
         call = trainer.caller_call(self._ctx, rows, handle, tokenizer)
         name = f"{trainer.caller.__module__}.{trainer.caller.__name__}"
         data = {"call": name, "api": "streaming" if trainer.streaming else "list", "rows": len(rows)}
@@ -181,6 +182,10 @@ class NemoRLCollector:
                     SOURCE, "info", "rollout", {"row": rollout.row_index, "status": rollout.status}
                 )
         return rollouts
+
+    def _remote_called(self, method: str, options: dict[str, Any]) -> None:
+        # Called from the caller's thread; the History is thread-safe.
+        self._ctx.history.append(SOURCE, "info", "upstream", {"call": f"{method}.remote", **options})
 
 
 def factory(ctx: CollectorContext) -> Collector:

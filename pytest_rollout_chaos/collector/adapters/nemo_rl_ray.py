@@ -82,6 +82,7 @@ class ActorMethod:
         return ActorMethod(self._handle, self._function, {**self._options, **options})
 
     def remote(self, *args: Any, **kwargs: Any) -> ObjectRef | ObjectRefStream:
+        self._handle.on_remote(self._function.__qualname__, dict(self._options))
         if inspect.isasyncgenfunction(self._function):
             if self._options.get("num_returns") != "streaming":
                 raise CollectorTargetError(
@@ -98,11 +99,20 @@ async def _as_coroutine(function: Callable[..., Any], args: tuple[Any, ...], kwa
 
 
 class ActorHandle:
-    """One async actor: its methods run on ``loop`` (the collection's), one task per call."""
+    """One async actor: its methods run on ``loop`` (the collection's), one task per call.
 
-    def __init__(self, actor: Any, loop: asyncio.AbstractEventLoop) -> None:
+    ``on_remote(method, options)`` hears of every ``.remote()`` call, for the History.
+    """
+
+    def __init__(
+        self,
+        actor: Any,
+        loop: asyncio.AbstractEventLoop,
+        on_remote: Callable[[str, dict[str, Any]], None] = lambda method, options: None,
+    ) -> None:
         self._actor = actor
         self._loop = loop
+        self.on_remote = on_remote
         self._pending: set[concurrent.futures.Future[Any]] = set()
         self._lock = threading.Lock()
 
