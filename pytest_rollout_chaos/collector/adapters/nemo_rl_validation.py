@@ -37,6 +37,7 @@ import functools
 import importlib
 import inspect
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,7 +124,12 @@ class Validation:
             card = await policy_card(self.ctx)
             stop = Stop()
             loop = asyncio.get_running_loop()
-            batch = await on_worker_thread(lambda: self._run(rows, card, env, loop, stop), stop)
+
+            def work() -> Any:
+                with trainer_warnings():
+                    return self._run(rows, card, env, loop, stop)
+
+            batch = await on_worker_thread(work, stop)
             rollouts = rollouts_from_batch(batch, rows)
         except BaseException as error:
             history.append(SOURCE, "fail", "collect", {"error": f"{type(error).__name__}: {error}"})
@@ -186,6 +192,16 @@ class Validation:
                 f"(rollout functions it called: {called})"
             )
         return batches[0]
+
+
+@contextlib.contextmanager
+def trainer_warnings() -> Iterator[None]:
+    """NeMo RL's warnings and its dependencies' (torch, torchdata, megatron) stay warnings under a test
+    suite's ``filterwarnings = error``, as in a training run: they are not the collection's outcome.
+    The filters are the process's: for as long as a validation runs, they hold for every thread."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        yield
 
 
 @dataclass(frozen=True, slots=True)
