@@ -31,7 +31,7 @@ from pytest_rollout_chaos.collector.adapters.nemo_rl_interfaces import (
     Stop,
     ray_get_resolves,
 )
-from pytest_rollout_chaos.collector.protocol import CollectorContext, CollectorSettings, Turn
+from pytest_rollout_chaos.collector.protocol import CollectionError, CollectorContext, CollectorSettings, Turn
 from pytest_rollout_chaos.history import History
 from tests.adapters._nemo_rl_val_trees import BASE, HEAD, nemo_rl_tree
 from tests.catalog.verdicts import CATALOG, ScenarioVerdicts, run_catalog
@@ -209,12 +209,23 @@ def test_ray_get_waits_for_environment_calls_and_leaves_the_rest_to_ray() -> Non
     real = ray.get
     ready: concurrent.futures.Future[Any] = concurrent.futures.Future()
     ready.set_result("stepped")
+    stop = Stop()
     with ray_get_resolves(ray):
-        assert ray.get(EnvRef(ready)) == "stepped"
-        assert ray.get([EnvRef(ready), EnvRef(ready)]) == ["stepped", "stepped"]
+        assert ray.get(EnvRef(ready, stop)) == "stepped"
+        assert ray.get([EnvRef(ready, stop), EnvRef(ready, stop)]) == ["stepped", "stepped"]
         assert ray.get(["object-ref"]) == "real"
     assert ray.get is real
     assert seen == [["object-ref"]]
+
+
+def test_a_wait_for_an_environment_call_ends_when_the_collection_is_cancelled() -> None:
+    import concurrent.futures
+
+    stop = Stop()
+    never: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    threading.Timer(0.1, stop.now).start()
+    with pytest.raises(CollectionError, match="cancelled"):
+        EnvRef(never, stop).result()
 
 
 class StepReturn(NamedTuple):
@@ -264,7 +275,7 @@ async def test_an_environment_handle_steps_ctx_env_one_call_at_a_time_and_record
 
     def from_nemo_rl() -> list[Any]:  # NeMo RL submits from its own thread, then blocks in ray.get
         refs = [handle.step.remote([second_turn], [{}]), handle.step.remote([second_turn] * 2, [{}, {}])]
-        return [ref.future.result() for ref in refs]
+        return [ref.result() for ref in refs]
 
     _, second = await asyncio.to_thread(from_nemo_rl)
     assert env.sizes == [1, 2]

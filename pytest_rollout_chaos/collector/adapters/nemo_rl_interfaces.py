@@ -29,6 +29,7 @@ from pytest_rollout_chaos.collector.protocol import CollectionError, CollectorCo
 
 T = TypeVar("T")
 SOURCE: Final = "collector"
+POLL_S: Final = 0.5  # how often a wait for an environment call looks whether the collection was cancelled
 
 
 def policy_root(ctx: CollectorContext) -> str:
@@ -140,8 +141,17 @@ class HttpGeneration:
 class EnvRef:
     """What ``step.remote()`` returns: the step under way on the collection's loop."""
 
-    def __init__(self, future: concurrent.futures.Future[Any]) -> None:
+    def __init__(self, future: concurrent.futures.Future[Any], stop: Stop) -> None:
         self.future = future
+        self._stop = stop
+
+    def result(self) -> Any:
+        """The step's answer, as ``ray.get`` waits for it; a cancelled collection stops the wait."""
+        while True:
+            try:
+                return self.future.result(timeout=POLL_S)
+            except concurrent.futures.TimeoutError:
+                self._stop.check()
 
 
 class RemoteMethod:
@@ -175,7 +185,8 @@ class EnvHandle:
 
     def _submit(self, message_logs: list[Any], metadata: list[Any]) -> EnvRef:
         self._stop.check()
-        return EnvRef(asyncio.run_coroutine_threadsafe(self._step(message_logs, metadata), self._loop))
+        step = asyncio.run_coroutine_threadsafe(self._step(message_logs, metadata), self._loop)
+        return EnvRef(step, self._stop)
 
     async def _step(self, message_logs: list[Any], metadata: list[Any]) -> Any:
         import torch
@@ -205,9 +216,9 @@ def ray_get_resolves(ray: Any) -> Iterator[None]:
 
     def get(refs: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(refs, EnvRef):
-            return refs.future.result()
+            return refs.result()
         if isinstance(refs, list) and refs and all(isinstance(ref, EnvRef) for ref in refs):
-            return [ref.future.result() for ref in refs]
+            return [ref.result() for ref in refs]
         return real(refs, *args, **kwargs)
 
     ray.get = get

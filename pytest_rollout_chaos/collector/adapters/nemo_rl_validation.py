@@ -124,12 +124,8 @@ class Validation:
             card = await policy_card(self.ctx)
             stop = Stop()
             loop = asyncio.get_running_loop()
-
-            def work() -> Any:
-                with trainer_warnings():
-                    return self._run(rows, card, env, loop, stop)
-
-            batch = await on_worker_thread(work, stop)
+            with trainer_warnings():
+                batch = await on_worker_thread(lambda: self._run(rows, card, env, loop, stop), stop)
             rollouts = rollouts_from_batch(batch, rows)
         except BaseException as error:
             history.append(SOURCE, "fail", "collect", {"error": f"{type(error).__name__}: {error}"})
@@ -198,7 +194,8 @@ class Validation:
 def trainer_warnings() -> Iterator[None]:
     """NeMo RL's warnings and its dependencies' (torch, torchdata, megatron) stay warnings under a test
     suite's ``filterwarnings = error``, as in a training run: they are not the collection's outcome.
-    The filters are the process's: for as long as a validation runs, they hold for every thread."""
+    Warning filters are the process's: entered and left on the event loop's thread, around the
+    worker thread's whole run, they nest within the test's own."""
     with warnings.catch_warnings():
         warnings.simplefilter("default")
         yield
