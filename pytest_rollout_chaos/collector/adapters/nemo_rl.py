@@ -32,6 +32,7 @@ class NemoRLCollector:
 
     def __init__(self, ctx: CollectorContext) -> None:
         self._ctx = ctx
+        nemo_rl_validation.preload()
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
         if mode != "validation":

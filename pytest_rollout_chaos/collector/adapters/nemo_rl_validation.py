@@ -86,6 +86,13 @@ GYM_STYLE_SKIP: Final = (
 _PATCHING: Final = threading.Lock()  # ray.get and grpo's globals are swapped while one validation runs
 
 
+def preload() -> None:
+    """Import ``validate()``'s modules now, off any collection's deadline (a factory calls this);
+    if they cannot be imported, ``collect`` says so when a validation runs."""
+    with trainer_warnings(), contextlib.suppress(Exception):
+        NemoRL.load()
+
+
 async def collect(ctx: CollectorContext, rows: Sequence[Row]) -> list[Rollout]:
     """NeMo RL's ``validate()`` over ``rows``; one Rollout per entry of the batch it rolled out."""
     return await Validation(ctx).collect(rows)
