@@ -77,7 +77,6 @@ UPSTREAM = Upstream(
     ),
 )
 SOURCE: Final = "collector"
-VALIDATION_MODULE: Final = "pytest_rollout_chaos.collector.adapters.nemo_rl_validation"
 NATIVE_TRAIN_SKIP: Final = (
     "native-style train mode is NeMo RL's run_multi_turn_rollout, which the nemo_rl adapter does not "
     "drive; its train mode is the NeMo Gym path (gym style)"
@@ -139,6 +138,7 @@ class NemoRLCollector:
         # seconds, and the event loop would stand still for them inside the collection.
         self._trainer = load_trainer()
         self._tokenizer = trainer_tokenizer(ctx)
+        _preload_validation()
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
         if mode == "validation":
@@ -194,14 +194,16 @@ def factory(ctx: CollectorContext) -> Collector:
 
 
 async def _validation(ctx: CollectorContext, rows: Sequence[Row]) -> list[Rollout]:
-    try:
-        module = importlib.import_module(VALIDATION_MODULE)
-    except ModuleNotFoundError as error:
-        if error.name != VALIDATION_MODULE:
-            raise
-        pytest.skip(f"validation mode of the nemo_rl adapter lives in {VALIDATION_MODULE}, which is absent")
-    rollouts: list[Rollout] = await module.collect(ctx, rows)
-    return rollouts
+    from pytest_rollout_chaos.collector.adapters import nemo_rl_validation
+
+    return await nemo_rl_validation.collect(ctx, rows)
+
+
+def _preload_validation() -> None:
+    """``validate()``'s modules, imported off any deadline (they take seconds the first time)."""
+    from pytest_rollout_chaos.collector.adapters import nemo_rl_validation
+
+    nemo_rl_validation.preload()
 
 
 # -- NeMo RL, as the tree has it ------------------------------------------------------------------
