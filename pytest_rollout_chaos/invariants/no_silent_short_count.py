@@ -17,6 +17,7 @@ from pytest_rollout_chaos.invariants.rules import chain
 
 _NUMBER: Final = re.compile(r"\b\d+\b")
 _MISSING: Final = re.compile(r"(?i)\bmissing\b")
+_INDEX_LIST: Final = re.compile(r"\[(\s*\d+\s*(?:,\s*\d+\s*)*)\]")
 
 
 class NoSilentShortCount:
@@ -89,6 +90,13 @@ def _is_short(event: Event) -> bool:
 
 
 def _names_short_count(text: str, rows: int, yielded: int) -> bool:
-    """Requested and returned counts both named, or the word ``missing`` (rows named as missing)."""
+    """Requested and returned counts both named, rows said to be ``missing``, or the missing rows
+    listed (``did not return results for samples: [2, 3]``, as verl's NeMo Gym recipe says)."""
     numbers = {int(match) for match in _NUMBER.findall(text)}
-    return {rows, yielded} <= numbers or _MISSING.search(text) is not None
+    if {rows, yielded} <= numbers or _MISSING.search(text) is not None:
+        return True
+    for listed in _INDEX_LIST.findall(text):
+        indices = [int(item) for item in listed.split(",")]
+        if len(indices) == rows - yielded and all(0 <= index < rows for index in indices):
+            return True
+    return False
