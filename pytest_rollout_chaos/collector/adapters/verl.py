@@ -31,6 +31,10 @@ Mapping: one Rollout per output row, read from the tensors verl trains on. Each 
 row's prompt plus every response token before it; the reward is the row's ``rm_scores``. The
 recipe marks no row failed, so every row is ``completed``: a substituted dummy stays a
 completed rollout whose one turn the model never generated, for ``turns_generated`` to see.
+Under transformers 5 (verl 0.9.1 requires it) the dummy is never built: ``_empty_result``
+slices the ``BatchEncoding`` that ``apply_chat_template`` now returns as if it were token ids
+and raises ``TypeError``, so one unreadable row fails the whole batch; that is upstream's
+behaviour and is passed on as it is.
 """
 
 from __future__ import annotations
@@ -100,7 +104,7 @@ class VerlCollector:
                 "directory, and the context has none (ctx.model_dir is None)"
             )
         self.ctx = ctx
-        UPSTREAM.require()  # the import, with verl's known warning let through (a subclass may come first)
+        UPSTREAM.require()  # imports the recipe letting verl's known import warning pass
         self.recipe: Any = importlib.import_module(RECIPE_MODULE)
         self.tokenizer = tokenizer_for(ctx.model_dir)
         self.servers_ready = False
