@@ -1,8 +1,9 @@
 """The ``verl`` adapter: the verl NeMo Gym recipe's rollout collection against the stack.
 
 It drives ``NemoGymAgentLoopManager._async_generate_sequences`` from verl-recipe's
-``nemo_gym/agent_loop.py`` (PR #80; the recipe is not a package: point
-``--rollout-chaos-upstream`` at a verl-recipe checkout). The manager builds one NeMo Gym row
+``nemo_gym/agent_loop.py`` (PR #80; renamed ``NeMoGymAgentLoopManager`` by #87, unchanged
+otherwise; both are found). The recipe is not a package: point
+``--rollout-chaos-upstream`` at a verl-recipe checkout. The manager builds one NeMo Gym row
 per prompt, awaits ``rch.run_examples`` in completion order, postprocesses each result like
 NeMo RL (a contiguity check of the token ids), substitutes its 1-token ``_empty_result`` dummy
 (reward 0) for a result it cannot postprocess (a ``ValueError``), raises ``RuntimeError`` when
@@ -87,6 +88,9 @@ UPSTREAM = _VerlUpstream(
 )
 
 RECIPE_MODULE: Final = "nemo_gym.agent_loop"
+MANAGER_CLASSES: Final = ("NemoGymAgentLoopManager", "NeMoGymAgentLoopManager")
+DATASET_CLASSES: Final = ("NemoGymJSONLDataset", "NeMoGymJSONLDataset")
+"""PR #80's names, then #87's (a rename; the collection code is the same)."""
 SOURCE: Final = "collector"
 TOP_P: Final = 1.0
 """verl's rollout default, for training and validation alike."""
@@ -157,7 +161,7 @@ class VerlCollector:
     def manager(self) -> Any:
         """The recipe's manager with what ``_init_nemo_gym`` would have set, and nothing started."""
         omegaconf: Any = importlib.import_module("omegaconf")
-        manager = object.__new__(self.recipe.NemoGymAgentLoopManager)
+        manager = object.__new__(recipe_class(self.recipe, MANAGER_CLASSES))
         temperature = self.ctx.settings.temperature
         manager.rollout_config = omegaconf.OmegaConf.create(
             {
@@ -214,11 +218,19 @@ def prompts_proto(recipe: Any, rows: Sequence[Row], tokenizer: Any, *, validate:
     with tempfile.TemporaryDirectory(prefix="rollout-chaos-verl-") as folder:
         path = Path(folder) / "rows.jsonl"
         path.write_text("".join(json.dumps(dict(row)) + "\n" for row in rows), encoding="utf-8")
-        dataset = dataset_module.NemoGymJSONLDataset(str(path), tokenizer)
+        dataset = recipe_class(dataset_module, DATASET_CLASSES)(str(path), tokenizer)
         items = [dataset[index] for index in range(len(dataset))]
     prompts = protocol.DataProto.from_single_dict(dataset.collate_fn(items))
     prompts.meta_info.update({"validate": validate, "global_steps": 0})
     return prompts
+
+
+def recipe_class(module: Any, names: Sequence[str]) -> Any:
+    """The first of ``names`` that ``module`` defines."""
+    for name in names:
+        if hasattr(module, name):
+            return getattr(module, name)
+    raise AttributeError(f"{module.__name__} defines none of {', '.join(names)}")
 
 
 def rollout_from_row(output: Any, position: int, index: int) -> tuple[Rollout, int]:
