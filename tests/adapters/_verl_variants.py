@@ -4,8 +4,9 @@ verl 0.9.1 needs transformers 5, where ``apply_chat_template(tokenize=True)`` an
 ``BatchEncoding``; the recipe's ``_empty_result`` slices it as transformers 4's token-id list
 and crashes. ``on_transformers_4`` is the real adapter with the tokenizer answering as
 transformers 4 does, so the recipe's dummy substitution happens as in the container its
-README names (vLLM 0.17.0, which requires transformers < 5). ``hides_placeholder`` is that adapter broken on purpose: it reports the dummy's row
-aborted, so the judge never sees a placeholder handed back as training data.
+README names (vLLM 0.17.0, which requires transformers < 5). ``hides_placeholder`` is that
+adapter broken on purpose: it reports the dummy's row aborted, so the judge never sees a
+placeholder handed back as training data.
 """
 
 from __future__ import annotations
