@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
 
 from pytest_rollout_chaos.errors import CollectorTargetError
@@ -104,6 +105,8 @@ class CollectorContext:
     history: History
     model: str = "tiny"
     eos_token_ids: tuple[int, ...] = ()
+    model_dir: Path | None = None
+    """The policy's model directory (HF layout), for collectors that load the tokenizer as a trainer does."""
 
 
 @runtime_checkable
