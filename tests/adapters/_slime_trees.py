@@ -47,9 +47,8 @@ def unpack(name: str, into: Path) -> Path:
         with tarfile.open(archive) as tar:
             tar.extractall(into / f"{name}.partial", filter="data")
         (into / f"{name}.partial").rename(target)
-    roots = [path.parent for path in target.glob("*/slime/__init__.py")] + [
-        path.parent for path in target.glob("slime/__init__.py")
-    ]
+    found = [*target.glob("*/slime/__init__.py"), *target.glob("slime/__init__.py")]
+    roots = [path.parents[1] for path in found]
     if len(roots) != 1:
         raise FileNotFoundError(f"{archive}: expected one folder holding slime/, found {roots}")
     return roots[0]

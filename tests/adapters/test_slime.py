@@ -183,7 +183,7 @@ def slime_trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         pytest.skip(str(error))
     reason = trees.cannot_import(unpacked[trees.BASE])
     if reason is not None:
-        pytest.skip(f"slime's rollout does not import here: {reason}; {slime.UPSTREAM.install}")
+        pytest.skip(f"slime's rollout does not import in this interpreter: {reason}")
     return unpacked
 
 

@@ -38,7 +38,10 @@ lays rows out prompt by prompt, each repeated ``generations_per_prompt`` times w
 ``n_samples_per_prompt`` is the group size (rows whose groups differ in size are a ValueError, as
 slime has one ``n_samples_per_prompt``). With ``generations_per_prompt: 1`` every row is its own group.
 
-**The step.** As in ``generate_rollout_async``, the group tasks are awaited with
+**The step.** slime launches its SGLang engines and waits for their ``/health_generate`` before any
+rollout (``sglang_engine._wait_server_healthy``, outside the code driven here); the adapter
+likewise waits for the policy's readiness, within the context's ``policy_ready_timeout_s``, before
+it starts. Then, as in ``generate_rollout_async``, the group tasks are awaited with
 ``asyncio.wait(FIRST_COMPLETED)`` and each finished one's ``task.result()`` is read, so a group
 that raised ends the collection with that exception, unchanged: the whole rollout step down, what
 the trainer sees. The other groups' tasks, and the raising group's siblings (``gather`` without
@@ -82,7 +85,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from pytest_rollout_chaos import bundled
-from pytest_rollout_chaos.collector import results
+from pytest_rollout_chaos.collector import readiness, results
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.protocol import (
     Collector,
@@ -200,6 +203,7 @@ class SlimeCollector:
     modes = ("train",)
 
     def __init__(self, ctx: CollectorContext) -> None:
+        UPSTREAM.require()  # stubs and imports, once; a target naming this class skips adapters.load
         self.ctx = ctx
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
@@ -207,6 +211,7 @@ class SlimeCollector:
         groups = prompt_groups(rows)
         if not groups:
             return []
+        await readiness.wait_for_policy(self.ctx, self.ctx.history)
         args = self.args(n_samples_per_prompt=len(groups[0]))
         samples = [
             [self.sample(row, index, number) for index, row in group] for number, group in enumerate(groups)
