@@ -57,7 +57,7 @@ A one-element ``list[Sample]`` among plain Samples (PR #2078's isolation placeho
 ``tokens [0, 0]``) is not unwrapped: the row is aborted with an error that names the shape and
 gives the cause slime logged for it (the placeholder itself carries none). Downstream,
 ``RolloutManager._get_rollout_data`` flattens by ``data[0]``'s shape alone, so such an element
-reaches reward post-processing as a list.
+reaches reward post-processing as a list (code reading of ``slime/ray/rollout.py``).
 
 **Imports.** slime imports ``ray``, ``sglang_router`` and ``transformers`` at module level in paths
 this does not use; exactly those three are stubbed, each only when it cannot be imported, as
@@ -65,6 +65,14 @@ slime's own CPU tests do (``tests/plugin_contracts/_shared.py::install_stubs``),
 With the stub, ``AutoTokenizer.from_pretrained`` returns a bare object, so response text is
 decoded with the context's tokenizer, never slime's. The checkpoint slime loads is the bundled
 tiny model's directory; nothing reads its tokenizer on this path.
+
+What the two pinned trees (main before PR #2078, and its head) show on the catalog: before, every
+scenario in which one trajectory's ``/run`` raises takes the step down (``isolated_failures``);
+after, those pass, and a batch that fails as a whole (every ``/run`` failing, a result the Gym
+client lost) comes back as placeholders instead of an error. On both: no deadline anywhere on
+this path (a frozen agent or a black-holed link hangs: ``bounded``), non-finite logprobs pass
+through (``finite_logprobs``), and ``merge_turns`` drops or masks turns on prefix drift while the
+sample stays COMPLETED (``turns_generated``).
 
 Workloads: gym style, train mode (``eval_rollout`` does not go through ``generate_and_rm_group``);
 other scenarios skip, saying so.
@@ -141,11 +149,17 @@ def _no_processor(*args: object, **kwargs: object) -> object:
 
 @dataclass(frozen=True, slots=True)
 class _SlimeUpstream(Upstream):
-    """slime's modules import once the three modules it does not need here are stubbed."""
+    """slime's modules import once the three modules it does not need here are stubbed; when they
+    still do not, the stubs go again, so a process that cannot run slime keeps no fake modules."""
 
     def require(self) -> None:
-        install_stubs()
-        Upstream.require(self)
+        stubbed = install_stubs()
+        try:
+            Upstream.require(self)
+        except BaseException:
+            for name in stubbed:
+                sys.modules.pop(name, None)
+            raise
 
 
 UPSTREAM = _SlimeUpstream(
@@ -351,8 +365,8 @@ def _placeholder(element: list[Any], crashes: CrashLog) -> Rollout:
     error = (
         f"slime handed back row {index} as a {len(element)}-element list[Sample] (status "
         f"{', '.join(statuses) or 'none'}) where its generate function returned a plain Sample: "
-        f"the isolation placeholder of THUDM/slime PR #2078, in a group of plain Samples, which "
-        f"slime's flattening reads by data[0]'s shape alone; {cause}"
+        f"THUDM/slime PR #2078's isolation placeholder, which slime's flattening (by data[0]'s "
+        f"shape alone) leaves a list among plain Samples; {cause}"
     )
     return Rollout(row_index=index if isinstance(index, int) else -1, status="aborted", error=error)
 
