@@ -1,7 +1,6 @@
 """The slime trees the adapter is tested on, and a deliberately broken adapter that repairs slime.
 
-The trees are ``git archive``s of THUDM/slime in the steering checkout's ``shared/upstream/``
-(beside this repository; ``ROLLOUT_CHAOS_UPSTREAM_DIR`` names another folder): ``BASE`` is main
+The trees are ``git archive``s of THUDM/slime (``tests.adapters.trees`` finds them): ``BASE`` is main
 just before PR #2078 (a bare ``asyncio.gather`` in ``generate_and_rm_group``), ``HEAD`` is the
 PR's head (``return_exceptions=True`` and a one-element ``list[Sample]`` placeholder per crash).
 
@@ -18,40 +17,21 @@ import importlib
 import os
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 from typing import Any, Final
 
 from pytest_rollout_chaos.collector.adapters import slime
 from pytest_rollout_chaos.collector.protocol import Collector, CollectorContext
+from tests.adapters.trees import REPO, pinned_tree
 
-REPO: Final = Path(__file__).resolve().parents[2]
 BASE: Final = "slime-fec3da9b"
 HEAD: Final = "slime-1bc255ed"
 SCENARIO: Final = "trajectory-exception-isolated"
 
 
-def upstream_dir() -> Path:
-    """Where the tarballs are: ``$ROLLOUT_CHAOS_UPSTREAM_DIR``, else ``shared/upstream`` beside the repo."""
-    configured = os.environ.get("ROLLOUT_CHAOS_UPSTREAM_DIR")
-    return Path(configured) if configured else REPO.parent / "shared" / "upstream"
-
-
 def unpack(name: str, into: Path) -> Path:
-    """Unpack ``<name>.tar.gz`` under ``into`` (once); return the tree's root (the folder with ``slime/``)."""
-    archive = upstream_dir() / f"{name}.tar.gz"
-    if not archive.is_file():
-        raise FileNotFoundError(f"{archive} is missing (the pinned slime tree {name})")
-    target = into / name
-    if not target.is_dir():
-        with tarfile.open(archive) as tar:
-            tar.extractall(into / f"{name}.partial", filter="data")
-        (into / f"{name}.partial").rename(target)
-    found = [*target.glob("*/slime/__init__.py"), *target.glob("slime/__init__.py")]
-    roots = [path.parents[1] for path in found]
-    if len(roots) != 1:
-        raise FileNotFoundError(f"{archive}: expected one folder holding slime/, found {roots}")
-    return roots[0]
+    """The tree of tarball ``name`` unpacked under ``into`` (once); skip when it is absent."""
+    return pinned_tree(name, into, needs=(), holds="slime/__init__.py")
 
 
 def cannot_import(tree: Path) -> str | None:

@@ -1,7 +1,6 @@
 """The verl-recipe tree for the ``verl`` adapter's tests: unpacked once from ``shared/upstream``.
 
-A fresh clone has no ``shared/`` beside it, and the plain project venv has no verl: either way
-the tests that need the tree skip, saying which.
+``tests.adapters.trees`` finds and unpacks it, or skips saying why.
 """
 
 from __future__ import annotations
@@ -9,7 +8,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -19,9 +17,8 @@ import pytest
 
 from pytest_rollout_chaos.collector.adapters import verl
 from pytest_rollout_chaos.collector.adapters.upstream import use_tree
+from tests.adapters.trees import pinned_tree
 
-REPO: Final = Path(__file__).resolve().parents[2]
-SHARED_UPSTREAM: Final = REPO.parent / "shared" / "upstream"
 RECIPE_TREE: Final = "verl-recipe-2cb1ae41"
 """verl-project/verl-recipe PR #80 (merged): the NeMo Gym recipe; the only verl tree there is."""
 VERL_DEPENDENCIES: Final = ("verl", "omegaconf", "tensordict", "transformers", "ray")
@@ -30,16 +27,9 @@ VERL_DEPENDENCIES: Final = ("verl", "omegaconf", "tensordict", "transformers", "
 @pytest.fixture(scope="session")
 def verl_recipe_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The recipe's ``git archive``, unpacked; skip without the tarball or without verl installed."""
-    tarball = SHARED_UPSTREAM / f"{RECIPE_TREE}.tar.gz"
-    if not tarball.is_file():
-        pytest.skip(f"{tarball} is absent (the shared upstream trees sit beside a full checkout only)")
-    missing = [name for name in VERL_DEPENDENCIES if importlib.util.find_spec(name) is None]
-    if missing:
-        pytest.skip(f"verl's dependencies are not importable ({', '.join(missing)}): {verl.UPSTREAM.install}")
-    folder = tmp_path_factory.mktemp("verl-upstream")
-    with tarfile.open(tarball) as archive:
-        archive.extractall(folder, filter="data")
-    return folder / RECIPE_TREE
+    return pinned_tree(
+        RECIPE_TREE, tmp_path_factory.mktemp("verl-upstream"), needs=VERL_DEPENDENCIES, holds="nemo_gym"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,7 @@ import pytest
 
 from pytest_rollout_chaos.collector.adapters import slime
 from tests.adapters import _slime_trees as trees
+from tests.adapters.trees import REPO
 from tests.catalog.verdicts import run_catalog
 
 
@@ -180,10 +181,7 @@ def test_stubs_only_what_cannot_be_imported_as_slime_builds_them(monkeypatch: py
 def slime_trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The two pinned trees, unpacked; skip, saying why, when they or slime's imports are missing."""
     into = tmp_path_factory.mktemp("slime-trees")
-    try:
-        unpacked = {name: trees.unpack(name, into) for name in (trees.BASE, trees.HEAD)}
-    except FileNotFoundError as error:
-        pytest.skip(str(error))
+    unpacked = {name: trees.unpack(name, into) for name in (trees.BASE, trees.HEAD)}
     reason = trees.cannot_import(unpacked[trees.BASE])
     if reason is not None:
         pytest.skip(f"slime's rollout does not import in this interpreter: {reason}")
@@ -253,7 +251,7 @@ PLACEHOLDER_TEST = textwrap.dedent(
 def test_head_placeholder_comes_back_as_an_aborted_row_that_names_its_shape_and_cause(
     pytester: pytest.Pytester, slime_trees: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(trees.REPO))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
     pytester.makepyfile(test_placeholder=PLACEHOLDER_TEST)
     result = pytester.runpytest_subprocess(
         "--rollout-chaos",
