@@ -1,13 +1,11 @@
 """The ``slime`` adapter drives slime's real ``generate_and_rm_group`` and tells its trees apart.
 
 On slime before PR #2078 one raising trajectory takes the rollout step down, so
-``trajectory-exception-isolated`` fails by ``isolated_failures``; at the PR's head it passes. An
-adapter that repaired slime (caught the group's exception itself) would make the base tree pass
-too: the fidelity test shows that it does, so the base-tree test is what catches such an adapter.
-The head tree's placeholder is checked to come back as what it is, not unwrapped. Across the
-whole catalog the two trees differ exactly where one raising trajectory decides the outcome: the
-PR fixes every scenario of that kind, and breaks the two where the whole batch fails (its
-``return_exceptions=True`` turns those into per-row placeholders too).
+``trajectory-exception-isolated`` fails by ``isolated_failures``; at the PR's head it passes
+(``test_gates`` runs that gate over the whole catalog). An adapter that repaired slime (caught the
+group's exception itself) would make the base tree pass too: the fidelity test shows that it does,
+so the gate is what catches such an adapter. The head tree's placeholder is checked to come back
+as what it is, not unwrapped.
 
 The fast tests read hand-made samples with no slime at all; the slow ones unpack the pinned trees
 (``_slime_trees``) and run child pytest sessions on the full stack, skipping, with the reason,
@@ -193,32 +191,11 @@ def upstream(tree: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_base_tree_fails_trajectory_exception_isolated_by_isolated_failures(
-    tmp_path: Path, slime_trees: dict[str, Path]
-) -> None:
-    verdicts = run_catalog(
-        tmp_path, target="slime", scenarios=[trees.SCENARIO], stack_args=upstream(slime_trees[trees.BASE])
-    )[trees.SCENARIO]
-    assert not verdicts.passed, "slime before PR #2078 passed: the adapter hides its gather bug"
-    assert verdicts.invariants["isolated_failures"] == "FAIL", verdicts
-    assert "tool parser crashed on row 2" in verdicts.message  # the trainer saw the real exception
-
-
-@pytest.mark.slow
-def test_head_tree_passes_trajectory_exception_isolated(tmp_path: Path, slime_trees: dict[str, Path]) -> None:
-    verdicts = run_catalog(
-        tmp_path, target="slime", scenarios=[trees.SCENARIO], stack_args=upstream(slime_trees[trees.HEAD])
-    )[trees.SCENARIO]
-    assert verdicts.passed, verdicts.message
-    assert set(verdicts.invariants.values()) == {"PASS"}, verdicts
-
-
-@pytest.mark.slow
 def test_an_adapter_that_repairs_slime_would_make_the_base_tree_look_fixed(
     tmp_path: Path, slime_trees: dict[str, Path]
 ) -> None:
     """Fidelity: catching the group's exception in the adapter hides the bug on the base tree, so
-    the base-tree test above fails for any adapter that does so."""
+    the slime gate (``test_gates``: base red by isolated_failures) fails for any adapter that does so."""
     verdicts = run_catalog(
         tmp_path,
         target="tests.adapters._slime_trees:repairing_factory",
@@ -262,39 +239,3 @@ def test_head_placeholder_comes_back_as_an_aborted_row_that_names_its_shape_and_
         timeout=300,
     )
     result.assert_outcomes(passed=1)
-
-
-# What PR #2078 changes across the catalog (measured on both trees; the adapter's docstring says why).
-# One trajectory's /run raising is what these scenarios turn on, so the PR fixes them all:
-PR_2078_FIXES = {
-    "trajectory-exception-isolated",
-    "model-malformed-json",  # the model's truncated JSON fails that row's /run
-    "nan-logprobs-http-500",  # that row's /run answers 500 on every attempt
-    "policy-503-storm",  # rows whose model calls drew the 503s fail their /run
-}
-# return_exceptions=True also turns failures of the whole batch into per-row placeholders:
-PR_2078_BREAKS = {
-    "resources-down",  # every /run fails: a batch of placeholders instead of an error
-    "short-results",  # the Gym client lost a result: a placeholder instead of an error
-}
-SEEDED_BY_CHANCE = {"policy-503-storm"}  # its 503s fall on requests at random; may hit no /run
-
-
-@pytest.mark.slow
-def test_across_the_catalog_pr_2078_changes_only_what_a_raising_trajectory_decides(
-    tmp_path: Path, slime_trees: dict[str, Path]
-) -> None:
-    verdicts = {}
-    for name in (trees.BASE, trees.HEAD):
-        (tmp_path / name).mkdir()
-        verdicts[name] = run_catalog(tmp_path / name, target="slime", stack_args=upstream(slime_trees[name]))
-    base, head = verdicts[trees.BASE], verdicts[trees.HEAD]
-    assert set(base) == set(head)
-    fixed = {name for name in base if not base[name].passed and head[name].passed}
-    broken = {name for name in base if base[name].passed and not head[name].passed}
-    assert fixed - SEEDED_BY_CHANCE == PR_2078_FIXES - SEEDED_BY_CHANCE, {n: head[n].message for n in fixed}
-    assert broken == PR_2078_BREAKS, {name: head[name].message for name in broken}
-    for name in fixed:
-        assert base[name].invariants["isolated_failures"] == "FAIL", (name, base[name].invariants)
-    for name in broken:
-        assert "the collector to raise" in head[name].message, head[name].message
