@@ -2,8 +2,8 @@
 
 For each pair in ``../shared/upstream`` (the pre-fix tree and the PR tree the adapters' tests use)
 it runs the gate as a user would, whole catalog, in a subprocess, and reports the wall time of each
-side and of the whole gate, the gate's exit status and summary line, and the verdict changes. A pair whose trees are
-absent, or whose trainer the running interpreter cannot import, is reported as skipped.
+side and of the whole gate, the gate's exit status and summary line, and the verdict changes. A
+pair whose trees are absent, or whose trainer the running interpreter cannot import, is skipped.
 """
 
 from __future__ import annotations
