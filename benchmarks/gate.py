@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,8 @@ from pathlib import Path
 from benchmarks._result import Number, Result
 
 REPO = Path(__file__).resolve().parent.parent
-UPSTREAM = REPO.parent / "shared" / "upstream"
+# The pinned trees: ``$ROLLOUT_CHAOS_UPSTREAM_DIR``, else ``shared/upstream`` beside the repository.
+UPSTREAM = Path(os.environ.get("ROLLOUT_CHAOS_UPSTREAM_DIR") or REPO.parent / "shared" / "upstream")
 TIMEOUT_S = 3600.0
 
 # pair -> (target, module that must import, base tarball, head tarball, the scenario the head fixes)
