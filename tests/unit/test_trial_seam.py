@@ -45,6 +45,8 @@ BARE_ON_PURPOSE: Final = {
     # collector unit tests: a fake Gym and a recording environment, no servers
     "tests/unit/collector/fake_gym.py": {"CollectorContext"},
     "tests/unit/collector/test_reference_native.py": {"CollectorContext"},
+    # an adapter's pieces (generation, env handles, the Ray seam) against a fake server, no stack
+    "tests/adapters/test_nemo_rl_validation.py": {"CollectorContext"},
     # fault unit tests: each fault against a hand-written target, no stack
     "tests/unit/faults/netrig.py": {"FaultContext"},
     "tests/unit/faults/hooked.py": {"FaultContext"},
