@@ -62,17 +62,21 @@ def test_isolated_failures_vacuous_pass_without_failures() -> None:
     assert IsolatedFailures().check(observe(2, all_ok(2))).status is Status.PASS
 
 
+def _served(history: History, tasks: list[str], turn: int) -> None:
+    """What the resources server records for one ``/step_batch`` call: each item's task and turn."""
+    data = {"batch_size": len(tasks), "tasks": tasks, "turns": [turn] * len(tasks)}
+    history.append("resources", "info", "step_batch", data)
+
+
 def _env_steps(per_sample: bool) -> History:
     history = History()
-    for turn in (0, 1):
+    for turn in (1, 2):
         if per_sample:
             for _ in range(3):
-                history.append(
-                    "collector", "info", "env_step", {"task": "math", "batch_size": 1, "turn": turn}
-                )
+                _served(history, ["math"], turn)
         else:
-            history.append("collector", "info", "env_step", {"task": "math", "batch_size": 3, "turn": turn})
-        history.append("collector", "info", "env_step", {"task": "code", "batch_size": 1, "turn": turn})
+            _served(history, ["math"] * 3, turn)
+        _served(history, ["code"], turn)
     return history
 
 
@@ -80,9 +84,10 @@ def test_batched_env_eval_fails_per_sample_steps_in_validation() -> None:
     verdict = BatchedEnvEval().check(observe(4, all_ok(4), history=_env_steps(True), mode="validation"))
     assert verdict.status is Status.FAIL
     assert (
-        "per-sample env evaluation in validation: 8 env.step calls where 4 batched calls" in verdict.summary
+        "per-sample env evaluation in validation: the environment served 8 env.step calls where 4 batched"
+        in verdict.summary
     )
-    assert "turn 0, task 'math': 3 calls (batch sizes [1, 1, 1])" in verdict.evidence
+    assert "turn 1, task 'math': 3 calls (batch sizes [1, 1, 1])" in verdict.evidence
 
 
 def test_batched_env_eval_passes_batched_steps_and_tolerates_train() -> None:
@@ -94,14 +99,27 @@ def test_batched_env_eval_passes_batched_steps_and_tolerates_train() -> None:
     assert "allowed in train" in train.summary
 
 
-def test_batched_env_eval_unknown_without_env_steps_and_fails_on_under_reporting() -> None:
+def test_batched_env_eval_judges_what_was_served_not_what_the_collector_says() -> None:
+    history = History()
+    for turn in (1, 2):  # the collector claims one call per task group, as a batched one would
+        for task in ("math", "code"):
+            history.append("collector", "info", "env_step", {"task": task, "batch_size": 2, "turn": turn})
+        _served(history, ["math", "math", "code", "code"], turn)  # while one call mixes the groups
+    for mode in ("validation", "train"):
+        verdict = BatchedEnvEval().check(observe(4, all_ok(4), history=history, mode=mode))
+        assert verdict.status is Status.FAIL, mode
+        assert "2 env.step calls mixed task groups" in verdict.summary
+        assert "2 of task 'code' at turn 1, 2 of task 'math' at turn 1" in verdict.summary
+
+
+def test_batched_env_eval_unknown_without_a_served_record() -> None:
     assert BatchedEnvEval().check(observe(2, all_ok(2))).status is Status.UNKNOWN
-    history = _env_steps(False)
-    for _ in range(6):
-        history.append("resources", "info", "step_batch", {"batch_size": 1, "tasks": ["math"]})
-    verdict = BatchedEnvEval().check(observe(4, all_ok(4), history=history, mode="validation"))
-    assert verdict.status is Status.FAIL
-    assert "under-reports" in verdict.summary
+    history = History()
+    history.append("collector", "info", "env_step", {"task": "math", "batch_size": 1, "turn": 0})
+    history.append("resources", "info", "step_batch", {"batch_size": 1, "tasks": ["math"]})
+    verdict = BatchedEnvEval().check(observe(1, all_ok(1), history=history, mode="validation"))
+    assert verdict.status is Status.UNKNOWN
+    assert "do not say each item's task and turn" in verdict.summary
 
 
 def test_bounded_fails_a_hang_and_names_what_it_waited_on() -> None:

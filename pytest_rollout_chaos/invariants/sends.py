@@ -1,0 +1,93 @@
+"""Requests as the fault layer saw them, paired into spans; which of them the collector itself sent.
+
+The layer records every request on every link (``invoke``, then ``ok``/``fail`` with a status,
+or ``info`` when it ended with no answer). A request on a ``collector->`` link is one the
+collector sent, except a resend by NeMo Gym's transport: ``ctx.gym``, like NeMo Gym's client,
+resends a ``/run`` the server never answered (refused, reset, cut) every 0.5 s without limit,
+which no collector can stop through ``run_examples``. Such a resend (the same link, route and
+row as a request that had just ended with no answer) is told apart, so ``ends_promptly`` and
+``quiet_after_end`` judge what the collector did, not what the transport does on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+from pytest_rollout_chaos.history import Event, History
+
+COLLECTOR_LINK_PREFIX: Final = "collector->"
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One request the layer saw: where, when it began and ended, and how (``None``: still open)."""
+
+    request_id: str
+    link: str
+    op: str
+    row: int | None
+    began: float
+    invoke: Event
+    ended: float | None = None
+    outcome: str | None = None  # "ok" | "fail" | "info"
+    status: int | None = None
+
+    @property
+    def answered(self) -> bool:
+        """A server answered it, with any HTTP status."""
+        return self.status is not None
+
+    @property
+    def from_collector(self) -> bool:
+        return self.link.startswith(COLLECTOR_LINK_PREFIX)
+
+
+def spans(history: History) -> list[Span]:
+    """Every layer request, in the order they began."""
+    found: dict[str, Span] = {}
+    for event in history.events():
+        if "link" not in event.data or event.op == "hook" or event.request_id is None:
+            continue
+        if event.kind == "invoke":
+            row = event.data.get("row")
+            found[event.request_id] = Span(
+                event.request_id,
+                str(event.data["link"]),
+                event.op,
+                row if isinstance(row, int) and not isinstance(row, bool) else None,
+                event.t,
+                event,
+            )
+        elif event.request_id in found:
+            status = event.data.get("status")
+            found[event.request_id] = replace(
+                found[event.request_id],
+                ended=event.t,
+                outcome=event.kind,
+                status=status if isinstance(status, int) and event.kind != "info" else None,
+            )
+    return sorted(found.values(), key=lambda span: span.began)
+
+
+def collector_sends(requests: Sequence[Span]) -> list[Span]:
+    """The requests the collector sent itself: those on its links, less the transport's resends."""
+    last: dict[tuple[str, str, int | None], Span] = {}
+    sent = []
+    for span in requests:
+        if not span.from_collector:
+            continue
+        key = (span.link, span.op, span.row)
+        before = last.get(key)
+        resend = (
+            span.row is not None
+            and before is not None
+            and before.outcome == "info"
+            and before.ended is not None
+            and before.ended <= span.began
+        )
+        last[key] = span
+        if not resend:
+            sent.append(span)
+    return sent
