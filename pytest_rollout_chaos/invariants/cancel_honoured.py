@@ -5,8 +5,8 @@ catches ``BaseException`` per row turns that into a retry: it keeps sending ``/r
 nobody waits for, or returns rollouts as if nothing happened. When the History shows the
 ``cancel`` fault cancelled the collection, the collector must have raised ``CancelledError``
 itself (not swallowed it, not wrapped it in another error), within ``BOUND_S`` of the cancel,
-and sent no request after it (``GRACE_S`` allowed for one already on its way; NeMo Gym's
-transport resending an unanswered ``/run`` is left out, see ``sends``). Without an outside
+and started no request after it (``sends.sent_after``; NeMo Gym's transport resending an
+unanswered ``/run`` is left out). Without an outside
 cancellation there is nothing to judge.
 """
 
@@ -16,10 +16,9 @@ import asyncio
 from typing import ClassVar, Final
 
 from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, story, verdict
-from pytest_rollout_chaos.invariants.sends import collector_sends, spans
+from pytest_rollout_chaos.invariants.sends import sent_after
 
 BOUND_S: Final = 3.0
-GRACE_S: Final = 0.5
 
 
 class CancelHonoured:
@@ -51,9 +50,9 @@ class CancelHonoured:
         took = ended - cancelled_at
         if took > BOUND_S:
             problems.append(f"it ended {took:.2f}s after the cancel (allowed: {BOUND_S:g}s)")
-        late = [span for span in collector_sends(spans(history)) if span.began > cancelled_at + GRACE_S]
+        late = sent_after(history, cancelled_at)
         if late:
-            rows = sorted({span.row for span in late if span.row is not None})
+            rows = sorted({sent.row for sent in late if sent.row is not None})
             problems.append(
                 f"it sent {len(late)} requests after the cancel" + (f" (rows {rows})" if rows else "")
             )
@@ -64,9 +63,7 @@ class CancelHonoured:
                 f"cancelled at t={cancelled_at - t0:.2f}s, the collector raised CancelledError "
                 f"{took:.2f}s later and sent nothing after it",
             )
-        evidence = [
-            f"+{span.began - cancelled_at:.2f}s after the cancel: {span.invoke.describe(t0)}" for span in late
-        ]
+        evidence = [f"+{sent.t - cancelled_at:.2f}s after the cancel, {sent.line}" for sent in late]
         return verdict(
             self.name,
             Status.FAIL,

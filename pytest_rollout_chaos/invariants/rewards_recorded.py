@@ -7,7 +7,7 @@ agent's: a completed (or truncated) rollout's reward must equal the ``reward`` o
 successful ``/run`` answer that generated its turns (the fault layer's record). Which turns those
 are is ``turns_generated``'s business; a rollout whose turns no answer generated is left to it.
 In native style the collector sums ``env.step`` rewards itself, which the record does not tie to
-rows: UNKNOWN.
+rows: not judged (a PASS that says so).
 """
 
 from __future__ import annotations
@@ -33,12 +33,19 @@ class RewardsRecorded:
         if not claimed:
             return verdict(self.name, Status.PASS, "no rollout hands back a reward to train on")
         record = served(observation.history)
-        if record.style != "gym":
+        if record.style == "native":
+            return verdict(
+                self.name,
+                Status.PASS,
+                "not judged in native style: a rollout's reward is the collector's sum of env.step answers, "
+                "which the record does not tie to rows",
+            )
+        if record.style is None:
             return verdict(
                 self.name,
                 Status.UNKNOWN,
-                "no /run answers recorded (native style sums env.step rewards, which the record does not "
-                "tie to rows), so rewards cannot be held against the servers'",
+                f"{len(claimed)} rollouts hand back rewards, but the History holds no server-side record of "
+                "/run answers (no fault layer in front of the servers?)",
             )
         if not any(call.reward is not None for calls in record.by_row.values() for call in calls):
             return verdict(

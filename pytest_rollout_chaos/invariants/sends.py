@@ -5,8 +5,16 @@ or ``info`` when it ended with no answer). A request on a ``collector->`` link i
 collector sent, except a resend by NeMo Gym's transport: ``ctx.gym``, like NeMo Gym's client,
 resends a ``/run`` the server never answered (refused, reset, cut) every 0.5 s without limit,
 which no collector can stop through ``run_examples``. Such a resend (the same link, route and
-row as a request that had just ended with no answer) is told apart, so ``ends_promptly`` and
-``quiet_after_end`` judge what the collector did, not what the transport does on its own.
+row as a request that had just ended with no answer) is told apart, so ``ends_promptly``,
+``quiet_after_end`` and ``cancel_honoured`` judge what the collector did, not what the
+transport does on its own.
+
+``sent_after`` is what those two last ones ask: what the collector started after a moment. The
+layer sees a request a little after it was sent, so its record counts only past ``GRACE_S``;
+``ctx.gym``'s own record (``collector invoke run`` when a row's ``/run`` starts, and
+``run_examples_after_close`` for a call it refused once closed) is taken in the collector's
+process, at the moment itself, so it needs no grace: it is exact for collectors that use
+``ctx.gym``, and the layer covers every other client.
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from typing import Final
 from pytest_rollout_chaos.history import Event, History
 
 COLLECTOR_LINK_PREFIX: Final = "collector->"
+GRACE_S: Final = 0.5
+AFTER_CLOSE: Final = "run_examples_after_close"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,3 +101,37 @@ def collector_sends(requests: Sequence[Span]) -> list[Span]:
         if not resend:
             sent.append(span)
     return sent
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """Something the collector started after the moment asked about, and where it was seen."""
+
+    t: float
+    row: int | None
+    line: str
+
+
+def sent_after(history: History, moment: float) -> list[Sent]:
+    """What the collector started after ``moment``: the Gym client's records, then the layer's."""
+    t0 = history.t0
+    found = [
+        Sent(event.t, _row(event.data.get("row")), f"the Gym client: {event.describe(t0)}")
+        for event in history.events(source="collector")
+        if event.t > moment and (event.op == "run" and event.kind == "invoke")
+    ]
+    for event in history.events(source="collector", op=AFTER_CLOSE):
+        rows = [row for row in event.data.get("rows") or () if isinstance(row, int)]
+        found += [Sent(event.t, row, f"the closed Gym client refused: {event.describe(t0)}") for row in rows]
+        if not rows:
+            found.append(Sent(event.t, None, f"the closed Gym client refused: {event.describe(t0)}"))
+    found += [
+        Sent(span.began, span.row, f"the layer: {span.invoke.describe(t0)}")
+        for span in collector_sends(spans(history))
+        if span.began > moment + GRACE_S
+    ]
+    return sorted(found, key=lambda sent: sent.t)
+
+
+def _row(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
