@@ -10,6 +10,7 @@ from pytest_rollout_chaos.invariants.base import Status
 from pytest_rollout_chaos.invariants.batched_env_eval import BatchedEnvEval
 from pytest_rollout_chaos.invariants.bounded import Bounded
 from pytest_rollout_chaos.invariants.isolated_failures import IsolatedFailures
+from pytest_rollout_chaos.invariants.no_empty_epoch import NoEmptyEpoch
 from pytest_rollout_chaos.invariants.root_cause_visible import RootCauseVisible
 from tests.unit.invariants.builders import all_ok, observe, rollout
 
@@ -160,3 +161,34 @@ def test_root_cause_visible_checks_aborted_rollouts() -> None:
         bad = [rollout(0, "aborted", error=hidden)]
         assert RootCauseVisible().check(observe(1, bad)).status is Status.FAIL
     assert RootCauseVisible().check(observe(1, None)).status is Status.UNKNOWN
+
+
+def test_no_empty_epoch_fails_a_returned_batch_of_only_placeholders() -> None:
+    history = History()
+    history.append("fault", "info", "inject", {"fault": "down", "target": "agent->resources"})
+    placeholders = [rollout(i, "aborted", turns=[], error="agent->resources down") for i in range(3)]
+    verdict = NoEmptyEpoch().check(observe(3, placeholders, history=history))
+    assert verdict.status is Status.FAIL
+    assert (
+        "an empty epoch: none of 3 requested rows came back usable (3 aborted placeholders)"
+        in verdict.summary
+    )
+    assert verdict.evidence[0] == "3x agent->resources down"
+    assert "inject" in verdict.evidence[1]
+
+
+def test_no_empty_epoch_passes_one_usable_row_or_a_raise() -> None:
+    mixed = [rollout(0, "aborted", error="x"), rollout(1, "truncated")]
+    assert NoEmptyEpoch().check(observe(2, mixed)).status is Status.PASS
+    assert NoEmptyEpoch().check(observe(2, None, raised=RuntimeError("down"))).status is Status.PASS
+    assert NoEmptyEpoch().check(observe(2, [])).status is Status.FAIL
+
+
+def test_a_bare_cancelled_error_hides_nothing_when_the_collection_was_cancelled_from_outside() -> None:
+    history = History()
+    bare = observe(2, None, history=history, raised=asyncio.CancelledError())
+    assert RootCauseVisible().check(bare).status is Status.FAIL
+    history.append("fault", "info", "inject", {"fault": "cancel", "target": "collector", "cancelled": True})
+    verdict = RootCauseVisible().check(bare)
+    assert verdict.status is Status.PASS
+    assert "cancelled from outside" in verdict.summary
