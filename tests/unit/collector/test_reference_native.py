@@ -179,3 +179,20 @@ async def test_the_per_sample_known_bug_is_caught_here_too(policy_url: str) -> N
         "per-sample env evaluation in validation: the environment served 4 env.step calls where 2 batched"
         in verdict.summary
     )
+
+
+async def test_the_mixed_groups_known_bug_is_caught_from_what_the_environment_served(policy_url: str) -> None:
+    from fixtures.collectors import mixed_env_batch
+
+    ctx = _context(policy_url)
+    rows = _rows("1+1", "2+2", "3+3")
+    rows[2]["task"] = "echo"
+    observation = await observe(
+        mixed_env_batch.factory(ctx), rows, mode="validation", history=ctx.history, deadline_s=10
+    )
+    assert _env(ctx).batch_sizes == [3, 3]  # one call per turn, both groups in it
+    steps = ctx.history.events(source="collector", op="env_step")
+    assert len(steps) == 2, "by its own record, one batched call per turn"
+    [verdict] = check_all(observation, ["batched_env_eval"])
+    assert verdict.status is Status.FAIL, verdict.render()
+    assert "2 env.step calls mixed task groups" in verdict.summary
