@@ -18,7 +18,15 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks import batched_validation, catalog, fault_latency, overhead, policy_batching, stack_start
+from benchmarks import (
+    batched_validation,
+    catalog,
+    fault_latency,
+    gate,
+    overhead,
+    policy_batching,
+    stack_start,
+)
 from benchmarks._result import Result, table
 
 BENCHMARKS: dict[str, Callable[[bool], Result]] = {
@@ -28,6 +36,7 @@ BENCHMARKS: dict[str, Callable[[bool], Result]] = {
     "fault_to_verdict": lambda quick: fault_latency.run(repeats=3 if quick else 10),
     "batched_validation": lambda quick: batched_validation.run(batch=64),
     "catalog": lambda _quick: catalog.run(),
+    "gate": lambda _quick: gate.run(),
 }
 
 

@@ -82,6 +82,16 @@ def _parser() -> argparse.ArgumentParser:
     proxy.add_argument("--config", metavar="FILE", default="", help="JSON list of proxies to create at start")
     proxy.add_argument("--seed", type=int, default=None, help="Seed for jitter, slicing and toxicity")
     proxy.set_defaults(handler=_toxiproxy)
+
+    from pytest_rollout_chaos.gate import command as gate_command
+
+    gate = commands.add_parser(
+        "gate",
+        help="Compare the catalog on a trainer's base and head trees (a PR gate)",
+        description=gate_command.DESCRIPTION,
+    )
+    gate_command.add_arguments(gate)
+    gate.set_defaults(handler=gate_command.run)
     return parser
 
 

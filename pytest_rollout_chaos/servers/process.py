@@ -184,7 +184,7 @@ class ManagedProcess:
                 f"command: {self.command_line()}\nhint: {self.spec.hint or 'is the program installed?'}"
             ) from error
         self.started_at = time.monotonic()
-        _reaper().add(self._popen.pid)
+        reaper().add(self._popen.pid)
         self._waiter = threading.Thread(
             target=self._wait_for_exit, name=f"exit-watch-{self.name}", daemon=True
         )
@@ -224,7 +224,7 @@ class ManagedProcess:
         code = popen.wait()
         if self._waiter is not None:
             self._waiter.join(timeout=1.0)
-        _reaper().remove(popen.pid)
+        reaper().remove(popen.pid)
         self._close_log()
         return code
 
@@ -352,5 +352,6 @@ _REAPER = _Reaper()
 atexit.register(_REAPER.close)
 
 
-def _reaper() -> _Reaper:
+def reaper() -> _Reaper:
+    """This process's reaper: a process group added to it dies with this process, however it ends."""
     return _REAPER

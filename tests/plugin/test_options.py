@@ -25,6 +25,7 @@ def test_help_lists_every_option_in_the_group(pytester: pytest.Pytester) -> None
         s.OPT_GYM,
         s.OPT_GYM_PYTHON,
         s.OPT_POLICY_URL,
+        s.OPT_UPSTREAM,
         s.OPT_SEED,
         s.OPT_REPORT,
     ):
@@ -118,6 +119,10 @@ def test_ini_twins_and_option_precedence(pytester: pytest.Pytester) -> None:
             "*--rollout-chaos-target: invalid value 'nomodule' (valid: reference*",
         ),
         ("--rollout-chaos-model=missing", "*model directory * does not exist*"),
+        (
+            "--rollout-chaos-upstream=no-tree",
+            "*--rollout-chaos-upstream: directory '*no-tree' does not exist (valid: a checkout or unpacked*",
+        ),
     ],
 )
 def test_bad_values_are_usage_errors(pytester: pytest.Pytester, argument: str, expected: str) -> None:
@@ -170,3 +175,25 @@ def test_without_the_flag_nothing_starts_and_no_yaml_is_collected(pytester: pyte
     result.assert_outcomes(passed=1, skipped=2)
     result.stdout.fnmatch_lines(["*rollout-chaos is off: pass --rollout-chaos*"])
     assert not marker.exists()
+
+
+def test_the_upstream_tree_comes_first_on_sys_path(pytester: pytest.Pytester) -> None:
+    """A trainer package in the tree shadows an installed one of the same name."""
+    tree = pytester.mkdir("trainer-tree")
+    (tree / "json").mkdir()  # a package named like a stdlib module: only sys.path order finds it
+    (tree / "json" / "__init__.py").write_text("FROM_THE_TREE = True\n")
+    pytester.makeini("[pytest]\n" + INNER_ASYNCIO_INI)
+    pytester.makepyfile(
+        """
+        import importlib, sys
+
+        def test_tree_first():
+            sys.modules.pop("json", None)
+            assert importlib.import_module("json").FROM_THE_TREE
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "--rollout-chaos", f"--rollout-chaos-upstream={tree}", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"*rollout-chaos: target=reference*upstream={tree}*"])

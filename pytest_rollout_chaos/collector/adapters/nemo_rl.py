@@ -1,8 +1,72 @@
-"""The ``nemo_rl`` adapter: NeMo RL's real rollout code against the stack (written in its own change)."""
+"""The ``nemo_rl`` adapter: NeMo RL's real NeMo Gym rollout path against the stack.
+
+Train mode runs, from the tree ``--rollout-chaos-upstream`` names (or the installed package):
+the trainer-side caller (``nemo_rl.experience.rollouts.run_async_nemo_gym_rollout``, or
+``run_nemo_gym_rollout_sync`` on trees whose actor streams its rows) and, under it, the actor
+method ``NemoGym.run_rollouts`` with NeMo RL's own postprocessing, NaN retry, ordering and
+metrics. Which API a tree has is read from it at run time: a ``run_rollouts`` that is an async
+generator is consumed as Ray's ``num_returns="streaming"``, else it returns one list.
+
+Real: everything of NeMo RL above; the Gym client (``ctx.gym``, NeMo Gym's transport over HTTP
+to our agents) behind NeMo Gym's ``RolloutCollectionHelper.run_examples(examples=...,
+head_server_config=...)`` signature; a ``transformers`` tokenizer over the policy's tokenizer.
+
+Faked, as NeMo RL's own CPU tests fake them (``tests/unit/environments/test_nemo_gym.py`` and
+``tests/unit/experience/test_rollouts.py``): the Ray actor (the plain class from
+``NemoGym.__ray_metadata__.modified_class``; the spin-up that would start Gym servers is
+skipped, our stack runs them, and what it would set is set here), its handle (``.remote()``
+runs the method on the collection's event loop) and ``ray.get`` (waits for that). Arguments
+and results pass by reference, not through Ray's serializer, and an actor's exception reaches
+the caller as itself, not wrapped in ``RayTaskError``. A real local Ray actor would run in
+another process, away from ``ctx.gym`` (the client the ``short_results`` fault arms and that
+records into this History), and ``ray.init`` costs tens of seconds of a small CI box.
+
+The caller blocks in ``ray.get``, so it runs on a worker thread while the actor's coroutine
+runs on the event loop, as a trainer's driver blocks while the actor's loop works.
+
+Mapping, one Rollout per row of NeMo RL's ``final_batch`` (input order): one Turn per assistant
+message, its prompt every token before it in the message log (what NeMo RL trains on), its
+logprobs as NeMo RL kept them; ``truncated`` from ``final_batch["truncated"]``, the reward from
+``total_reward``. NeMo RL has no per-row failure, so no rollout is ever aborted: whatever fails,
+fails the batch, and this collector raises what the caller raised (on the pre-#2394 tree a row
+the Gym never returned is a ``None`` slot and the caller's ``TypeError``). A row missing from
+``final_batch`` stays missing.
+
+Validation mode is ``nemo_rl_validation.collect``; native style in train mode (NeMo RL's
+``run_multi_turn_rollout``) is not driven and skips, saying so.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import copy
+import importlib
+import inspect
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, ClassVar, Final
+from urllib.parse import urlsplit
+
+import pytest
+
+from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos.collector.adapters.nemo_rl_ray import ActorHandle, in_thread, ray_get_faked
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
+from pytest_rollout_chaos.collector.protocol import (
+    Collector,
+    CollectorContext,
+    Mode,
+    Rollout,
+    Row,
+    Style,
+    Turn,
+    row_index,
+)
+from pytest_rollout_chaos.errors import CollectorTargetError
 
 UPSTREAM = Upstream(
     adapter="nemo_rl",
@@ -12,3 +76,331 @@ UPSTREAM = Upstream(
         "ray==2.60.0 datasets fastapi uvicorn pyzmq rich tqdm wandb decord"
     ),
 )
+SOURCE: Final = "collector"
+NATIVE_TRAIN_SKIP: Final = (
+    "native-style train mode is NeMo RL's run_multi_turn_rollout, which the nemo_rl adapter does not "
+    "drive; its train mode is the NeMo Gym path (gym style)"
+)
+
+
+# -- what spin-up would have set ------------------------------------------------------------------
+
+
+class GymHelper:
+    """NeMo Gym's ``RolloutCollectionHelper`` for the actor, over this stack's Gym client."""
+
+    def __init__(self, ctx: CollectorContext) -> None:
+        self._ctx = ctx
+        self.calls = 0
+        head = urlsplit(str(getattr(ctx.gym, "head_url", "")))
+        self.head_server_config = SimpleNamespace(host=head.hostname, port=head.port)
+
+    def run_examples(
+        self, examples: list[dict[str, Any]], head_server_config: Any = None, semaphore: Any = None
+    ) -> Any:
+        """One ``/run`` per example, awaitables in completion order (the client's own contract)."""
+        if semaphore is not None:
+            raise CollectorTargetError("NeMo RL passed run_examples a semaphore; the Gym client takes none")
+        self.calls += 1
+        # A second call in one collection is NeMo RL re-running the whole batch: a retry.
+        self._ctx.history.append(
+            SOURCE,
+            "info",
+            "upstream" if self.calls == 1 else "retry",
+            {"call": "RolloutCollectionHelper.run_examples", "rows": len(examples), "attempt": self.calls},
+        )
+        return self._ctx.gym.run_examples(examples)
+
+
+class StackServers:
+    """Stands for NeMo Gym's ``RunHelper``: the Gym servers are the stack's, running already."""
+
+    def poll(self) -> None:
+        return None
+
+    def shutdown(self) -> None:
+        return None
+
+
+# -- the collector ------------------------------------------------------------------------------
+
+
+class NemoRLCollector:
+    """Train mode through NeMo RL's NeMo Gym caller; validation mode through ``nemo_rl_validation``."""
+
+    styles: ClassVar[tuple[Style, ...]] = ("gym", "native")
+    modes: ClassVar[tuple[Mode, ...]] = ("train", "validation")
+    helper_class: ClassVar[type[GymHelper]] = GymHelper
+
+    def __init__(self, ctx: CollectorContext) -> None:
+        self._ctx = ctx
+        # Imported and loaded here, before any deadline runs: the first import of NeMo RL takes
+        # seconds, and the event loop would stand still for them inside the collection.
+        self._trainer = load_trainer()
+        self._tokenizer = trainer_tokenizer(ctx)
+        _preload_validation()
+
+    async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
+        if mode == "validation":
+            return await _validation(self._ctx, rows)
+        if self._ctx.settings.style == "native":
+            pytest.skip(NATIVE_TRAIN_SKIP)
+        history = self._ctx.history
+        history.append(SOURCE, "invoke", "collect", {"rows": len(rows), "mode": mode, "style": "gym"})
+        try:
+            rollouts = await self._train(rows)
+        except BaseException as error:
+            history.append(SOURCE, "fail", "collect", {"error": f"{type(error).__name__}: {error}"})
+            raise
+        history.append(SOURCE, "ok", "collect", {"returned": len(rollouts)})
+        return rollouts  # type: ignore[return-value]  # None entries: rows NeMo RL lost, left visible
+
+    async def _train(self, rows: Sequence[Row]) -> list[Rollout | None]:
+        trainer, tokenizer = self._trainer, self._tokenizer
+        loop = asyncio.get_running_loop()
+        helper = self.helper_class(self._ctx)
+        handle = ActorHandle(trainer.actor(self._ctx, helper, tokenizer), loop, self._remote_called)
+        call = trainer.caller_call(self._ctx, rows, handle, tokenizer)
+        name = f"{trainer.caller.__module__}.{trainer.caller.__name__}"
+        data = {"call": name, "api": "streaming" if trainer.streaming else "list", "rows": len(rows)}
+        self._ctx.history.append(SOURCE, "invoke", "upstream", data)
+        try:
+            with ray_get_faked(trainer.rollouts), trainer_warnings():
+                result = await in_thread(loop, call)
+        except BaseException as error:
+            self._ctx.history.append(
+                SOURCE, "fail", "upstream", {"call": name, "error": f"{type(error).__name__}: {error}"}
+            )
+            raise
+        finally:
+            handle.cancel_pending()
+        self._ctx.history.append(SOURCE, "ok", "upstream", {"call": name})
+        rollouts = rollouts_from_batch(rows, result.final_batch, attempts=max(1, helper.calls))
+        for rollout in rollouts:
+            if rollout is not None:
+                self._ctx.history.append(
+                    SOURCE, "info", "rollout", {"row": rollout.row_index, "status": rollout.status}
+                )
+        return rollouts
+
+    def _remote_called(self, method: str, options: dict[str, Any]) -> None:
+        # Called from the caller's thread; the History is thread-safe.
+        self._ctx.history.append(SOURCE, "info", "upstream", {"call": f"{method}.remote", **options})
+
+
+def factory(ctx: CollectorContext) -> Collector:
+    """``--rollout-chaos-target=nemo_rl``."""
+    return NemoRLCollector(ctx)
+
+
+async def _validation(ctx: CollectorContext, rows: Sequence[Row]) -> list[Rollout]:
+    from pytest_rollout_chaos.collector.adapters import nemo_rl_validation
+
+    return await nemo_rl_validation.collect(ctx, rows)
+
+
+def _preload_validation() -> None:
+    """``validate()``'s modules, imported off any deadline (they take seconds the first time)."""
+    from pytest_rollout_chaos.collector.adapters import nemo_rl_validation
+
+    nemo_rl_validation.preload()
+
+
+# -- NeMo RL, as the tree has it ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Trainer:
+    """The NeMo RL code one collection drives, and which API generation it is."""
+
+    actor_class: type
+    caller: Callable[..., Any]
+    rollouts: Any  # the nemo_rl.experience.rollouts module
+    batch_class: type
+    streaming: bool
+
+    def actor(self, ctx: CollectorContext, helper: GymHelper, tokenizer: Any) -> Any:
+        """A ``NemoGym`` with what its spin-up sets, over our servers instead of starting its own."""
+        cfg = {"model_name": ctx.model, "base_urls": [ctx.policy], "initial_global_config_dict": {}}
+        actor: Any
+        if hasattr(self.actor_class, "_spinup"):  # spin-up lives outside __init__: __init__ is safe
+            actor = self.actor_class(cfg)
+        else:  # __init__ is the spin-up (starts Gym servers): skipped, as NeMo RL's tests do
+            actor = object.__new__(self.actor_class)
+            actor.cfg = cfg
+        actor.rch = helper
+        actor.head_server_config = helper.head_server_config
+        actor.rh = StackServers()
+        # NeMo RL's knob for whole-batch NaN retries (trees that have it); the trainer's rollout config
+        actor.rollout_max_attempts_to_avoid_lp_nan = ctx.settings.max_logprob_attempts
+        if callable(getattr(actor, "set_tokenizer", None)):  # trees where the actor holds its tokenizer
+            actor.set_tokenizer(tokenizer)
+        return actor
+
+    def caller_call(
+        self, ctx: CollectorContext, rows: Sequence[Row], handle: ActorHandle, tokenizer: Any
+    ) -> Callable[[], Any]:
+        """The caller bound to its arguments, as NeMo RL's GRPO loop calls it."""
+        import torch
+
+        batch = self.batch_class(
+            {
+                # Rows travel as NeMo RL's dataset gives them: each its own dict, changed in place.
+                "extra_env_info": [_copy_row(row) for row in rows],
+                "loss_multiplier": torch.ones(len(rows)),
+            }
+        )
+        offered = {
+            "policy_generation": SimpleNamespace(
+                cfg={"vllm_cfg": {"max_model_len": _max_model_len(tokenizer)}}
+            ),
+            "input_batch": batch,
+            "tokenizer": tokenizer,
+            "task_to_env": {"nemo_gym": handle},
+            "generation_config": _generation_config(ctx),
+            "log_full_result_tables": False,
+        }
+        parameters = inspect.signature(self.caller).parameters
+        kwargs = {name: value for name, value in offered.items() if name in parameters}
+        unknown = [
+            name
+            for name, parameter in parameters.items()
+            if name not in kwargs and parameter.default is inspect.Parameter.empty
+        ]
+        if unknown:
+            raise CollectorTargetError(
+                f"{self.caller.__module__}.{self.caller.__name__} needs {unknown}, which this adapter "
+                "does not know how to give; this NeMo RL tree is newer than the adapter"
+            )
+        return lambda: self.caller(**kwargs)
+
+
+def load_trainer() -> Trainer:
+    """NeMo RL's actor class and caller from the importable tree; which API they speak."""
+    gym_module = importlib.import_module("nemo_rl.environments.nemo_gym")
+    rollouts = importlib.import_module("nemo_rl.experience.rollouts")
+    batches = importlib.import_module("nemo_rl.distributed.batched_data_dict")
+    remote_class = gym_module.NemoGym
+    metadata = getattr(remote_class, "__ray_metadata__", None)
+    actor_class = metadata.modified_class if metadata is not None else remote_class
+    caller = getattr(rollouts, "run_nemo_gym_rollout_sync", None) or rollouts.run_async_nemo_gym_rollout
+    if inspect.iscoroutinefunction(caller) or inspect.isasyncgenfunction(caller):
+        raise CollectorTargetError(
+            f"{rollouts.__name__}.{caller.__name__} is async and there is no synchronous wrapper; "
+            "this NeMo RL tree is newer than the adapter"
+        )
+    streaming = inspect.isasyncgenfunction(actor_class.run_rollouts)
+    return Trainer(actor_class, caller, rollouts, batches.BatchedDataDict, streaming)
+
+
+def trainer_tokenizer(ctx: CollectorContext) -> Any:
+    """A ``transformers`` tokenizer for the policy, as a trainer loads one from the model directory.
+
+    The context carries the policy's ``tokenizers.Tokenizer``, not its directory: when it is the
+    bundled model's, that directory is loaded (chat template included); otherwise the tokenizer
+    is wrapped, its EOS the policy's and, as NeMo RL's ``get_tokenizer`` does for a tokenizer
+    without one, its pad token the EOS.
+    """
+    transformers = importlib.import_module("transformers")
+    if ctx.tokenizer is None:
+        raise CollectorTargetError("the nemo_rl adapter needs the policy's tokenizer; the context has none")
+    tiny = bundled.tiny_model_dir()
+    if _same_tokenizer(ctx.tokenizer, tiny / "tokenizer.json"):
+        return transformers.AutoTokenizer.from_pretrained(str(tiny))
+    eos = next((ctx.tokenizer.id_to_token(token) for token in ctx.eos_token_ids), None)
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=ctx.tokenizer, eos_token=eos, pad_token=eos)
+
+
+def _same_tokenizer(tokenizer: Any, path: Path) -> bool:
+    if not path.is_file() or not callable(getattr(tokenizer, "to_str", None)):
+        return False
+    from tokenizers import Tokenizer
+
+    return bool(tokenizer.to_str() == Tokenizer.from_file(str(path)).to_str())
+
+
+def _max_model_len(tokenizer: Any) -> int:
+    """The engine's context length as NeMo RL reads it (``vllm_cfg.max_model_len``): the model's."""
+    length = getattr(tokenizer, "model_max_length", None)
+    return int(length) if isinstance(length, int) and 0 < length < 1_000_000_000 else 4096
+
+
+def _generation_config(ctx: CollectorContext) -> dict[str, Any]:
+    """A NeMo Gym generation config (no stop criteria, no top-k: NeMo RL asserts so)."""
+    settings = ctx.settings
+    return {
+        "backend": "vllm",
+        "temperature": settings.temperature,
+        "top_p": 1.0,
+        "top_k": None,
+        "val_temperature": settings.temperature,
+        "val_top_p": 1.0,
+        "val_top_k": None,
+        "max_new_tokens": settings.max_new_tokens,
+        "stop_strings": None,
+        "stop_token_ids": None,
+    }
+
+
+def _copy_row(row: Row) -> dict[str, Any]:
+    return copy.deepcopy(dict(row))
+
+
+@contextlib.contextmanager
+def trainer_warnings() -> Iterator[None]:
+    """NeMo RL's own warnings (a tensor copied with ``torch.tensor``, ...) stay warnings, as in a
+    training run, even under a test suite's ``filterwarnings = error``: they are not its outcome."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("default", module=r"nemo_rl(\.|$)")
+        yield
+
+
+# -- NeMo RL's output as Rollouts -----------------------------------------------------------------
+
+
+def rollouts_from_batch(rows: Sequence[Row], final_batch: Any, *, attempts: int) -> list[Rollout | None]:
+    """One Rollout per row of ``final_batch`` (input order); a row it lacks stays ``None``."""
+    logs = list(final_batch["message_log"])
+    rewards = _values(final_batch["total_reward"])
+    truncated = _values(final_batch["truncated"])
+    out: list[Rollout | None] = []
+    for position, row in enumerate(rows):
+        log = logs[position] if position < len(logs) else None
+        if log is None:
+            out.append(None)
+            continue
+        out.append(
+            Rollout(
+                row_index=row_index(row, position),
+                status="truncated" if bool(truncated[position]) else "completed",
+                reward=float(rewards[position]),
+                turns=turns_from_message_log(log),
+                attempts=attempts,
+            )
+        )
+    return out
+
+
+def turns_from_message_log(log: Sequence[Any]) -> list[Turn]:
+    """One Turn per assistant message; its prompt is every token that comes before it."""
+    seen: list[int] = []
+    turns = []
+    for message in log:
+        ids = [int(token) for token in _values(message["token_ids"])]
+        if message["role"] == "assistant":
+            logprobs = message.get("generation_logprobs")
+            turns.append(
+                Turn(
+                    prompt_token_ids=list(seen),
+                    generation_token_ids=ids,
+                    generation_log_probs=[] if logprobs is None else [float(v) for v in _values(logprobs)],
+                )
+            )
+        seen.extend(ids)
+    return turns
+
+
+def _values(data: Any) -> list[Any]:
+    """A tensor's or a list's items as plain Python values."""
+    tolist = getattr(data, "tolist", None)
+    return list(tolist()) if callable(tolist) else list(data)

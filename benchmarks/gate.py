@@ -1,0 +1,80 @@
+"""Gate wall time per trainer: ``rollout-chaos gate`` over the pinned base and head trees, whole catalog.
+
+For each trainer pair in ``../shared/upstream`` (the pre-fix tree and the PR tree the adapters'
+tests use) it runs the gate as a user would, in a subprocess, and reports the wall time of each
+side and of the whole gate, and the gate's exit status and summary line. A pair whose trees are
+absent, or whose trainer the running interpreter cannot import, is reported as skipped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks._result import Number, Result
+
+REPO = Path(__file__).resolve().parent.parent
+UPSTREAM = REPO.parent / "shared" / "upstream"
+TIMEOUT_S = 3600.0
+
+# trainer -> (module that must import, base tarball, head tarball, the scenario the head fixes)
+PAIRS: dict[str, tuple[str, str, str, str]] = {
+    "slime": ("httpx", "slime-fec3da9b", "slime-1bc255ed", "trajectory-exception-isolated"),
+    "nemo_rl": ("ray", "nemo-rl-3eebe4da", "nemo-rl-964b609a", "short-results"),
+}
+
+
+def run(*, trainers: list[str] | None = None) -> Result:
+    numbers: list[Number] = []
+    details: dict[str, object] = {}
+    for trainer in trainers or list(PAIRS):
+        needs, base, head, fixed = PAIRS[trainer]
+        trees = [UPSTREAM / f"{name}.tar.gz" for name in (base, head)]
+        if not all(tree.is_file() for tree in trees):
+            details[trainer] = f"skipped: {trees[0].parent} has no {base} / {head} archives"
+            continue
+        if importlib.util.find_spec(needs) is None:
+            details[trainer] = f"skipped: this interpreter cannot import {needs} (use the trainers' venv)"
+            continue
+        wall_s, facts = _gate(trainer, *trees, fixed)
+        details[trainer] = facts
+        numbers.append(Number(f"{trainer} gate (base + head)", wall_s, "s"))
+        for side in ("base", "head"):
+            if isinstance(facts.get(side), dict):
+                numbers.append(Number(f"{trainer} {side} side", facts[side]["wall_s"], "s"))
+    if not numbers:
+        return Result("gate", skipped="; ".join(f"{k}: {v}" for k, v in details.items()) or "no pair")
+    return Result("gate", tuple(numbers), details=details)
+
+
+def _gate(trainer: str, base: Path, head: Path, fixed: str) -> tuple[float, dict[str, object]]:
+    with tempfile.TemporaryDirectory(prefix="gate-benchmark-") as scratch:
+        report = Path(scratch) / "gate.json"
+        command = [
+            sys.executable, "-m", "pytest_rollout_chaos.cli", "gate", "--target", trainer,
+            "--base", str(base), "--head", str(head), "--expect-fixed", fixed, "--json", str(report),
+        ]  # fmt: skip
+        began = time.perf_counter()
+        finished = subprocess.run(
+            command, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+        )
+        wall_s = time.perf_counter() - began
+        lines = finished.stdout.strip().splitlines()
+        facts: dict[str, object] = {"exit_code": finished.returncode, "summary": lines[-1] if lines else ""}
+        if report.is_file():
+            document = json.loads(report.read_text())
+            facts |= {"base": document["base"], "head": document["head"]}
+        else:
+            facts["stderr"] = finished.stderr[-2000:]
+    return wall_s, facts
+
+
+if __name__ == "__main__":
+    from benchmarks._result import table
+
+    print(table([run(trainers=sys.argv[1:] or None)]))

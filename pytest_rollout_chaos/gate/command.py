@@ -1,0 +1,161 @@
+"""``rollout-chaos gate``: check what was asked, run base then head, compare, write the outputs.
+
+Exit status: 0 when no scenario regressed and every ``--expect-fixed`` scenario went from red to
+green; 1 otherwise; 2 when the gate could not judge (bad usage, a side that ran no scenario).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final, TextIO
+
+from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos.gate import render
+from pytest_rollout_chaos.gate.compare import compare
+from pytest_rollout_chaos.gate.sides import (
+    GateUsageError,
+    SideRequest,
+    SideRun,
+    check_python,
+    prepare_tree,
+    run_side,
+)
+from pytest_rollout_chaos.scenario.model import SUFFIX, ScenarioFileError, load_scenario
+
+EXIT_CANNOT_JUDGE: Final = 2
+DESCRIPTION: Final = (
+    "Run the scenarios (the built-in catalog by default) against a trainer's base tree and its head "
+    "tree, same seed, each in its own pytest; print scenario x base x head with the invariants that "
+    "flipped. Exit 1 when head turns a passing scenario red or an --expect-fixed scenario is not red "
+    "on base and green on head, 2 when a side could not be judged, 0 otherwise."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", required=True, help="nemo_rl, slime, verl, or MODULE:FACTORY")
+    parser.add_argument("--base", required=True, type=Path, help="The base tree: a checkout or a .tar.gz")
+    parser.add_argument("--head", required=True, type=Path, help="The head tree (the PR)")
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        help="The trainer environment's interpreter (default: this one)",
+    )
+    parser.add_argument(
+        "--expect-fixed",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="A scenario the head must fix: red on base, passed on head (repeatable)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="Seed of both sides (default: 0)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="Write the comparison as JSON")
+    parser.add_argument("--markdown", type=Path, metavar="FILE", help="Write a Markdown PR comment")
+    parser.add_argument(
+        "--timeout-s", type=float, default=1800.0, help="Deadline of each side's run (default: 1800)"
+    )
+    parser.add_argument(
+        "--pytest-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="Passed on to both pytest runs, e.g. --pytest-arg=--rollout-chaos-gym=nemo-gym (repeatable)",
+    )
+    parser.add_argument(
+        "--workdir", type=Path, help="Keep the sides' logs and JUnit XML here (default: a temporary folder)"
+    )
+    parser.add_argument(
+        "scenarios",
+        nargs="*",
+        type=Path,
+        metavar="SCENARIO_PATHS",
+        help="Files or folders (default: catalog)",
+    )
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """The gate; see the module docstring for the exit status."""
+    scratch = args.workdir or Path(tempfile.mkdtemp(prefix="rollout-chaos-gate-"))
+    keep = args.workdir is not None
+    try:
+        request = _request(args)
+        base_tree = prepare_tree(args.base, scratch / "trees" / "base")
+        head_tree = prepare_tree(args.head, scratch / "trees" / "head")
+    except GateUsageError as error:
+        print(f"rollout-chaos gate: {error}", file=err)
+        return EXIT_CANNOT_JUDGE
+
+    def progress(line: str) -> None:
+        print(line, file=err, flush=True)
+
+    print(f"rollout-chaos gate: {args.target}, base {base_tree} then head {head_tree}", file=err, flush=True)
+    base = run_side("base", base_tree, request, scratch, progress)
+    head = run_side("head", head_tree, request, scratch, progress)
+    unjudged = [side for side in (base, head) if not side.verdicts]
+    if unjudged:
+        for side in unjudged:
+            print(_cannot_judge(side), file=err)
+        print(f"logs kept in {scratch}", file=err)
+        return EXIT_CANNOT_JUDGE
+    decision = compare(base.verdicts, head.verdicts, args.expect_fixed)
+    print(render.text(decision, base, head), file=out)
+    if args.json is not None:
+        args.json.write_text(
+            render.as_json(
+                decision, base, head, target=args.target, seed=args.seed, scenarios=request.scenarios
+            ),
+            encoding="utf-8",
+        )
+    if args.markdown is not None:
+        args.markdown.write_text(render.markdown(decision, base, head, args.target), encoding="utf-8")
+    if decision.passed and not keep:
+        shutil.rmtree(scratch, ignore_errors=True)
+    elif not decision.passed:
+        print(f"logs kept in {scratch}", file=err)
+    return decision.exit_code
+
+
+def _request(args: argparse.Namespace) -> SideRequest:
+    """What both sides run; unknown ``--expect-fixed`` names are caught before two long runs."""
+    paths = [str(path) for path in args.scenarios] or [str(bundled.catalog_dir())]
+    names = _scenario_names(args.scenarios or [bundled.catalog_dir()])
+    unknown = [name for name in args.expect_fixed if name not in names]
+    if unknown:
+        raise GateUsageError(
+            f"--expect-fixed {', '.join(unknown)}: no such scenario among those run "
+            f"(valid: {', '.join(sorted(names))})"
+        )
+    check_python(args.python)
+    return SideRequest(
+        target=args.target,
+        python=args.python,
+        seed=args.seed,
+        scenarios=paths,
+        pytest_args=args.pytest_arg,
+        timeout_s=args.timeout_s,
+    )
+
+
+def _scenario_names(paths: Sequence[Path]) -> set[str]:
+    names: set[str] = set()
+    for path in paths:
+        if not path.exists():
+            raise GateUsageError(f"{path}: no such scenario file or folder")
+        for file in sorted(path.rglob(f"*{SUFFIX}")) if path.is_dir() else [path]:
+            try:
+                names.add(load_scenario(file).name)
+            except ScenarioFileError as error:
+                raise GateUsageError(
+                    f"{file}: invalid scenario (see rollout-chaos validate {file}): {error.problems[0]}"
+                ) from error
+    return names
+
+
+def _cannot_judge(side: SideRun) -> str:
+    why = "timed out" if side.timed_out else f"pytest exited {side.exit_code} with no scenario verdicts"
+    tail = "\n".join(f"  | {line}" for line in side.output_tail[-20:])
+    return f"rollout-chaos gate: the {side.label} run ({side.tree}) {why}; its last lines:\n{tail}"

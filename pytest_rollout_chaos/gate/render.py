@@ -1,0 +1,102 @@
+"""The gate's outputs: a table for the terminal, Markdown for a PR comment, JSON for machines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_rollout_chaos.gate.compare import GateDecision, ScenarioComparison
+from pytest_rollout_chaos.gate.sides import SideRun
+from pytest_rollout_chaos.gate.verdicts import ScenarioVerdicts
+
+_SHOWN = {"passed": "passed", "failed": "FAILED", "error": "ERROR", "skipped": "skipped"}
+
+
+def _cell(verdicts: ScenarioVerdicts | None) -> str:
+    return "-" if verdicts is None else _SHOWN[verdicts.outcome]
+
+
+def _change(scenario: ScenarioComparison) -> str:
+    return f"{scenario.change} (expected)" if scenario.expected_fixed else scenario.change
+
+
+def summary(decision: GateDecision) -> str:
+    """One line: how many scenarios moved which way, and the decision."""
+    counts = ", ".join(
+        f"{decision.count(change)} {change}"
+        for change in ("fixed", "regression", "changed", "same", "base only", "head only")
+        if decision.count(change)
+    )
+    verdict = "PASS" if decision.passed else "FAIL"
+    return f"gate {verdict}: {counts or 'no scenarios'}"
+
+
+def text(decision: GateDecision, base: SideRun, head: SideRun) -> str:
+    """The terminal table, scenario x base x head, then the sides' wall times and the failures."""
+    rows = [("scenario", "base", "head", "change", "invariants that flipped")]
+    rows += [
+        (s.name, _cell(s.base), _cell(s.head), _change(s), ", ".join(s.flipped) or "")
+        for s in decision.scenarios
+    ]
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + row[4]
+        for row in rows
+    ]
+    lines.append("")
+    for side in (base, head):
+        lines.append(f"{side.label}: {side.tree} ({side.wall_s:.0f} s, pytest exit {side.exit_code})")
+    lines += [f"  {failure}" for failure in decision.failures]
+    lines.append(summary(decision))
+    return "\n".join(lines)
+
+
+def markdown(decision: GateDecision, base: SideRun, head: SideRun, target: str) -> str:
+    """A PR comment: the decision first, then what changed, then the unchanged scenarios folded."""
+    mark = "✅" if decision.passed else "❌"
+    lines = [
+        f"### {mark} rollout-chaos gate (`{target}`): {summary(decision).removeprefix('gate ')}",
+        "",
+        f"base `{base.tree.name}` ({base.wall_s:.0f} s) → head `{head.tree.name}` ({head.wall_s:.0f} s)",
+        "",
+    ]
+    if decision.failures:
+        lines += [f"- **{failure}**" for failure in decision.failures] + [""]
+    moved = [s for s in decision.scenarios if s.change != "same"]
+    still = [s for s in decision.scenarios if s.change == "same"]
+    if moved:
+        lines += ["| scenario | base | head | change | invariants that flipped |", "|---|---|---|---|---|"]
+        lines += [
+            f"| `{s.name}` | {_cell(s.base)} | {_cell(s.head)} | {_change(s)} | {', '.join(s.flipped)} |"
+            for s in moved
+        ]
+        lines.append("")
+    if still:
+        lines += [
+            f"<details><summary>{len(still)} scenario(s) unchanged</summary>",
+            "",
+            "| scenario | base and head |",
+            "|---|---|",
+        ]
+        lines += [f"| `{s.name}` | {_cell(s.base)} |" for s in still]
+        lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def as_json(
+    decision: GateDecision, base: SideRun, head: SideRun, *, target: str, seed: int, scenarios: Sequence[str]
+) -> str:
+    """Per scenario and side, the outcome and each invariant's verdict; the decision and its reasons."""
+    document: dict[str, Any] = {
+        "target": target,
+        "seed": seed,
+        "scenario_paths": list(scenarios),
+        "base": base.to_json(),
+        "head": head.to_json(),
+        "passed": decision.passed,
+        "exit_code": decision.exit_code,
+        "failures": list(decision.failures),
+        "scenarios": [scenario.to_json() for scenario in decision.scenarios],
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,221 @@
+"""Running one side of the gate: the scenarios against one trainer tree, in a pytest subprocess.
+
+The child is an ordinary ``pytest --rollout-chaos`` run with ``--rollout-chaos-upstream`` naming
+the tree, so what the gate judges is exactly what a user's own run would. Its progress lines are
+passed on as they come; the whole run has a deadline, and the child's process group is registered
+with the reaper, so it is stopped on every path, the gate itself being killed included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import re
+import signal
+import subprocess
+import tarfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from pytest_rollout_chaos.gate.verdicts import ScenarioVerdicts, read_junit
+from pytest_rollout_chaos.servers.process import reaper
+
+ARCHIVE_SUFFIXES: Final = (".tar.gz", ".tgz", ".tar")
+STOP_GRACE_S: Final = 15.0
+OUTPUT_TAIL_LINES: Final = 40
+# A scenario's status line under ``-v``: ``scenarios/x.chaos.yaml::x PASSED  [ 4%]``.
+STATUS_LINE: Final = re.compile(r"::(?P<name>[\w.-]+) (?P<outcome>PASSED|FAILED|ERROR|SKIPPED)\b")
+COLLECTED_LINE: Final = re.compile(r"\bcollected (?P<count>\d+) items?")
+
+
+class GateUsageError(Exception):
+    """The gate cannot run as asked (a tree that does not exist, an interpreter without the plugin)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SideRequest:
+    """What both sides share: the trainer, the interpreter, the seed, the scenarios, the deadline."""
+
+    target: str
+    python: str
+    seed: int
+    scenarios: Sequence[str]
+    pytest_args: Sequence[str] = ()
+    timeout_s: float = 1800.0
+
+
+@dataclass(slots=True)
+class SideRun:
+    """One side's run: where its tree was, how the child ended, and its verdicts."""
+
+    label: str
+    tree: Path
+    exit_code: int | None = None
+    wall_s: float = 0.0
+    timed_out: bool = False
+    verdicts: dict[str, ScenarioVerdicts] = field(default_factory=dict)
+    log: Path | None = None
+    output_tail: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "tree": str(self.tree),
+            "exit_code": self.exit_code,
+            "wall_s": round(self.wall_s, 1),
+            "timed_out": self.timed_out,
+            "log": str(self.log) if self.log else None,
+        }
+
+
+def prepare_tree(path: Path, scratch: Path) -> Path:
+    """The folder to put on ``sys.path``: ``path`` itself, or where its archive was unpacked.
+
+    A ``git archive`` tarball holds one top folder named after the tree; that folder is the root.
+    """
+    if path.is_dir():
+        return path.resolve()
+    if not path.exists():
+        raise GateUsageError(f"{path}: no such folder or archive (valid: a checkout, or a .tar.gz of one)")
+    if not path.name.endswith(ARCHIVE_SUFFIXES):
+        raise GateUsageError(f"{path}: not a folder nor a {', '.join(ARCHIVE_SUFFIXES)} archive")
+    into = scratch / path.name.split(".")[0]
+    into.mkdir(parents=True, exist_ok=True)
+    try:
+        with tarfile.open(path) as archive:
+            archive.extractall(into, filter="data")
+    except (tarfile.TarError, OSError) as error:
+        raise GateUsageError(f"{path}: cannot unpack ({error})") from error
+    entries = list(into.iterdir())
+    return entries[0].resolve() if len(entries) == 1 and entries[0].is_dir() else into.resolve()
+
+
+def check_python(python: str) -> None:
+    """The interpreter must run pytest with this plugin; say so before anything starts."""
+    try:
+        subprocess.run(
+            [python, "-c", "import pytest, pytest_rollout_chaos"],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+        detail = getattr(error, "stderr", b"") or b""
+        raise GateUsageError(
+            f"--python {python}: cannot import pytest and pytest_rollout_chaos "
+            f"({detail.decode(errors='replace').strip().splitlines()[-1:] or error}); "
+            "valid: an interpreter of the trainer's environment with pytest-rollout-chaos installed"
+        ) from error
+
+
+def command(request: SideRequest, tree: Path, junit: Path, basetemp: Path) -> list[str]:
+    """The child's command line: an ordinary chaos run, verbose so its progress can be followed."""
+    return [
+        request.python,
+        "-m",
+        "pytest",
+        "--rollout-chaos",
+        f"--rollout-chaos-target={request.target}",
+        f"--rollout-chaos-upstream={tree}",
+        f"--rollout-chaos-seed={request.seed}",
+        "-p",
+        "no:cacheprovider",
+        "-v",
+        "-rs",
+        f"--junitxml={junit}",
+        f"--basetemp={basetemp}",
+        *request.pytest_args,
+        *request.scenarios,
+    ]
+
+
+def run_side(
+    label: str, tree: Path, request: SideRequest, scratch: Path, progress: Callable[[str], None]
+) -> SideRun:
+    """Run the scenarios against ``tree``; every status line goes to ``progress`` as it comes."""
+    workdir = scratch / label
+    workdir.mkdir(parents=True, exist_ok=True)
+    junit, log = workdir / "junit.xml", workdir / "pytest.log"
+    run = SideRun(label=label, tree=tree, log=log)
+    started = time.monotonic()
+    child = subprocess.Popen(
+        command(request, tree, junit, workdir / "tmp"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
+    reaper().add(child.pid)
+    try:
+        run.timed_out = not _follow(child, log, run, started + request.timeout_s, progress)
+    finally:
+        _stop(child)
+        reaper().remove(child.pid)
+        if child.stdout is not None:
+            child.stdout.close()
+    run.exit_code = child.returncode
+    run.wall_s = time.monotonic() - started
+    if junit.is_file():
+        run.verdicts = read_junit(junit)
+    return run
+
+
+def _follow(
+    child: subprocess.Popen[str], log: Path, run: SideRun, deadline: float, progress: Callable[[str], None]
+) -> bool:
+    """Copy the child's output to ``log`` and its status lines to ``progress``; False at the deadline."""
+    lines: queue.Queue[str | None] = queue.Queue()
+    assert child.stdout is not None
+    stdout = child.stdout
+
+    def read() -> None:
+        for line in stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, name=f"gate-{run.label}-output", daemon=True).start()
+    done, total = 0, "?"
+    with log.open("w", encoding="utf-8") as sink:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            try:
+                line = lines.get(timeout=min(remaining, 1.0))
+            except queue.Empty:
+                continue
+            if line is None:
+                return True
+            sink.write(line)
+            run.output_tail = [*run.output_tail[-(OUTPUT_TAIL_LINES - 1) :], line.rstrip("\n")]
+            collected = COLLECTED_LINE.search(line)
+            if collected is not None:
+                total = collected["count"]
+            status = STATUS_LINE.search(line)
+            if status is not None:
+                done += 1
+                progress(f"[{run.label} {done}/{total}] {status['name']} {status['outcome']}")
+
+
+def _stop(child: subprocess.Popen[str]) -> None:
+    """End the child's whole group: it is done already, or SIGTERM (it cleans up), then SIGKILL."""
+    if child.poll() is None:
+        _signal_group(child.pid, signal.SIGTERM)
+        try:
+            child.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _signal_group(child.pid, signal.SIGKILL)
+            child.wait(timeout=STOP_GRACE_S)
+    else:
+        _signal_group(child.pid, signal.SIGKILL)  # anything it left behind in its group
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

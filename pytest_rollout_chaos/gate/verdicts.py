@@ -1,0 +1,84 @@
+"""One side's verdicts, read back from the JUnit XML its pytest wrote.
+
+The scenario runner records on each test case the scenario's name, its outcome and every
+invariant's status as JUnit properties; a skipped or broken case has only its message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+from xml.etree import ElementTree
+
+Outcome = Literal["passed", "failed", "error", "skipped"]
+RED: Final = ("failed", "error")
+_TAGS: Final[tuple[tuple[str, Outcome], ...]] = (
+    ("failure", "failed"),
+    ("error", "error"),
+    ("skipped", "skipped"),
+)
+MESSAGE_CHARS: Final = 600
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioVerdicts:
+    """How one scenario ended on one side, and what each invariant said."""
+
+    name: str
+    outcome: Outcome
+    invariants: Mapping[str, str] = field(default_factory=dict)
+    message: str = ""
+
+    @property
+    def red(self) -> bool:
+        return self.outcome in RED
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "outcome": self.outcome,
+            "invariants": dict(self.invariants),
+            "message": self.message,
+        }
+
+
+def read_junit(path: Path) -> dict[str, ScenarioVerdicts]:
+    """Verdicts by scenario name from ``path``; test cases that are not scenarios are left out."""
+    found: dict[str, ScenarioVerdicts] = {}
+    for case in ElementTree.parse(path).getroot().iter("testcase"):
+        properties = {item.get("name", ""): item.get("value", "") for item in case.iter("property")}
+        name = properties.get("scenario") or _scenario_name(case.get("name") or "")
+        if not name:
+            continue
+        outcome, message = _outcome(case)
+        found[name] = ScenarioVerdicts(
+            name=name,
+            outcome=outcome,
+            invariants={
+                key.removeprefix("invariant:"): value
+                for key, value in properties.items()
+                if key.startswith("invariant:")
+            },
+            message=message,
+        )
+    return found
+
+
+def _scenario_name(case_name: str) -> str:
+    """A scenario item is named after its scenario; anything with a parameter id is not one."""
+    return "" if "[" in case_name else case_name
+
+
+def _outcome(case: ElementTree.Element) -> tuple[Outcome, str]:
+    for tag, outcome in _TAGS:
+        element = case.find(tag)
+        if element is not None:
+            return outcome, _first_lines(element.get("message") or element.text or "")
+    return "passed", ""
+
+
+def _first_lines(text: str) -> str:
+    """The head of a failure message: enough to say why, short enough for a PR comment."""
+    text = text.strip()
+    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"

@@ -1,0 +1,190 @@
+"""The ``nemo_rl`` adapter in train mode: NeMo RL's own code decides the short-results verdict.
+
+The gate: on the tree before PR #2394 ``short-results`` fails (NeMo RL's caller trips over the
+``None`` slot of a row the Gym never returned), on the PR's head it passes. Two adapters broken
+on purpose (``_nemo_rl_broken``) each defeat that gate, so it guards the adapter's fidelity
+too. The fast tests below pin the pieces that need no trainer: the Ray seam and the mapping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pytest_rollout_chaos.collector.adapters import nemo_rl, nemo_rl_ray
+from pytest_rollout_chaos.collector.protocol import Turn
+from tests.adapters._nemo_rl_trees import BASE, HEAD, nemo_rl_tree
+from tests.catalog.verdicts import ScenarioVerdicts, run_catalog
+
+SCENARIO = "short-results"
+PRE_FIX_ERROR = "TypeError: 'NoneType' object is not subscriptable"
+FIX_ERROR = "NeMo Gym returned only 4 rollouts but 6 were requested"
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    into = tmp_path_factory.mktemp("nemo-rl-trees")
+    return {name: nemo_rl_tree(name, into) for name in (BASE, HEAD)}
+
+
+def short_results(tmp_path: Path, tree: Path, target: str = "nemo_rl") -> ScenarioVerdicts:
+    """``short-results`` run by ``target`` over NeMo RL ``tree``, in a child pytest."""
+    scratch = tmp_path / f"{tree.name}-{target.rpartition(':')[2]}"
+    scratch.mkdir()
+    verdicts = run_catalog(
+        scratch, target=target, scenarios=[SCENARIO], stack_args=[f"--rollout-chaos-upstream={tree}"]
+    )
+    return verdicts[SCENARIO]
+
+
+def gate_problems(base: ScenarioVerdicts, head: ScenarioVerdicts) -> list[str]:
+    """What keeps the pair from being the gate: the pre-fix tree red, the fixed tree green."""
+    problems = []
+    if base.passed:
+        problems.append(f"{SCENARIO} passed on the pre-fix tree {BASE}")
+    if not head.passed:
+        problems.append(f"{SCENARIO} failed on the fixed tree {HEAD}:\n{head.message}")
+    return problems
+
+
+@pytest.mark.slow
+def test_short_results_fails_before_the_fix_and_passes_after_it(
+    tmp_path: Path, trees: dict[str, Path]
+) -> None:
+    base = short_results(tmp_path, trees[BASE])
+    head = short_results(tmp_path, trees[HEAD])
+    assert gate_problems(base, head) == []
+    # Before the fix NeMo RL raises, but only by tripping over the None slot: every invariant
+    # passes (nothing went back silently), and the message names neither count.
+    assert PRE_FIX_ERROR in base.message
+    assert "the error message to match" in base.message
+    assert set(base.invariants.values()) == {"PASS"}, base.invariants
+    assert set(head.invariants.values()) == {"PASS"}, head.invariants
+
+
+@pytest.mark.slow
+def test_an_adapter_that_checks_the_count_itself_makes_the_pre_fix_tree_look_fixed(
+    tmp_path: Path, trees: dict[str, Path]
+) -> None:
+    base = short_results(tmp_path, trees[BASE], "tests.adapters._nemo_rl_broken:count_checking")
+    assert base.passed, base.message
+    assert gate_problems(base, short_results(tmp_path, trees[HEAD])) != []
+
+
+@pytest.mark.slow
+def test_an_adapter_that_pads_missing_rows_hides_the_fix(tmp_path: Path, trees: dict[str, Path]) -> None:
+    target = "tests.adapters._nemo_rl_broken:padding"
+    base = short_results(tmp_path, trees[BASE], target)
+    head = short_results(tmp_path, trees[HEAD], target)
+    problems = gate_problems(base, head)
+    assert len(problems) == 1, problems
+    assert "failed on the fixed tree" in problems[0], problems
+    # Every row came back on both trees: the fix's RuntimeError never fired.
+    assert FIX_ERROR not in head.message
+    assert "returned 6 rollouts" in head.message
+
+
+# -- the pieces that need no trainer --------------------------------------------------------------
+
+
+def test_turns_carry_every_earlier_token_as_their_prompt_and_keep_nan_logprobs() -> None:
+    log = [
+        {"role": "user", "content": "", "token_ids": [1, 2]},
+        {"role": "assistant", "content": "", "token_ids": [3], "generation_logprobs": [-0.5]},
+        {"role": "user", "content": "", "token_ids": [4]},
+        {"role": "assistant", "content": "", "token_ids": [5, 6], "generation_logprobs": [math.nan, -1.0]},
+    ]
+    first, second = nemo_rl.turns_from_message_log(log)
+    assert first == Turn([1, 2], [3], [-0.5])
+    assert second.prompt_token_ids == [1, 2, 3, 4]
+    assert second.generation_token_ids == [5, 6]
+    assert math.isnan(second.generation_log_probs[0])
+
+
+def test_a_row_missing_from_the_batch_stays_missing() -> None:
+    rows = [{"_rowidx": 0}, {"_rowidx": 1}]
+    message_log = [[{"role": "assistant", "token_ids": [7], "generation_logprobs": [-0.1]}]]
+    batch = {"message_log": message_log, "total_reward": [1.0], "truncated": [True]}
+    rollouts = nemo_rl.rollouts_from_batch(rows, batch, attempts=1)
+    assert rollouts[1] is None
+    assert rollouts[0] is not None
+    assert (rollouts[0].row_index, rollouts[0].status, rollouts[0].reward) == (0, "truncated", 1.0)
+
+
+class _Actor:
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    async def run_rollouts(self, rows: list[int], prefix: str) -> tuple[list[int], str]:
+        return [row * 2 for row in rows], prefix
+
+    async def hang(self) -> None:
+        await self.release.wait()
+
+    async def stream(self, count: int) -> Any:
+        for item in range(count):
+            yield item
+
+
+def _caller_module() -> Any:
+    """A stand-in for ``nemo_rl.experience.rollouts``: its ``ray.get`` must never be the real one."""
+    return SimpleNamespace(ray=SimpleNamespace(get=lambda refs: pytest.fail("the real ray.get was called")))
+
+
+@pytest.mark.asyncio
+async def test_the_caller_blocks_in_ray_get_on_its_thread_while_the_actor_runs_on_the_loop() -> None:
+    loop = asyncio.get_running_loop()
+    handle = nemo_rl_ray.ActorHandle(_Actor(), loop)
+    module = _caller_module()
+    real = module.ray
+    with nemo_rl_ray.ray_get_faked(module):
+        result = await nemo_rl_ray.in_thread(
+            loop,
+            lambda: (
+                threading.current_thread().name,
+                module.ray.get(handle.run_rollouts.remote([1, 2], "t")),
+            ),
+        )
+    assert result == ("nemo-rl-caller", ([2, 4], "t"))
+    assert module.ray is real
+
+
+@pytest.mark.asyncio
+async def test_a_streaming_method_is_consumed_as_rays_streaming_generator() -> None:
+    loop = asyncio.get_running_loop()
+    handle = nemo_rl_ray.ActorHandle(_Actor(), loop)
+
+    def consume() -> list[int]:
+        async def drain() -> list[int]:
+            stream = handle.stream.options(num_returns="streaming").remote(3)
+            assert isinstance(stream, nemo_rl_ray.ObjectRefStream)
+            return [await ref async for ref in stream]
+
+        return asyncio.run(drain())
+
+    assert await nemo_rl_ray.in_thread(loop, consume) == [0, 1, 2]
+
+
+@pytest.mark.asyncio
+async def test_cancelling_the_pending_actor_calls_releases_a_caller_blocked_in_ray_get() -> None:
+    loop = asyncio.get_running_loop()
+    handle = nemo_rl_ray.ActorHandle(_Actor(), loop)
+    module = _caller_module()
+    with nemo_rl_ray.ray_get_faked(module):
+        blocked = asyncio.ensure_future(
+            nemo_rl_ray.in_thread(loop, lambda: module.ray.get(handle.hang.remote()))
+        )
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        handle.cancel_pending()
+        with pytest.raises(concurrent.futures.CancelledError):
+            await asyncio.wait_for(blocked, timeout=5)
+    assert time.monotonic() - started < 5
