@@ -13,8 +13,8 @@ transport does on its own.
 layer sees a request a little after it was sent, so its record counts only past ``GRACE_S``;
 ``ctx.gym``'s own record (``collector invoke run`` when a row's ``/run`` starts, and
 ``run_examples_after_close`` for a call it refused once closed) is taken in the collector's
-process, at the moment itself, so it needs no grace: it is exact for collectors that use
-``ctx.gym``, and the layer covers every other client.
+process, at the moment itself, so it needs no grace: where it exists it stands for the
+``/run``s, and the layer covers every other request and every other client.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pytest_rollout_chaos.history import Event, History
 
 COLLECTOR_LINK_PREFIX: Final = "collector->"
 GRACE_S: Final = 0.5
+RUN_OP: Final = "POST /run"
 AFTER_CLOSE: Final = "run_examples_after_close"
 
 
@@ -115,10 +116,11 @@ class Sent:
 def sent_after(history: History, moment: float) -> list[Sent]:
     """What the collector started after ``moment``: the Gym client's records, then the layer's."""
     t0 = history.t0
+    runs = history.events(source="collector", kind="invoke", op="run")
     found = [
         Sent(event.t, _row(event.data.get("row")), f"the Gym client: {event.describe(t0)}")
-        for event in history.events(source="collector")
-        if event.t > moment and (event.op == "run" and event.kind == "invoke")
+        for event in runs
+        if event.t > moment
     ]
     for event in history.events(source="collector", op=AFTER_CLOSE):
         rows = [row for row in event.data.get("rows") or () if isinstance(row, int)]
@@ -128,7 +130,7 @@ def sent_after(history: History, moment: float) -> list[Sent]:
     found += [
         Sent(span.began, span.row, f"the layer: {span.invoke.describe(t0)}")
         for span in collector_sends(spans(history))
-        if span.began > moment + GRACE_S
+        if span.began > moment + GRACE_S and not (runs and span.op == RUN_OP)  # counted once, above
     ]
     return sorted(found, key=lambda sent: sent.t)
 

@@ -136,18 +136,31 @@ def test_nothing_sent_after_the_end_passes_and_a_transport_resend_is_not_the_col
     )
 
 
-def test_requests_started_after_the_end_fail_from_either_record() -> None:
+def test_requests_started_after_the_end_fail_from_the_gym_clients_record_at_once() -> None:
     history = Recorded()
+    at(history, 0.0, "collector", "invoke", "run", row=0)
     request(history, 0.0, 0.5, row=0)
-    request(history, 1.8, 2.2, row=3)  # the layer: past the grace
     at(history, 1.05, "collector", "invoke", "run", row=2)  # the Gym client: at once, no grace
+    request(history, 1.06, 1.5, row=2)  # the same /run at the layer: counted once
     at(history, 1.3, "collector", "info", "run_examples_after_close", rows=[4, 5])
     verdict = QuietAfterEnd().check(
         timed(observe(6, None, history=history, raised=RuntimeError("x")), ended=1.0)
     )
     assert verdict.status is Status.FAIL
-    assert "it started 4 requests after it (rows [2, 3, 4, 5])" in verdict.summary
+    assert "it started 3 requests after it (rows [2, 4, 5])" in verdict.summary
     assert verdict.evidence[0].startswith("+0.05s after the end, the Gym client: ")
+
+
+def test_requests_started_after_the_end_fail_from_the_layers_record_past_the_grace() -> None:
+    history = Recorded()  # a collector with its own client: only the layer saw its requests
+    request(history, 0.0, 0.5, row=0)
+    request(history, 1.8, 2.2, row=3)
+    verdict = QuietAfterEnd().check(
+        timed(observe(6, None, history=history, raised=RuntimeError("x")), ended=1.0)
+    )
+    assert verdict.status is Status.FAIL
+    assert "it started 1 requests after it (rows [3])" in verdict.summary
+    assert verdict.evidence[0].startswith("+0.80s after the end, the layer: ")
 
 
 def test_a_request_reaching_the_layer_just_after_the_end_was_sent_before_it() -> None:
