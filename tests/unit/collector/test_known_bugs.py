@@ -35,7 +35,7 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
     "turns_dropped_on_drift": ({0: ["bad_drift"]}, 0, "turns [1] were dropped"),
     "nan_zeroed": ({2: ["nan", "ok"]}, 0, "hand back logprobs the model never reported"),
     "reward_shifted": ({1: ["error"]}, 0, "row 2: reward 0.0, but the row's /run that generated its turns"),
-    "unbounded_retries": ({2: ["nan"]}, 0, "row 2: attempts=8, above max_attempts=3"),
+    "unbounded_retries": ({2: ["nan"]}, 0, "row 2: attempts=5, above max_attempts=3"),
     "empty_epoch": ({row: ["error"] for row in range(4)}, 0, "an empty epoch"),
     "collection_deadline_only": ({}, 1, "every request was answered, so nothing was left to wait for"),
     "detached_after_raise": ({}, 1, "the collector kept working after the collection ended"),
