@@ -59,6 +59,7 @@ async def collector_context(
             history=recorded,
             model=model,
             eos_token_ids=tuple(eos_token_ids),
+            model_dir=model_dir,
         )
     finally:
         await client.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
 
 from pytest_rollout_chaos.errors import CollectorTargetError
@@ -104,6 +105,8 @@ class CollectorContext:
     history: History
     model: str = "tiny"
     eos_token_ids: tuple[int, ...] = ()
+    model_dir: Path | None = None
+    """The policy's model directory (HF layout), for collectors that load the tokenizer as a trainer does."""
 
 
 @runtime_checkable
@@ -143,16 +146,7 @@ def supported_styles(collector: object) -> tuple[Style, ...]:
 
     Raise ``CollectorTargetError`` when ``styles`` is not a tuple or list of known styles.
     """
-    declared = getattr(collector, "styles", None)
-    if declared is None:
-        return STYLES
-    if not isinstance(declared, tuple | list) or not declared or any(s not in STYLES for s in declared):
-        owner = collector if isinstance(collector, type) else type(collector)
-        raise CollectorTargetError(
-            f"{owner.__name__}.styles is {declared!r}; valid: a tuple of "
-            f'{", ".join(map(repr, STYLES))}, such as styles = ("gym",)'
-        )
-    return tuple(cast("Sequence[Style]", declared))
+    return cast("tuple[Style, ...]", _declared(collector, "styles", STYLES, "gym"))
 
 
 def supported_modes(collector: object) -> tuple[Mode, ...]:
@@ -160,16 +154,20 @@ def supported_modes(collector: object) -> tuple[Mode, ...]:
 
     Raise ``CollectorTargetError`` when ``modes`` is not a tuple or list of known modes.
     """
-    declared = getattr(collector, "modes", None)
+    return cast("tuple[Mode, ...]", _declared(collector, "modes", MODES, "train"))
+
+
+def _declared(collector: object, attribute: str, known: tuple[str, ...], example: str) -> tuple[str, ...]:
+    declared = getattr(collector, attribute, None)
     if declared is None:
-        return MODES
-    if not isinstance(declared, tuple | list) or not declared or any(m not in MODES for m in declared):
+        return known
+    if not isinstance(declared, tuple | list) or not declared or any(item not in known for item in declared):
         owner = collector if isinstance(collector, type) else type(collector)
         raise CollectorTargetError(
-            f"{getattr(owner, '__name__', owner)}.modes is {declared!r}; valid: a tuple of "
-            f'{", ".join(map(repr, MODES))}, such as modes = ("train",)'
+            f"{owner.__name__}.{attribute} is {declared!r}; valid: a tuple of "
+            f'{", ".join(map(repr, known))}, such as {attribute} = ("{example}",)'
         )
-    return tuple(cast("Sequence[Mode]", declared))
+    return tuple(declared)
 
 
 def row_index(row: Row, position: int) -> int:

@@ -41,7 +41,7 @@ def text(decision: GateDecision, base: SideRun, head: SideRun) -> str:
     ]
     widths = [max(len(row[column]) for row in rows) for column in range(4)]
     lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + row[4]
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[4]
         for row in rows
     ]
     lines.append("")

@@ -73,7 +73,8 @@ class SideRun:
 
 
 def prepare_tree(path: Path, scratch: Path) -> Path:
-    """The folder to put on ``sys.path``: ``path`` itself, or where its archive was unpacked.
+    """The folder to put on ``sys.path``: ``path`` itself, or where its archive was unpacked (into
+    ``scratch``, a folder of its own).
 
     A ``git archive`` tarball holds one top folder named after the tree; that folder is the root.
     """
@@ -83,15 +84,14 @@ def prepare_tree(path: Path, scratch: Path) -> Path:
         raise GateUsageError(f"{path}: no such folder or archive (valid: a checkout, or a .tar.gz of one)")
     if not path.name.endswith(ARCHIVE_SUFFIXES):
         raise GateUsageError(f"{path}: not a folder nor a {', '.join(ARCHIVE_SUFFIXES)} archive")
-    into = scratch / path.name.split(".")[0]
-    into.mkdir(parents=True, exist_ok=True)
+    scratch.mkdir(parents=True, exist_ok=True)
     try:
         with tarfile.open(path) as archive:
-            archive.extractall(into, filter="data")
+            archive.extractall(scratch, filter="data")
     except (tarfile.TarError, OSError) as error:
         raise GateUsageError(f"{path}: cannot unpack ({error})") from error
-    entries = list(into.iterdir())
-    return entries[0].resolve() if len(entries) == 1 and entries[0].is_dir() else into.resolve()
+    entries = list(scratch.iterdir())
+    return entries[0].resolve() if len(entries) == 1 and entries[0].is_dir() else scratch.resolve()
 
 
 def check_python(python: str) -> None:

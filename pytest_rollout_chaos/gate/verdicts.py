@@ -6,6 +6,7 @@ invariant's status as JUnit properties; a skipped or broken case has only its me
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,11 @@ _TAGS: Final[tuple[tuple[str, Outcome], ...]] = (
     ("error", "error"),
     ("skipped", "skipped"),
 )
-MESSAGE_CHARS: Final = 600
+MESSAGE_CHARS: Final = 400
+# Where pytest.skip was called, in front of a skip's reason: ``/path/run.py:170: ``.
+_SKIP_LOCATION: Final = re.compile(r"^\S+:\d+: ")
+# A failing invariant's line in a scenario's story: ``    accounted: FAIL: rows [3] ...``.
+_INVARIANT_FAILED: Final = re.compile(r"^\s+[a-z_]+: (FAIL|UNKNOWN): ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +79,18 @@ def _outcome(case: ElementTree.Element) -> tuple[Outcome, str]:
     for tag, outcome in _TAGS:
         element = case.find(tag)
         if element is not None:
-            return outcome, _first_lines(element.get("message") or element.text or "")
+            text = element.text or element.get("message") or ""
+            return outcome, _why(_SKIP_LOCATION.sub("", text) if outcome == "skipped" else text)
     return "passed", ""
 
 
-def _first_lines(text: str) -> str:
-    """The head of a failure message: enough to say why, short enough for a PR comment."""
-    text = text.strip()
-    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
+def _why(text: str) -> str:
+    """What a scenario's failure story says went wrong: the unmet expectations and the failing
+    invariants, without its description and timeline; any other text's first line."""
+    lines = text.strip().splitlines()
+    reasons = [line.strip() for line in lines if _INVARIANT_FAILED.match(line)]
+    for at, line in enumerate(lines[:-1]):
+        if line.strip() == "expected:":
+            reasons.insert(0, "expected " + lines[at + 1].strip())
+    why = "; ".join(reasons) or (lines[0].strip() if lines else "")
+    return why if len(why) <= MESSAGE_CHARS else why[: MESSAGE_CHARS - 1] + "…"

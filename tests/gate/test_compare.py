@@ -88,13 +88,24 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
   <properties><property name="scenario" value="short-results"/><property name="outcome" value="raised"/>
    <property name="invariant:accounted" value="FAIL"/>
    <property name="invariant:bounded" value="PASS"/></properties>
-  <failure message="accounted: rows 4, 5 missing">trace</failure></testcase>
+  <failure message="scenario 'short-results' failed">scenario 'short-results' failed (x.chaos.yaml:1)
+  The Gym client yields fewer results than rows were requested.
+
+InvariantViolation:
+  outcome: the collector returned 6 rollouts for 6 rows (2 None, 4 completed) after 0.34s
+  expected:
+    the collector to raise Exception, but it returned 6 rollouts
+  invariants:
+    accounted: FAIL: rows [4, 5] have no rollout (lost)
+  timeline (faults, process exits, collection):
+    t=  0.022s fault info inject (fault='short_results')</failure></testcase>
  <testcase classname="scenarios.baseline.chaos.yaml" name="baseline" time="2.0">
   <properties><property name="scenario" value="baseline"/>
    <property name="invariant:accounted" value="PASS"/></properties>
  </testcase>
  <testcase classname="scenarios.native.chaos.yaml" name="native-train" time="0.0">
-  <skipped message="native-style scenario; the collector under test supports only gym style"/></testcase>
+  <skipped message="/x/scenario/run.py:170: native-style scenario; the collector supports only gym style"/>
+ </testcase>
  <testcase classname="tests.test_x" name="test_y[1]" time="0.0"/>
 </testsuite></testsuites>
 """
@@ -107,7 +118,10 @@ def test_verdicts_are_read_back_from_the_junit_xml(tmp_path: Path) -> None:
     assert set(verdicts) == {"short-results", "baseline", "native-train"}
     assert verdicts["short-results"].outcome == "failed"
     assert verdicts["short-results"].invariants == {"accounted": "FAIL", "bounded": "PASS"}
-    assert verdicts["short-results"].message == "accounted: rows 4, 5 missing"
+    assert verdicts["short-results"].message == (
+        "expected the collector to raise Exception, but it returned 6 rollouts; "
+        "accounted: FAIL: rows [4, 5] have no rollout (lost)"
+    )
     assert verdicts["baseline"].outcome == "passed"
     assert verdicts["native-train"].outcome == "skipped"
     assert verdicts["native-train"].message.startswith("native-style scenario")

@@ -65,3 +65,21 @@ def test_supported_styles_reads_the_declaration_or_defaults_to_both() -> None:
     assert protocol.supported_styles(object()) == ("gym", "native")
     with pytest.raises(CollectorTargetError, match=r"_BadStyles.styles is 'gym'; valid: a tuple of"):
         protocol.supported_styles(_BadStyles())
+
+
+class _ValidationOnly:
+    modes = ("validation",)
+
+
+class _BadModes:
+    modes = ("eval",)
+
+
+def test_supported_modes_reads_the_declaration_or_defaults_to_both() -> None:
+    assert protocol.supported_modes(_ValidationOnly()) == ("validation",)
+    assert protocol.supported_modes(object()) == ("train", "validation")
+    with pytest.raises(
+        CollectorTargetError,
+        match=r"_BadModes.modes is \('eval',\); valid: a tuple of 'train', 'validation', such as modes",
+    ):
+        protocol.supported_modes(_BadModes)

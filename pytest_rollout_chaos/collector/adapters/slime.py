@@ -1,14 +1,436 @@
-"""The ``slime`` adapter: slime's real rollout code against the stack (written in its own change)."""
+"""The ``slime`` adapter: slime's real ``generate_and_rm_group`` collects the rows through our stack.
+
+What runs is slime's own code (THUDM/slime, from the installed package or the tree that
+``--rollout-chaos-upstream`` puts first): ``GenerateState`` (the real singleton, cleared before and
+after every collection, so its semaphore belongs to the collection's event loop),
+``GenerateState.submit_generate_tasks``, which starts one ``generate_and_rm_group`` task per
+prompt group, ``generate_and_rm`` with its semaphore and custom-generate branch, and
+``slime.agent.trajectory`` to turn a trajectory into a training sample. The adapter's own code is
+the step loop around the group tasks, the generate hook, and the reading of what comes back.
+
+**Generation: slime's custom-generate hook, not SGLang's ``/generate``.**
+``args.custom_generate_function_path`` names ``generate_with_gym`` here; slime loads it by path
+(``load_function``) and awaits it inside ``generate_and_rm``, as it does for its own agent examples
+(``examples/coding_agent_rl``, ``search-r1``, ``retool``). It runs the sample's NeMo Gym row
+through ``ctx.gym.run_examples([row])``: one ``/run`` on the agent, which owns the multi-turn loop,
+the tools and ``/verify``. The other way, slime's default ``generate``, posts to an SGLang router's
+``/generate``: our policy speaks OpenAI/vLLM, and that path is single-turn model calls with no
+agent, so agent-level faults (the ``trajectory_exception`` fault is an HTTP 500 on one row's
+``/run``) could not be expressed. Through the hook they reach slime the way an agent crash does: as
+an exception out of generate. The hook catches nothing and has no deadline of its own (slime's
+``generate_and_rm`` has none either); what slime does with an exception is what is under test.
+
+The hook turns the ``/run`` result into slime's shape with slime's own helpers: each model call
+(an output item carrying token ids) is a ``TurnRecord``, ``merge_turns`` stitches them into one
+segment (model tokens loss-mask 1, tool and template tokens 0; on prefix drift it restarts or
+truncates the segment and masks, as slime does), and ``write_segment_to_sample`` fills ``tokens``,
+``response_length``, ``loss_mask`` and ``rollout_log_probs``. A result with no generation data, or
+fewer results than the one row asked for, raises.
+
+**Reward: the Gym result's.** The agent's ``/verify`` scored the trajectory; the hook puts that
+reward on the sample, and ``generate_and_rm`` then skips ``async_rm`` ("custom generate paths may
+have already filled the reward"), as in slime's coding-agent example. slime's ``rm_hub`` has no
+NeMo Gym verifier to call instead.
+
+**Groups.** slime generates ``n_samples_per_prompt`` samples per prompt as one group. The workload
+lays rows out prompt by prompt, each repeated ``generations_per_prompt`` times with its own
+``_rowidx``, so consecutive rows that are equal but for ``_rowidx`` form one group and
+``n_samples_per_prompt`` is the group size (rows whose groups differ in size are a ValueError, as
+slime has one ``n_samples_per_prompt``). With ``generations_per_prompt: 1`` every row is its own group.
+
+**The step.** slime launches its SGLang engines and waits for their ``/health_generate`` before any
+rollout (``sglang_engine._wait_server_healthy``, outside the code driven here); the adapter
+likewise waits for the policy's readiness, within the context's ``policy_ready_timeout_s``, before
+it starts. Then, as in ``generate_rollout_async``, the group tasks are awaited with
+``asyncio.wait(FIRST_COMPLETED)`` and each finished one's ``task.result()`` is read, so a group
+that raised ends the collection with that exception, unchanged: the whole rollout step down, what
+the trainer sees. The other groups' tasks, and the raising group's siblings (``gather`` without
+``return_exceptions`` cancels none), keep running detached; the invariants judge that.
+
+**Reading a Sample back** (one Rollout per row, in row order): ``COMPLETED`` is completed,
+``TRUNCATED`` truncated, ``ABORTED`` aborted with ``metadata["abort_reason"]`` (slime's convention),
+``FAILED`` (slime: a recoverable failure, possibly with partial output) aborted with that said,
+``PENDING`` (never generated) aborted. Turns come from what slime would train on: each run of
+loss-mask 1 in the response is one turn's generation, its logprobs the matching
+``rollout_log_probs``, its prompt every token before it. The reward is the sample's.
+A one-element ``list[Sample]`` among plain Samples (PR #2078's isolation placeholder,
+``tokens [0, 0]``) is not unwrapped: the row is aborted with an error that names the shape and
+gives the cause slime logged for it (the placeholder itself carries none). Downstream,
+``RolloutManager._get_rollout_data`` flattens by ``data[0]``'s shape alone, so such an element
+reaches reward post-processing as a list (code reading of ``slime/ray/rollout.py``).
+
+**Imports.** slime imports ``ray``, ``sglang_router`` and ``transformers`` at module level in paths
+this does not use; exactly those three are stubbed, each only when it cannot be imported, as
+slime's own CPU tests do (``tests/plugin_contracts/_shared.py::install_stubs``), and nothing else.
+With the stub, ``AutoTokenizer.from_pretrained`` returns a bare object, so response text is
+decoded with the context's tokenizer, never slime's. The checkpoint slime loads is the bundled
+tiny model's directory; nothing reads its tokenizer on this path.
+
+What the two pinned trees (main before PR #2078, and its head) show on the catalog: before, every
+scenario in which one trajectory's ``/run`` raises takes the step down (``isolated_failures``);
+after, those pass, and a batch that fails as a whole (every ``/run`` failing, a result the Gym
+client lost) comes back as placeholders instead of an error. On both: no deadline anywhere on
+this path (a frozen agent or a black-holed link hangs: ``bounded``), non-finite logprobs pass
+through (``finite_logprobs``), and ``merge_turns`` drops or masks turns on prefix drift while the
+sample stays COMPLETED (``turns_generated``).
+
+Workloads: gym style, train mode (``eval_rollout`` does not go through ``generate_and_rm_group``);
+other scenarios skip, saying so.
+"""
 
 from __future__ import annotations
 
-from pytest_rollout_chaos.collector.adapters.upstream import Upstream
+import asyncio
+import importlib
+import importlib.util
+import logging
+import re
+import sys
+import types
+from argparse import Namespace
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
 
-UPSTREAM = Upstream(
+from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos.collector import readiness, results
+from pytest_rollout_chaos.collector.adapters.upstream import Upstream
+from pytest_rollout_chaos.collector.protocol import (
+    Collector,
+    CollectorContext,
+    Mode,
+    Rollout,
+    RolloutStatus,
+    Row,
+    Turn,
+    row_index,
+)
+
+ROLLOUT_MODULE: Final = "slime.rollout.sglang_rollout"
+TRAJECTORY_MODULE: Final = "slime.agent.trajectory"
+GENERATE_PATH: Final = f"{__name__}.generate_with_gym"
+ROW_KEY: Final = "nemo_gym_row"
+STUBBED: Final = ("ray", "sglang_router", "transformers")
+SGLANG_ROUTER_VERSION: Final = "0.2.3"  # what slime's own stub says
+_CRASH_INDEX = re.compile(r"\bidx=(\d+)\b")
+
+
+def install_stubs() -> list[str]:
+    """Stub ``ray``, ``sglang_router`` and ``transformers`` where they cannot be imported, exactly as
+    slime's ``tests/plugin_contracts/_shared.py::install_stubs`` builds them; return those stubbed."""
+    stubbed = []
+    for name in STUBBED:
+        if name in sys.modules or importlib.util.find_spec(name) is not None:
+            continue
+        module = types.ModuleType(name)
+        if name == "ray":
+            module._private = types.SimpleNamespace(  # type: ignore[attr-defined]
+                services=types.SimpleNamespace(get_node_ip_address=lambda: "127.0.0.1")
+            )
+        elif name == "sglang_router":
+            module.__version__ = SGLANG_ROUTER_VERSION  # type: ignore[attr-defined]
+        else:
+            module.AutoTokenizer = type(  # type: ignore[attr-defined]
+                "AutoTokenizer", (), {"from_pretrained": staticmethod(lambda *a, **k: object())}
+            )
+            module.AutoProcessor = type(  # type: ignore[attr-defined]
+                "AutoProcessor", (), {"from_pretrained": staticmethod(_no_processor)}
+            )
+            module.PreTrainedTokenizerBase = type("PreTrainedTokenizerBase", (), {})  # type: ignore[attr-defined]
+            module.ProcessorMixin = type("ProcessorMixin", (), {})  # type: ignore[attr-defined]
+        sys.modules[name] = module
+        stubbed.append(name)
+    return stubbed
+
+
+def _no_processor(*args: object, **kwargs: object) -> object:
+    raise OSError("transformers is stubbed: no processor")
+
+
+@dataclass(frozen=True, slots=True)
+class _SlimeUpstream(Upstream):
+    """slime's modules import once the three modules it does not need here are stubbed; when they
+    still do not, the stubs go again, so a process that cannot run slime keeps no fake modules."""
+
+    def require(self) -> None:
+        stubbed = install_stubs()
+        try:
+            Upstream.require(self)
+        except BaseException:
+            for name in stubbed:
+                sys.modules.pop(name, None)
+            raise
+
+
+UPSTREAM = _SlimeUpstream(
     adapter="slime",
-    modules=("slime.rollout.sglang_rollout",),
+    modules=(ROLLOUT_MODULE, TRAJECTORY_MODULE),
     install=(
         "pip install torch==2.13.0 numpy pillow aiohttp httpx pyarrow pybase64 pylatexenc sympy "
         "tqdm packaging"
     ),
 )
+
+
+# -- the generate hook slime calls ------------------------------------------------------------------
+async def generate_with_gym(args: Namespace, sample: Any, sampling_params: dict[str, Any]) -> Any:
+    """slime's custom-generate hook: the sample's NeMo Gym row through one agent ``/run``.
+
+    Raises whatever the ``/run`` raised; fewer results than the one row asked for, or a result
+    with no generation data, raise too. The sampling params are the agent's business (the row's
+    ``responses_create_params``), so they are not used.
+    """
+    trajectory = importlib.import_module(TRAJECTORY_MODULE)
+    row = sample.metadata[ROW_KEY]
+    awaitables = list(args.rollout_chaos_gym.run_examples([row]))
+    if len(awaitables) != 1:
+        for extra in awaitables:
+            _discard(extra)
+        raise RuntimeError(
+            f"row {sample.index}: requested 1 /run result from the Gym client, which returned "
+            f"{len(awaitables)}"
+        )
+    _, result = await awaitables[0]
+    records = [
+        trajectory.TurnRecord(
+            prompt_ids=turn.prompt_token_ids,
+            output_ids=turn.generation_token_ids,
+            finish_reason="stop",
+            output_log_probs=turn.generation_log_probs,
+        )
+        for turn in results.turns_from_result(result)  # MalformedResultError without generation data
+    ]
+    segment = trajectory.merge_turns(records)
+    trajectory.write_segment_to_sample(
+        sample, segment, results.reward_of(result), args.rollout_chaos_tokenizer
+    )
+    if results.status_of(result) == "truncated":
+        sample.status = type(sample).Status.TRUNCATED
+    return sample
+
+
+# -- the collector ---------------------------------------------------------------------------------
+class SlimeCollector:
+    """slime's group generation over the stack (module docstring: the choices and the mapping)."""
+
+    styles = ("gym",)
+    modes = ("train",)
+
+    def __init__(self, ctx: CollectorContext) -> None:
+        UPSTREAM.require()  # stubs and imports, once; a target naming this class skips adapters.load
+        self.ctx = ctx
+
+    async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
+        rollout = importlib.import_module(ROLLOUT_MODULE)
+        groups = prompt_groups(rows)
+        if not groups:
+            return []
+        await readiness.wait_for_policy(self.ctx, self.ctx.history)
+        args = self.args(n_samples_per_prompt=len(groups[0]))
+        samples = [
+            [self.sample(row, index, number) for index, row in group] for number, group in enumerate(groups)
+        ]
+        crashes = CrashLog()
+        logger = logging.getLogger(ROLLOUT_MODULE)
+        logger.addHandler(crashes)
+        rollout.GenerateState.clear_instances()
+        try:
+            state = rollout.GenerateState(args)
+            finished = await self.step(state, samples)
+            state.reset()
+        finally:
+            logger.removeHandler(crashes)
+            rollout.GenerateState.clear_instances()
+        by_row = {}
+        for group in finished:
+            for element in group:
+                made = read_back(element, crashes)
+                by_row[made.row_index] = made
+        return [by_row[index] for group in groups for index, _ in group if index in by_row]
+
+    async def step(self, state: Any, samples: list[list[Any]]) -> list[list[Any]]:
+        """``generate_rollout_async``'s wait loop: a group's exception ends the step, unchanged."""
+        state.submit_generate_tasks(samples)
+        finished: list[list[Any]] = []
+        while len(finished) < len(samples):
+            done, state.pendings = await asyncio.wait(state.pendings, return_when=asyncio.FIRST_COMPLETED)
+            finished += [task.result() for task in done]
+        return finished
+
+    def args(self, *, n_samples_per_prompt: int) -> Namespace:
+        """The slime arguments this path reads; generation goes through ``generate_with_gym``."""
+        settings = self.ctx.settings
+        return Namespace(
+            hf_checkpoint=str(bundled.tiny_model_dir()),
+            custom_generate_function_path=GENERATE_PATH,
+            n_samples_per_prompt=n_samples_per_prompt,
+            rollout_num_engines=1,
+            sglang_server_concurrency=settings.max_concurrency,
+            sglang_dp_size=None,
+            rollout_temperature=settings.temperature,
+            rollout_top_p=1.0,
+            rollout_top_k=-1,
+            rollout_max_response_len=settings.max_new_tokens,
+            rollout_stop=None,
+            rollout_stop_token_ids=None,
+            rollout_skip_special_tokens=False,
+            rollout_seed=0,
+            sglang_enable_deterministic_inference=False,
+            group_rm=False,
+            partial_rollout=False,
+            mask_offpolicy_in_partial_rollout=False,
+            use_rollout_routing_replay=False,
+            ci_test=False,
+            rollout_chaos_gym=self.ctx.gym,
+            rollout_chaos_tokenizer=self.ctx.tokenizer if self.ctx.tokenizer is not None else _NoText(),
+        )
+
+    @staticmethod
+    def sample(row: Row, index: int, group_index: int) -> Any:
+        """A pending slime Sample for one row; its NeMo Gym row rides in ``metadata``."""
+        types_module = importlib.import_module("slime.utils.types")
+        request = row.get("responses_create_params")
+        prompt = request.get("input", "") if isinstance(request, dict) else ""
+        return types_module.Sample(
+            group_index=group_index, index=index, prompt=prompt, metadata={ROW_KEY: dict(row)}
+        )
+
+
+def factory(ctx: CollectorContext) -> Collector:
+    """``--rollout-chaos-target=slime``."""
+    return SlimeCollector(ctx)
+
+
+def prompt_groups(rows: Sequence[Row]) -> list[list[tuple[int, Row]]]:
+    """Consecutive rows equal but for ``_rowidx`` are one prompt's group: ``(_rowidx, row)`` each."""
+    groups: list[list[tuple[int, Row]]] = []
+    previous: dict[str, Any] | None = None
+    for position, row in enumerate(rows):
+        prompt = {key: value for key, value in row.items() if key != "_rowidx"}
+        if groups and prompt == previous:
+            groups[-1].append((row_index(row, position), row))
+        else:
+            groups.append([(row_index(row, position), row)])
+        previous = prompt
+    sizes = sorted({len(group) for group in groups})
+    if len(sizes) > 1:
+        raise ValueError(
+            f"slime generates n_samples_per_prompt samples for every prompt, but the rows make "
+            f"groups of sizes {sizes}; give every prompt the same number of generations"
+        )
+    return groups
+
+
+# -- reading slime's answer back -------------------------------------------------------------------
+_STATUS: Final[dict[str, RolloutStatus]] = {
+    "completed": "completed",
+    "truncated": "truncated",
+    "aborted": "aborted",
+    "failed": "aborted",
+    "pending": "aborted",
+}
+
+
+def read_back(element: Any, crashes: CrashLog) -> Rollout:
+    """The Rollout of one element of a group slime returned: a Sample, or a list in its place."""
+    if isinstance(element, list):
+        return _placeholder(element, crashes)
+    status_name = element.status.value
+    status = _STATUS[status_name]
+    error = None
+    if status_name == "aborted":
+        error = (element.metadata or {}).get("abort_reason") or (
+            f"slime marked row {element.index} ABORTED and recorded no abort_reason"
+        )
+    elif status_name == "failed":
+        reason = (element.metadata or {}).get("abort_reason") or "no abort_reason recorded"
+        error = f"slime marked row {element.index} FAILED (a recoverable failure): {reason}"
+    elif status_name == "pending":
+        error = f"slime handed back row {element.index} still PENDING: it was never generated"
+    return Rollout(
+        row_index=element.index,
+        status=status,
+        reward=_reward(element.reward),
+        turns=turns_of(element),
+        error=error,
+    )
+
+
+def _placeholder(element: list[Any], crashes: CrashLog) -> Rollout:
+    inner = element[0] if element else None
+    index = getattr(inner, "index", None)
+    statuses = [getattr(getattr(sample, "status", None), "name", "?") for sample in element]
+    logged = crashes.about(index) if isinstance(index, int) else None
+    cause = f"slime logged: {logged}" if logged else "slime logged no cause for it"
+    error = (
+        f"slime handed back row {index} as a {len(element)}-element list[Sample] (status "
+        f"{', '.join(statuses) or 'none'}) where its generate function returned a plain Sample: "
+        f"THUDM/slime PR #2078's isolation placeholder, which slime's flattening (by data[0]'s "
+        f"shape alone) leaves a list among plain Samples; {cause}"
+    )
+    return Rollout(row_index=index if isinstance(index, int) else -1, status="aborted", error=error)
+
+
+def turns_of(sample: Any) -> list[Turn]:
+    """The turns slime would train on: each run of loss-mask 1 in the response is one generation."""
+    tokens = list(sample.tokens or [])
+    length = int(sample.response_length or 0)
+    prompt_length = len(tokens) - length
+    if length <= 0 or prompt_length < 0:
+        return []
+    mask = list(sample.loss_mask) if sample.loss_mask is not None else [1] * length
+    logprobs = list(sample.rollout_log_probs) if sample.rollout_log_probs is not None else []
+    turns = []
+    start: int | None = None
+    for position in range(length + 1):
+        trained = position < length and position < len(mask) and mask[position] == 1
+        if trained and start is None:
+            start = position
+        elif not trained and start is not None:
+            turns.append(
+                Turn(
+                    prompt_token_ids=tokens[: prompt_length + start],
+                    generation_token_ids=tokens[prompt_length + start : prompt_length + position],
+                    generation_log_probs=logprobs[start:position],
+                )
+            )
+            start = None
+    return turns
+
+
+def _reward(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+class CrashLog(logging.Handler):
+    """What slime's rollout logger says (warnings and worse) while a collection runs."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def about(self, index: int) -> str | None:
+        """The first message naming sample ``idx={index}`` (PR #2078 logs each crash so)."""
+        for record in self.records:
+            message = record.getMessage()
+            found = _CRASH_INDEX.search(message)
+            if found is not None and int(found.group(1)) == index:
+                return message
+        return None
+
+
+class _NoText:
+    """A tokenizer for ``write_segment_to_sample`` when the context has none: no response text."""
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        return ""
+
+
+def _discard(awaitable: object) -> None:
+    if asyncio.iscoroutine(awaitable):
+        awaitable.close()
+    elif isinstance(awaitable, asyncio.Future):
+        awaitable.cancel()

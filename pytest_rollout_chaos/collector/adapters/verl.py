@@ -1,11 +1,273 @@
-"""The ``verl`` adapter: the verl NeMo Gym recipe against the stack (written in its own change)."""
+"""The ``verl`` adapter: the verl NeMo Gym recipe's rollout collection against the stack.
+
+It drives ``NemoGymAgentLoopManager._async_generate_sequences`` from verl-recipe's
+``nemo_gym/agent_loop.py`` (PR #80; renamed ``NeMoGymAgentLoopManager`` by #87, unchanged
+otherwise; both are found). The recipe is not a package: point
+``--rollout-chaos-upstream`` at a verl-recipe checkout. The manager builds one NeMo Gym row
+per prompt, awaits ``rch.run_examples`` in completion order, postprocesses each result like
+NeMo RL (a contiguity check of the token ids), substitutes its 1-token ``_empty_result`` dummy
+(reward 0) for a result it cannot postprocess (a ``ValueError``), raises ``RuntimeError`` when
+a row never came back, and packs everything into verl's padded ``DataProto``.
+
+Real: the recipe's code from the prompts ``DataProto`` to the output ``DataProto`` (its dataset
+class ``NemoGymJSONLDataset``, verl's ``collate_fn`` and ``DataProto.from_single_dict`` build
+the input as a trainer does); verl's ``AgentLoopWorker._postprocess``; the tokenizer, from
+verl's ``HFModelConfig`` over the policy's model directory, as ``_init_nemo_gym`` gets it.
+
+Not real: ``create`` and ``__init__`` (Ray workers, vLLM replicas, NeMo Gym's ``RunHelper``,
+the Ray call that applies the server patch) are skipped: the manager is made with
+``object.__new__`` and given the attributes ``_init_nemo_gym`` sets, the way verl's CPU tests
+build an ``AgentLoopWorker``. ``generate_sequences`` only hops onto the manager's private loop
+thread; ``_async_generate_sequences`` is awaited in the collector's own loop instead, where
+``ctx.gym`` (NeMo Gym's ``RolloutCollectionHelper`` contract, no deadline, as upstream) lives.
+``create`` waits until its vLLM servers answer before the first step; in its place the
+collector waits for the policy's ``/health`` once (``policy_ready_timeout_s``).
+``rollout_config`` holds verl's defaults with the scenario's temperature. The server patch
+wraps vLLM 0.17 internals and is not applied: the embedded model server's own splice
+(``stack.policy.splice_prefix``) stands for it, and ``splice_prefix: false`` is the recipe
+without it.
+
+Mapping: one Rollout per output row, read from the tensors verl trains on. Each run of
+``response_mask`` ones is a turn (generation ids and ``rollout_log_probs``), its prompt the
+row's prompt plus every response token before it; the reward is the row's ``rm_scores``. The
+recipe marks no row failed, so every row is ``completed``: a substituted dummy stays a
+completed rollout whose one turn the model never generated, for ``turns_generated`` to see.
+Under transformers 5 (verl 0.9.1 requires it) the dummy is never built: ``_empty_result``
+slices the ``BatchEncoding`` that ``apply_chat_template`` now returns as if it were token ids
+and raises ``TypeError``, so one unreadable row fails the whole batch; that is upstream's
+behaviour and is passed on as it is.
+"""
 
 from __future__ import annotations
 
-from pytest_rollout_chaos.collector.adapters.upstream import Upstream
+import functools
+import importlib
+import json
+import tempfile
+import warnings
+from collections.abc import Awaitable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
 
-UPSTREAM = Upstream(
+from pytest_rollout_chaos.collector import readiness
+from pytest_rollout_chaos.collector.adapters.upstream import Upstream
+from pytest_rollout_chaos.collector.failures import root_cause
+from pytest_rollout_chaos.collector.protocol import (
+    CollectorContext,
+    GymRunner,
+    Mode,
+    Rollout,
+    Row,
+    Turn,
+    row_index,
+)
+
+RAY_STATE_WARNING: Final = "Ray state API is no longer experimental"
+"""verl imports ``ray.experimental.state`` at module level; Ray 2.60 warns about it on import."""
+
+
+@dataclass(frozen=True, slots=True)
+class _VerlUpstream(Upstream):
+    """``Upstream`` whose import check lets verl's one known import-time warning pass, so a run
+    that turns warnings into errors still tells a missing trainer from a working one."""
+
+    def require(self) -> None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=RAY_STATE_WARNING, category=DeprecationWarning)
+            Upstream.require(self)
+
+
+UPSTREAM = _VerlUpstream(
     adapter="verl",
     modules=("nemo_gym.agent_loop",),
-    install="pip install verl==0.9.1",
+    install=(
+        "pip install torch==2.13.0 transformers==5.5.4 ray==2.60.0 verl==0.9.1, with "
+        "--rollout-chaos-upstream=<a verl-recipe checkout> (the recipe is not a package)"
+    ),
 )
+
+RECIPE_MODULE: Final = "nemo_gym.agent_loop"
+MANAGER_CLASSES: Final = ("NemoGymAgentLoopManager", "NeMoGymAgentLoopManager")
+DATASET_CLASSES: Final = ("NemoGymJSONLDataset", "NeMoGymJSONLDataset")
+"""PR #80's names, then #87's (a rename; the collection code is the same)."""
+SOURCE: Final = "collector"
+TOP_P: Final = 1.0
+"""verl's rollout default, for training and validation alike."""
+
+
+class VerlCollector:
+    """The recipe's manager behind the collector protocol; gym style only (NeMo Gym runs the loop)."""
+
+    styles = ("gym",)
+
+    def __init__(self, ctx: CollectorContext) -> None:
+        if ctx.model_dir is None:
+            raise ValueError(
+                "the verl adapter loads the tokenizer as the recipe does, from the policy's model "
+                "directory, and the context has none (ctx.model_dir is None)"
+            )
+        self.ctx = ctx
+        UPSTREAM.require()  # imports the recipe letting verl's known import warning pass
+        self.recipe: Any = importlib.import_module(RECIPE_MODULE)
+        self.tokenizer = tokenizer_for(ctx.model_dir)
+        self.servers_ready = False
+
+    async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
+        history = self.ctx.history
+        history.append(SOURCE, "invoke", "collect", {"rows": len(rows), "mode": mode, "style": "gym"})
+        try:
+            rollouts = await self._collect(rows, mode)
+        except BaseException as error:
+            history.append(SOURCE, "fail", "collect", {"error": root_cause(error)})
+            raise
+        history.append(SOURCE, "ok", "collect", {"returned": len(rollouts)})
+        return rollouts
+
+    async def _collect(self, rows: Sequence[Row], mode: Mode) -> list[Rollout]:
+        history = self.ctx.history
+        if not self.servers_ready:  # what ``create`` does once: its vLLM servers are up before any step
+            await readiness.wait_for_policy(self.ctx, history)
+            self.servers_ready = True
+        prompts = prompts_proto(self.recipe, rows, self.tokenizer, validate=mode == "validation")
+        manager = self.manager()
+        call = {"rows": len(rows), "validate": mode == "validation"}
+        history.append(SOURCE, "invoke", "generate_sequences", call)
+        try:
+            output = await manager._async_generate_sequences(prompts)
+        except BaseException as error:
+            history.append(SOURCE, "fail", "generate_sequences", {**call, "error": root_cause(error)})
+            raise
+        history.append(SOURCE, "ok", "generate_sequences", {**call, "returned": len(output)})
+        rollouts = []
+        for position, row in enumerate(rows):
+            rollout, declared_turns = rollout_from_row(output, position, row_index(row, position))
+            if declared_turns != len(rollout.turns):
+                history.append(
+                    SOURCE,
+                    "info",
+                    "verl_turn_count",
+                    {"row": rollout.row_index, "num_turns": declared_turns, "mask_runs": len(rollout.turns)},
+                )
+            history.append(
+                SOURCE,
+                "info",
+                "rollout",
+                {"row": rollout.row_index, "status": rollout.status, "turns": len(rollout.turns)},
+            )
+            rollouts.append(rollout)
+        return rollouts
+
+    def manager(self) -> Any:
+        """The recipe's manager with what ``_init_nemo_gym`` would have set, and nothing started."""
+        omegaconf: Any = importlib.import_module("omegaconf")
+        manager = object.__new__(recipe_class(self.recipe, MANAGER_CLASSES))
+        temperature = self.ctx.settings.temperature
+        manager.rollout_config = omegaconf.OmegaConf.create(
+            {
+                "temperature": temperature,
+                "top_p": TOP_P,
+                "val_kwargs": {"temperature": temperature, "top_p": TOP_P},
+                "prompt_length": 512,
+                "response_length": 512,
+                "max_model_len": None,
+                "engine_kwargs": {"vllm": {}},
+            }
+        )
+        manager._rch = RolloutCollectionHelper(self.ctx.gym)
+        manager._head_server_config = None  # ctx.gym found its head server itself
+        manager._tokenizer = self.tokenizer
+        manager.distillation_enabled = False
+        manager.reward_loop_worker_handles = None  # no reward workers: rewards come from NeMo Gym
+        return manager
+
+
+factory = VerlCollector
+"""``--rollout-chaos-target=verl``; the class is its own factory, so its ``styles`` skip early."""
+
+
+class RolloutCollectionHelper:
+    """NeMo Gym's ``RolloutCollectionHelper`` call shape (``examples=``, ``head_server_config=``) over
+    ``ctx.gym``, which already is that contract; the awaitables pass through untouched."""
+
+    def __init__(self, gym: GymRunner) -> None:
+        self.gym = gym
+
+    def run_examples(
+        self, examples: Sequence[Row], head_server_config: object = None
+    ) -> Iterator[Awaitable[tuple[dict[str, Any], dict[str, Any]]]]:
+        return self.gym.run_examples(examples)
+
+
+@functools.lru_cache(maxsize=4)
+def tokenizer_for(model_dir: Path) -> Any:
+    """The tokenizer the recipe's manager uses: ``omega_conf_to_dataclass(model_config).tokenizer``."""
+    omegaconf: Any = importlib.import_module("omegaconf")
+    config: Any = importlib.import_module("verl.utils.config")
+    model_config = omegaconf.OmegaConf.create(
+        {"_target_": "verl.workers.config.HFModelConfig", "path": str(model_dir)}
+    )
+    return config.omega_conf_to_dataclass(model_config).tokenizer
+
+
+def prompts_proto(recipe: Any, rows: Sequence[Row], tokenizer: Any, *, validate: bool) -> Any:
+    """The prompts ``DataProto`` a verl trainer hands the manager: the recipe's dataset over the rows
+    as JSONL, verl's ``collate_fn``, ``DataProto.from_single_dict``, and the step's meta_info."""
+    dataset_module: Any = importlib.import_module(recipe.__name__.rpartition(".")[0] + ".dataset")
+    protocol: Any = importlib.import_module("verl.protocol")
+    with tempfile.TemporaryDirectory(prefix="rollout-chaos-verl-") as folder:
+        path = Path(folder) / "rows.jsonl"
+        path.write_text("".join(json.dumps(dict(row)) + "\n" for row in rows), encoding="utf-8")
+        dataset = recipe_class(dataset_module, DATASET_CLASSES)(str(path), tokenizer)
+        items = [dataset[index] for index in range(len(dataset))]
+    prompts = protocol.DataProto.from_single_dict(dataset.collate_fn(items))
+    prompts.meta_info.update({"validate": validate, "global_steps": 0})
+    return prompts
+
+
+def recipe_class(module: Any, names: Sequence[str]) -> Any:
+    """The first of ``names`` that ``module`` defines."""
+    for name in names:
+        if hasattr(module, name):
+            return getattr(module, name)
+    raise AttributeError(f"{module.__name__} defines none of {', '.join(names)}")
+
+
+def rollout_from_row(output: Any, position: int, index: int) -> tuple[Rollout, int]:
+    """Row ``position`` of the output ``DataProto`` as a Rollout, and the turn count verl declared.
+
+    Padding is told apart by ``attention_mask`` (pad ids may be real token ids), never by value.
+    """
+    batch = output.batch
+    prompt_width = int(batch["prompts"].shape[1])
+    attention = batch["attention_mask"][position].bool()
+    prompt = [int(token) for token in batch["prompts"][position][attention[:prompt_width]].tolist()]
+    kept = attention[prompt_width:]
+    response = [int(token) for token in batch["responses"][position][kept].tolist()]
+    trained = [int(flag) for flag in batch["response_mask"][position][kept].tolist()]
+    keys = set(batch.keys())
+    logprobs = (
+        [float(value) for value in batch["rollout_log_probs"][position][kept].tolist()]
+        if "rollout_log_probs" in keys
+        else [0.0] * len(response)
+    )
+    reward = float(batch["rm_scores"][position].sum()) if "rm_scores" in keys else 0.0
+    turns = [
+        Turn(prompt + response[:start], response[start:end], logprobs[start:end])
+        for start, end in mask_runs(trained)
+    ]
+    declared = int(output.non_tensor_batch["__num_turns__"][position])
+    return Rollout(row_index=index, status="completed", reward=reward, turns=turns), declared
+
+
+def mask_runs(mask: Sequence[int]) -> list[tuple[int, int]]:
+    """``[start, end)`` of each run of ones: the assistant generations inside a verl response."""
+    runs = []
+    start: int | None = None
+    for position, flag in enumerate([*mask, 0]):
+        if flag and start is None:
+            start = position
+        elif not flag and start is not None:
+            runs.append((start, position))
+            start = None
+    return runs

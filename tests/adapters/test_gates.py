@@ -1,0 +1,129 @@
+"""The gates the adapters exist for, run as a user runs them: ``rollout-chaos gate`` over the pinned
+base and head trees, the whole catalog on each side, same seed.
+
+Each pair's PR fixes one upstream bug; the gate must show that scenario red on base and green on
+head, by the invariant named here, and pin every other verdict change the PR makes. slime's
+PR #2078 changes more than its target: it isolates every raising trajectory (three more scenarios
+of the same kind turn green), and it turns whole-batch failures into batches of aborted
+placeholders that the trainer would train on (two scenarios turn red: a regression the gate
+reports, exit 1).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_rollout_chaos import cli
+from tests.adapters import _nemo_rl_trees, _nemo_rl_val_trees
+from tests.adapters.trees import REPO, missing_modules, upstream_dir
+
+pytestmark = pytest.mark.slow  # each gate is two whole-catalog runs over real trainer code
+
+
+@dataclass(frozen=True)
+class Pair:
+    target: str
+    base: str
+    head: str
+    fixes: str
+    by: str  # the invariant that is red on base and green on head
+    fixed: frozenset[str]
+    regressions: frozenset[str]
+    needs: tuple[str, ...]
+    by_chance: frozenset[str] = frozenset()  # fixed in a run or not, as the fault's draws fall
+
+
+PAIRS = {
+    "slime#2078": Pair(
+        target="slime",
+        base="slime-fec3da9b",
+        head="slime-1bc255ed",
+        fixes="trajectory-exception-isolated",
+        by="isolated_failures",
+        fixed=frozenset(
+            {
+                "trajectory-exception-isolated",
+                "model-malformed-json",
+                "nan-logprobs-http-500",
+                "policy-503-storm",
+            }
+        ),
+        regressions=frozenset({"resources-down", "short-results"}),
+        needs=("numpy", "aiohttp", "httpx", "pybase64", "pylatexenc", "sympy"),
+    ),
+    "nemo_rl#2394": Pair(
+        target="nemo_rl",
+        base="nemo-rl-3eebe4da",
+        head="nemo-rl-964b609a",
+        fixes="short-results",
+        by="no_silent_short_count",
+        fixed=frozenset({"short-results"}),
+        regressions=frozenset(),
+        needs=_nemo_rl_trees.TRAINER_MODULES + _nemo_rl_val_trees.VALIDATE_MODULES,
+    ),
+    "nemo_rl#2209": Pair(
+        target="nemo_rl",
+        base="nemo-rl-3069f281",
+        head="nemo-rl-c6a661e8",
+        fixes="validation-batched-env",
+        by="batched_env_eval",
+        fixed=frozenset({"validation-batched-env"}),
+        regressions=frozenset(),
+        needs=_nemo_rl_trees.TRAINER_MODULES + _nemo_rl_val_trees.VALIDATE_MODULES,
+    ),
+}
+
+
+def _archives(pair: Pair) -> tuple[Path, Path]:
+    missing = missing_modules(pair.needs)
+    if missing:
+        pytest.skip(f"{pair.target}'s dependencies are not installed here (missing: {', '.join(missing)})")
+    archives = tuple(upstream_dir() / f"{name}.tar.gz" for name in (pair.base, pair.head))
+    absent = [archive.name for archive in archives if not archive.is_file()]
+    if absent:
+        pytest.skip(
+            f"no {', '.join(absent)} in {upstream_dir()} (the pinned upstream trees sit beside the repo)"
+        )
+    return archives[0], archives[1]
+
+
+def _gate(pair: Pair, base: Path, head: Path, report: Path, *scenarios: str) -> tuple[int, dict[str, Any]]:
+    arguments = ["gate", "--target", pair.target, "--base", str(base), "--head", str(head)]
+    arguments += ["--expect-fixed", pair.fixes, "--json", str(report), *scenarios]
+    status = cli.main(arguments)
+    return status, json.loads(report.read_text())
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_the_gate_shows_the_fix_and_every_other_verdict_the_pr_changes(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pair = PAIRS[name]
+    base, head = _archives(pair)
+    monkeypatch.chdir(REPO)
+    status, document = _gate(pair, base, head, tmp_path / "gate.json")
+    changes = {entry["scenario"]: entry for entry in document["scenarios"]}
+    moved = {scenario: entry["change"] for scenario, entry in changes.items() if entry["change"] != "same"}
+    fixed = {s for s, change in moved.items() if change == "fixed"}
+    assert fixed - pair.by_chance == pair.fixed - pair.by_chance, moved
+    assert {s for s, change in moved.items() if change == "regression"} == pair.regressions, moved
+    target = changes[pair.fixes]
+    assert target["base"]["invariants"][pair.by] == "FAIL", target["base"]["message"]
+    assert target["head"]["invariants"][pair.by] == "PASS", target["head"]["message"]
+    assert not [failure for failure in document["failures"] if "expected fixed" in failure]
+    assert status == (1 if pair.regressions else 0), document["failures"]
+
+
+def test_swapping_base_and_head_is_a_regression(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pair = PAIRS["nemo_rl#2394"]
+    base, head = _archives(pair)
+    monkeypatch.chdir(REPO)
+    scenario = str(REPO / "scenarios" / f"{pair.fixes}.chaos.yaml")
+    status, document = _gate(pair, head, base, tmp_path / "gate.json", scenario)
+    assert status == 1
+    assert document["failures"][0].startswith(f"{pair.fixes}: regression: passed on base, failed on head")
