@@ -1,15 +1,16 @@
 """Gate wall time per trainer: ``rollout-chaos gate`` over the pinned base and head trees, whole catalog.
 
-For each trainer pair in ``../shared/upstream`` (the pre-fix tree and the PR tree the adapters'
-tests use) it runs the gate as a user would, in a subprocess, and reports the wall time of each
-side and of the whole gate, and the gate's exit status and summary line. A pair whose trees are
-absent, or whose trainer the running interpreter cannot import, is reported as skipped.
+For each pair in ``../shared/upstream`` (the pre-fix tree and the PR tree the adapters' tests use)
+it runs the gate as a user would, whole catalog, in a subprocess, and reports the wall time of each
+side and of the whole gate, the gate's exit status and summary line, and the verdict changes. A
+pair whose trees are absent, or whose trainer the running interpreter cannot import, is skipped.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -19,44 +20,46 @@ from pathlib import Path
 from benchmarks._result import Number, Result
 
 REPO = Path(__file__).resolve().parent.parent
-UPSTREAM = REPO.parent / "shared" / "upstream"
+# The pinned trees: ``$ROLLOUT_CHAOS_UPSTREAM_DIR``, else ``shared/upstream`` beside the repository.
+UPSTREAM = Path(os.environ.get("ROLLOUT_CHAOS_UPSTREAM_DIR") or REPO.parent / "shared" / "upstream")
 TIMEOUT_S = 3600.0
 
-# trainer -> (module that must import, base tarball, head tarball, the scenario the head fixes)
-PAIRS: dict[str, tuple[str, str, str, str]] = {
-    "slime": ("httpx", "slime-fec3da9b", "slime-1bc255ed", "trajectory-exception-isolated"),
-    "nemo_rl": ("ray", "nemo-rl-3eebe4da", "nemo-rl-964b609a", "short-results"),
+# pair -> (target, module that must import, base tarball, head tarball, the scenario the head fixes)
+PAIRS: dict[str, tuple[str, str, str, str, str]] = {
+    "slime#2078": ("slime", "httpx", "slime-fec3da9b", "slime-1bc255ed", "trajectory-exception-isolated"),
+    "nemo_rl#2394": ("nemo_rl", "ray", "nemo-rl-3eebe4da", "nemo-rl-964b609a", "short-results"),
+    "nemo_rl#2209": ("nemo_rl", "megatron", "nemo-rl-3069f281", "nemo-rl-c6a661e8", "validation-batched-env"),
 }
 
 
-def run(*, trainers: list[str] | None = None) -> Result:
+def run(*, pairs: list[str] | None = None) -> Result:
     numbers: list[Number] = []
     details: dict[str, object] = {}
-    for trainer in trainers or list(PAIRS):
-        needs, base, head, fixed = PAIRS[trainer]
+    for pair in pairs or list(PAIRS):
+        target, needs, base, head, fixed = PAIRS[pair]
         trees = [UPSTREAM / f"{name}.tar.gz" for name in (base, head)]
         if not all(tree.is_file() for tree in trees):
-            details[trainer] = f"skipped: {trees[0].parent} has no {base} / {head} archives"
+            details[pair] = f"skipped: {trees[0].parent} has no {base} / {head} archives"
             continue
         if importlib.util.find_spec(needs) is None:
-            details[trainer] = f"skipped: this interpreter cannot import {needs} (use the trainers' venv)"
+            details[pair] = f"skipped: this interpreter cannot import {needs} (use the trainers' venv)"
             continue
-        wall_s, facts = _gate(trainer, *trees, fixed)
-        details[trainer] = facts
-        numbers.append(Number(f"{trainer} gate (base + head)", wall_s, "s"))
+        wall_s, facts = _gate(target, *trees, fixed)
+        details[pair] = facts
+        numbers.append(Number(f"{pair} gate (base + head)", wall_s, "s"))
         for side in ("base", "head"):
             if isinstance(facts.get(side), dict):
-                numbers.append(Number(f"{trainer} {side} side", facts[side]["wall_s"], "s"))
+                numbers.append(Number(f"{pair} {side} side", facts[side]["wall_s"], "s"))
     if not numbers:
         return Result("gate", skipped="; ".join(f"{k}: {v}" for k, v in details.items()) or "no pair")
     return Result("gate", tuple(numbers), details=details)
 
 
-def _gate(trainer: str, base: Path, head: Path, fixed: str) -> tuple[float, dict[str, object]]:
+def _gate(target: str, base: Path, head: Path, fixed: str) -> tuple[float, dict[str, object]]:
     with tempfile.TemporaryDirectory(prefix="gate-benchmark-") as scratch:
         report = Path(scratch) / "gate.json"
         command = [
-            sys.executable, "-m", "pytest_rollout_chaos.cli", "gate", "--target", trainer,
+            sys.executable, "-m", "pytest_rollout_chaos.cli", "gate", "--target", target,
             "--base", str(base), "--head", str(head), "--expect-fixed", fixed, "--json", str(report),
         ]  # fmt: skip
         began = time.perf_counter()
@@ -68,7 +71,12 @@ def _gate(trainer: str, base: Path, head: Path, fixed: str) -> tuple[float, dict
         facts: dict[str, object] = {"exit_code": finished.returncode, "summary": lines[-1] if lines else ""}
         if report.is_file():
             document = json.loads(report.read_text())
-            facts |= {"base": document["base"], "head": document["head"]}
+            facts |= {"base": document["base"], "head": document["head"], "failures": document["failures"]}
+            facts["changes"] = {
+                entry["scenario"]: entry["change"]
+                for entry in document["scenarios"]
+                if entry["change"] != "same"
+            }
         else:
             facts["stderr"] = finished.stderr[-2000:]
     return wall_s, facts
@@ -77,4 +85,4 @@ def _gate(trainer: str, base: Path, head: Path, fixed: str) -> tuple[float, dict
 if __name__ == "__main__":
     from benchmarks._result import table
 
-    print(table([run(trainers=sys.argv[1:] or None)]))
+    print(table([run(pairs=sys.argv[1:] or None)]))

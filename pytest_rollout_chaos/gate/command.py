@@ -87,6 +87,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         head_tree = prepare_tree(args.head, scratch / "trees" / "head")
     except GateUsageError as error:
         print(f"rollout-chaos gate: {error}", file=err)
+        if not keep:
+            shutil.rmtree(scratch, ignore_errors=True)
         return EXIT_CANNOT_JUDGE
 
     def progress(line: str) -> None:
@@ -102,6 +104,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"logs kept in {scratch}", file=err)
         return EXIT_CANNOT_JUDGE
     decision = compare(base.verdicts, head.verdicts, args.expect_fixed)
+    keep = keep or not decision.passed
+    if not keep:
+        base.log = head.log = None  # removed below: a passing gate leaves nothing behind
     print(render.text(decision, base, head), file=out)
     if args.json is not None:
         args.json.write_text(
@@ -112,10 +117,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
     if args.markdown is not None:
         args.markdown.write_text(render.markdown(decision, base, head, args.target), encoding="utf-8")
-    if decision.passed and not keep:
-        shutil.rmtree(scratch, ignore_errors=True)
-    elif not decision.passed:
+    if keep:
         print(f"logs kept in {scratch}", file=err)
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)
     return decision.exit_code
 
 

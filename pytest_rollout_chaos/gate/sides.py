@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from pytest_rollout_chaos.errors import ChaosError
 from pytest_rollout_chaos.gate.verdicts import ScenarioVerdicts, read_junit
 from pytest_rollout_chaos.servers.process import reaper
 
@@ -33,7 +34,7 @@ STATUS_LINE: Final = re.compile(r"::(?P<name>[\w.-]+) (?P<outcome>PASSED|FAILED|
 COLLECTED_LINE: Final = re.compile(r"\bcollected (?P<count>\d+) items?")
 
 
-class GateUsageError(Exception):
+class GateUsageError(ChaosError):
     """The gate cannot run as asked (a tree that does not exist, an interpreter without the plugin)."""
 
 
