@@ -197,6 +197,24 @@ def fingerprint_length(value: str) -> int | None:
     return int(count) if count.isdigit() and len(digest) == 16 else None
 
 
+def logprob_digest(values: Sequence[object]) -> str:
+    """``"<count>:<sum>:<weighted sum>"`` of one generation's logprobs (sums to 6 decimals), or
+    ``"<count>:x<position>"`` naming the first value that is not a finite number.
+
+    How the History records logprobs: a fixed size, like ``fingerprint``, but comparable within a
+    tolerance (``invariants.rules.digests_agree``), so a collector that keeps logprobs as float32
+    still matches the record while one that zeroes or invents them does not. The weighted sum
+    (position ``i`` counts ``i + 1`` times) tells apart the same values in another order.
+    """
+    total = weighted = 0.0
+    for position, value in enumerate(values):
+        if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+            return f"{len(values)}:x{position}"
+        total += value
+        weighted += (position + 1) * value
+    return f"{len(values)}:{total:.6f}:{weighted:.6f}"
+
+
 def _jsonable(value: Any) -> Any:
     """Make data JSON-safe: non-finite floats become strings so the line still parses."""
     if isinstance(value, float) and not math.isfinite(value):

@@ -17,7 +17,8 @@ URL, the status and why.
 The ``short_results`` fault arms the next call to yield fewer awaitables than rows (the
 "empty epochs" condition of NVIDIA-NeMo/RL #2305). With a History, each request is recorded
 as ``collector invoke/ok/fail run`` with the row index, and each retry as ``collector info
-run_retry`` with the attempt and the error, so a hang's story shows what it kept retrying.
+run_retry`` with the attempt and the error, so a hang's story shows what it kept retrying. A
+closed client sends nothing more: a call then is refused and recorded.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class GymClient(SessionOwner):
         self._config_lock: asyncio.Lock | None = None
         self._tasks: set[asyncio.Task[Result]] = set()
         self._short_by = 0
+        self._closed = False
 
     # -- faults ---------------------------------------------------------------------------------
     def short_results(self, count: int) -> None:
@@ -89,12 +91,20 @@ class GymClient(SessionOwner):
     def run_examples(self, rows: Sequence[Mapping[str, Any]]) -> Iterator[Awaitable[Result]]:
         """Start one ``/run`` per row now; yield awaitables of ``(row, result)`` in completion order.
 
-        Must be called inside a running event loop (as NeMo Gym's must).
+        Must be called inside a running event loop (as NeMo Gym's must), and before ``close``: a
+        call after it is refused and recorded (``collector info run_examples_after_close``), the
+        trace of work a collector left running after its collection ended.
         """
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             raise RuntimeError("GymClient.run_examples must be called inside a running event loop") from None
+        if self._closed:
+            indices = [row.get("_rowidx") for row in rows]
+            self._record("info", {"rows": indices}, "run_examples_after_close")
+            raise RuntimeError(
+                f"GymClient is closed: the collection it served is over, so rows {indices} are not sent"
+            )
         for position, row in enumerate(rows):
             _agent_name(row, position)  # fail fast on a malformed row, before anything is sent
         done: asyncio.Queue[asyncio.Task[Result]] = asyncio.Queue()
@@ -227,7 +237,8 @@ class GymClient(SessionOwner):
             return decode_json(server, url, response.status, text)
 
     async def close(self) -> None:
-        """Cancel requests nobody awaits any more and close the HTTP session."""
+        """Cancel requests nobody awaits any more and close the HTTP session, for good."""
+        self._closed = True
         pending = list(self._tasks)
         for task in pending:
             task.cancel()

@@ -101,12 +101,16 @@ class NativeLoop:
                 if not active:
                     break
                 await all_or_first_error(self._generate(session, sample) for sample in active)
-                stepping = [sample for sample in active if not sample.done]
-                groups: dict[str, list[_Sample]] = {}
-                for sample in stepping:
-                    groups.setdefault(task_of(sample.row), []).append(sample)
+                groups = self._groups([sample for sample in active if not sample.done])
                 await all_or_first_error(self._step(task, group, turn) for task, group in groups.items())
         return [self._finish(sample) for sample in samples]
+
+    def _groups(self, samples: list[_Sample]) -> dict[str, list[_Sample]]:
+        """This turn's task groups: one batched env.step each."""
+        groups: dict[str, list[_Sample]] = {}
+        for sample in samples:
+            groups.setdefault(task_of(sample.row), []).append(sample)
+        return groups
 
     @property
     def _server_url(self) -> str:

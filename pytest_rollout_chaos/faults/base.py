@@ -21,6 +21,7 @@ Author contract (one module per kind, listed in ``registry.FAULT_TYPES``):
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import weakref
@@ -82,6 +83,28 @@ class ToxicControl(Protocol):
     async def set_enabled(self, name: str, enabled: bool) -> object: ...
 
 
+class CollectionHandle:
+    """The collection under way, for the one fault that acts on the caller's side: ``cancel``.
+
+    Whoever runs the collection ``attach``es its task; ``cancel`` cancels it, as a trainer's
+    step timeout or a shutdown cancels its rollout task from outside.
+    """
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task[Any] | None = None
+
+    def attach(self, task: asyncio.Task[Any]) -> None:
+        self._task = task
+
+    @property
+    def attached(self) -> bool:
+        return self._task is not None
+
+    def cancel(self) -> bool:
+        """Cancel the collection; False when none is running (not attached, or already done)."""
+        return self._task is not None and not self._task.done() and self._task.cancel()
+
+
 def param(help: str, *, minimum: float | None = None, maximum: float | None = None) -> dict[str, Any]:
     """Field metadata for a fault parameter: a help line and optional bounds."""
     return {"help": help, "minimum": minimum, "maximum": maximum}
@@ -89,7 +112,8 @@ def param(help: str, *, minimum: float | None = None, maximum: float | None = No
 
 @dataclass(frozen=True)
 class FaultContext:
-    """What faults may touch: servers, proxies, the fault layer, the Gym client; and the History.
+    """What faults may touch: servers, proxies, the fault layer, the Gym client, the collection; and
+    the History.
 
     Creating one records every exit of the given processes in the History (``source
     "process"``, op ``"exit"``, ``{server, code, signal}``), so a fault-killed server is
@@ -106,6 +130,7 @@ class FaultContext:
     restart: Callable[[str], Awaitable[None]] | None = None
     # servers that exist but are not processes of this run (an external policy) -> why
     unmanaged: Mapping[str, str] = field(default_factory=dict)
+    collection: CollectionHandle = field(default_factory=CollectionHandle)
 
     def __post_init__(self) -> None:
         for process in self.processes.values():

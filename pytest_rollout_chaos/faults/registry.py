@@ -18,6 +18,7 @@ from typing import Any, Final, Literal
 from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.faults.bandwidth import Bandwidth
 from pytest_rollout_chaos.faults.base import Fault
+from pytest_rollout_chaos.faults.cancel import Cancel
 from pytest_rollout_chaos.faults.down import Down
 from pytest_rollout_chaos.faults.exit_zero import ExitZero
 from pytest_rollout_chaos.faults.freeze import Freeze
@@ -64,6 +65,8 @@ FAULT_TYPES: Final[tuple[type[Any], ...]] = (
     Hang,
     ShortResults,
     SlowEnv,
+    # the caller's side
+    Cancel,
 )
 FAULTS: Final[Mapping[str, type[Any]]] = {cls.kind: cls for cls in FAULT_TYPES}
 JsonType = Literal["integer", "number", "string", "boolean"]

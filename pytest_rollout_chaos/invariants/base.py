@@ -55,6 +55,9 @@ class Observation:
     """Everything an invariant may look at; ``rollouts`` is None when the collector raised.
 
     ``timed_out`` is set by whoever ran the collection when it had to cut it at the deadline.
+    ``started_at`` (``time.monotonic()``, the History's clock) is when ``collect`` was called, so
+    ``ended_at`` places the outcome among the events; ``request_timeout_s`` and ``max_attempts``
+    are the limits the collector was given (``CollectorSettings``); None where unknown.
     """
 
     rows: Sequence[Row]
@@ -67,10 +70,18 @@ class Observation:
     max_aborted_fraction: float = 0.5
     timed_out: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    started_at: float | None = None
+    request_timeout_s: float | None = None
+    max_attempts: int | None = None
 
     @property
     def requested(self) -> list[int]:
         return [row_index(row, position) for position, row in enumerate(self.rows)]
+
+    @property
+    def ended_at(self) -> float | None:
+        """When the collection returned, raised or was cut (History time); None if unknown."""
+        return None if self.started_at is None else self.started_at + self.elapsed_s
 
 
 class Checker(Protocol):

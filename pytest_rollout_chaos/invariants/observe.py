@@ -24,8 +24,11 @@ async def observe(
     history: History,
     deadline_s: float,
     max_aborted_fraction: float = 0.5,
+    request_timeout_s: float | None = None,
+    max_attempts: int | None = None,
 ) -> Observation:
-    """Run ``collector.collect(rows)`` with ``deadline_s`` and return the Observation."""
+    """Run ``collector.collect(rows)`` with ``deadline_s`` and return the Observation (the limits
+    the collector was given, for the invariants that judge against them)."""
     rollouts: Sequence[Rollout | None] | None = None
     raised: BaseException | None = None
     timed_out = False
@@ -59,4 +62,7 @@ async def observe(
         mode=mode,
         max_aborted_fraction=max_aborted_fraction,
         timed_out=timed_out,
+        started_at=started,
+        request_timeout_s=request_timeout_s,
+        max_attempts=max_attempts,
     )

@@ -5,14 +5,21 @@ from __future__ import annotations
 from typing import Final
 
 from pytest_rollout_chaos.invariants.accounted import Accounted
+from pytest_rollout_chaos.invariants.attempts_bounded import AttemptsBounded
 from pytest_rollout_chaos.invariants.base import Checker
 from pytest_rollout_chaos.invariants.batched_env_eval import BatchedEnvEval
 from pytest_rollout_chaos.invariants.bounded import Bounded
+from pytest_rollout_chaos.invariants.cancel_honoured import CancelHonoured
 from pytest_rollout_chaos.invariants.corroborated import Corroborated
+from pytest_rollout_chaos.invariants.ends_promptly import EndsPromptly
 from pytest_rollout_chaos.invariants.finite_logprobs import FiniteLogprobs
 from pytest_rollout_chaos.invariants.isolated_failures import IsolatedFailures
+from pytest_rollout_chaos.invariants.logprobs_generated import LogprobsGenerated
+from pytest_rollout_chaos.invariants.no_empty_epoch import NoEmptyEpoch
 from pytest_rollout_chaos.invariants.no_silent_short_count import NoSilentShortCount
 from pytest_rollout_chaos.invariants.prefix_consistent import PrefixConsistent
+from pytest_rollout_chaos.invariants.quiet_after_end import QuietAfterEnd
+from pytest_rollout_chaos.invariants.rewards_recorded import RewardsRecorded
 from pytest_rollout_chaos.invariants.root_cause_visible import RootCauseVisible
 from pytest_rollout_chaos.invariants.turns_generated import TurnsGenerated
 
@@ -27,6 +34,13 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     RootCauseVisible(),
     Corroborated(),
     TurnsGenerated(),
+    LogprobsGenerated(),
+    RewardsRecorded(),
+    AttemptsBounded(),
+    NoEmptyEpoch(),
+    EndsPromptly(),
+    QuietAfterEnd(),
+    CancelHonoured(),
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)

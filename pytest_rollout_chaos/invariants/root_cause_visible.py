@@ -1,7 +1,12 @@
-"""``root_cause_visible``: what the trainer sees names the root cause, never a bare CancelledError."""
+"""``root_cause_visible``: what the trainer sees names the root cause, never a bare CancelledError.
+
+The one bare ``CancelledError`` that hides nothing is the caller's own: when the collection was
+cancelled from outside (the ``cancel`` fault), raising it is what ``cancel_honoured`` asks for.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from typing import ClassVar
 
 from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, story, verdict
@@ -13,6 +18,12 @@ class RootCauseVisible:
 
     def check(self, observation: Observation) -> Verdict:
         raised = observation.raised
+        if isinstance(raised, asyncio.CancelledError) and cancelled_from_outside(observation):
+            return verdict(
+                self.name,
+                Status.PASS,
+                "the collection was cancelled from outside (the cancel fault): its caller knows the cause",
+            )
         if raised is not None:
             links = list(chain(raised))
             if hides_root_cause(raised):
@@ -49,3 +60,11 @@ class RootCauseVisible:
                 hidden,
             )
         return verdict(self.name, Status.PASS, "every aborted rollout names its cause")
+
+
+def cancelled_from_outside(observation: Observation) -> bool:
+    """True when the History shows the ``cancel`` fault cancelled the collection."""
+    return any(
+        event.data.get("fault") == "cancel" and event.data.get("cancelled")
+        for event in observation.history.events(source="fault", op="inject")
+    )

@@ -1,4 +1,5 @@
-"""The rules the invariants judge by: finite logprobs, one prefix across turns, a visible root cause.
+"""The rules the invariants judge by: finite logprobs, one prefix across turns, a visible root cause,
+logprobs that agree with the record.
 
 The judge owns its rules. The reference collector applies the same rules to the rollouts it
 builds, but with its own code (``collector/results.py``, ``collector/failures.py``) and never
@@ -16,6 +17,10 @@ from collections.abc import Iterator, Sequence
 from typing import Final
 
 from pytest_rollout_chaos.collector.protocol import Turn
+
+# How far a handed-back logprob may be from the one recorded, per token: a float32 (or float16)
+# copy of the model's value is still the model's value; a zeroed or invented one is not.
+LOGPROB_TOLERANCE: Final = 1e-3
 
 # Error texts that name no cause: what a trainer sees after a bare CancelledError or a wrapper.
 UNINFORMATIVE: Final = frozenset({"", "cancellederror", "timeouterror", "exception", "error", "none"})
@@ -84,3 +89,23 @@ def hides_root_cause(error: BaseException) -> bool:
     if isinstance(error, asyncio.CancelledError):
         return True
     return not any(informative(str(link)) for link in chain(error))
+
+
+def digests_agree(recorded: str, handed: str) -> bool:
+    """True when two ``history.logprob_digest`` values describe the same logprobs.
+
+    The same count, and either the same first non-finite position, or both finite with sums
+    within ``LOGPROB_TOLERANCE`` per token (the weighted sum within its share of it).
+    """
+    mine, theirs = recorded.split(":"), handed.split(":")
+    if mine[0] != theirs[0] or len(mine) != len(theirs):
+        return False
+    if len(mine) == 2:  # both non-finite somewhere: where
+        return mine[1] == theirs[1]
+    count = int(mine[0])
+    tolerance = LOGPROB_TOLERANCE * count + 1e-6
+    weighted_tolerance = LOGPROB_TOLERANCE * count * (count + 1) / 2 + 1e-6
+    return (
+        abs(float(mine[1]) - float(theirs[1])) <= tolerance
+        and abs(float(mine[2]) - float(theirs[2])) <= weighted_tolerance
+    )

@@ -3,10 +3,12 @@
 The fault layer sits in front of every server and writes one event per request under the
 server's source: ``invoke``, then ``ok``/``fail`` with the HTTP status, or ``info`` when the
 connection was cut; an ``ok`` lists a ``history.fingerprint`` per model call its answer
-generated (``generations``). That record is the judge's witness, independent of the collector:
-in gym style the agents' ``/run`` answers (one per attempt, ``_rowidx`` in the request), in
-native style the policy's chat or completions answers on the collector's own link (tied to a
-row by its prompt; several rows sharing a prompt may leave some untied).
+generated (``generations``), a ``history.logprob_digest`` of each one's logprobs
+(``logprobs``) and, for a ``/run``, its ``reward``. That record is the judge's witness,
+independent of the collector: in gym style the agents' ``/run`` answers (one per attempt,
+``_rowidx`` in the request), in native style the policy's chat or completions answers on the
+collector's own link (tied to a row by its prompt; several rows sharing a prompt may leave some
+untied).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ class Call:
     status: int | None
     generations: tuple[str, ...]
     error: str | None
+    logprobs: tuple[str, ...] = ()  # one ``history.logprob_digest`` per generation, when recorded
+    reward: float | None = None  # a ``/run`` answer's reward
+    t: float = 0.0  # when the request ended
 
     @property
     def succeeded(self) -> bool:
@@ -86,6 +91,9 @@ def _by_row(style: Literal["gym", "native"], events: Sequence[Event]) -> Served:
             status=status if isinstance(status, int) else None,
             generations=tuple(str(value) for value in event.data.get("generations") or ()),
             error=str(error) if error else None,
+            logprobs=tuple(str(value) for value in event.data.get("logprobs") or ()),
+            reward=_number(event.data.get("reward")),
+            t=event.t,
         )
         row = event.data.get("row")
         if isinstance(row, int) and not isinstance(row, bool):
@@ -93,3 +101,7 @@ def _by_row(style: Literal["gym", "native"], events: Sequence[Event]) -> Served:
         else:
             record.untied.append(call)
     return record
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

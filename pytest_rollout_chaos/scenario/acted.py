@@ -10,6 +10,7 @@ Counted from the History once the run is over, for each injected fault:
   it counts the requests it cut and, as seen from the link's client, the requests the client
   failed meanwhile (an agent's ``/run`` while its resources link is down);
 - ``short_results``: the Gym calls it shortened (the client's ``short_results`` events);
+- ``cancel``: the collection it cancelled (none when the collection had already ended);
 - a process fault: one touch, its process. Its inject refuses a target that is already gone.
 
 Whatever the count, a fault injected after the collection ended touched nothing of it. A step
@@ -27,6 +28,7 @@ from typing import Final
 from pytest_rollout_chaos.faults._layer_fault import LayerFault
 from pytest_rollout_chaos.faults._toxic_fault import ToxicFault
 from pytest_rollout_chaos.faults.apply import describe
+from pytest_rollout_chaos.faults.cancel import Cancel
 from pytest_rollout_chaos.faults.down import Down
 from pytest_rollout_chaos.faults.short_results import ShortResults
 from pytest_rollout_chaos.history import Event, History
@@ -119,6 +121,8 @@ def _touched(entry: Applied, events: Sequence[Event], ended_at: float) -> tuple[
             count += _client_failures(events, fault.target, entry.injected_at, healed_at)
             return count, f"requests on {fault.target} cut, or failed by its client, while it was down"
         return count, f"requests on {fault.target} while it was on"
+    if isinstance(fault, Cancel):
+        return (1 if entry.facts.get("cancelled") else 0), "collections cancelled"
     if isinstance(fault, ShortResults):
         shortened = sum(
             1

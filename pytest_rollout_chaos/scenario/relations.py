@@ -26,7 +26,7 @@ from pytest_rollout_chaos.scenario.steps import ParsedTrigger
 RUN_ROUTE: Final = "/run"
 TASK_OF_AGENT: Final = dict(zip(v.AGENT_INSTANCES, v.TASK_NAMES, strict=True))
 # Targets that are not servers of ``stack.servers``: nothing has to be started for them.
-_NOT_STARTED: Final = ("collector", v.GYM_CLIENT)
+_NOT_STARTED: Final = (v.COLLECTOR, v.GYM_CLIENT)
 RETRY_HINT: Final = "; to aim at a retry, give the fault a row: nth then counts that row's attempts"
 
 

@@ -62,6 +62,7 @@ class ScenarioResult:
     rollouts: list[Rollout] | None = None
     raised: BaseException | None = None
     timed_out: bool = False
+    started_at: float | None = None  # time.monotonic() when collect was called
     elapsed_s: float = 0.0
     faults_injected: int = 0
     fault_errors: list[BaseException] = field(default_factory=list)
@@ -254,15 +255,17 @@ async def execute(
         loading = await _policy_loading(scenario, stack, history)
         schedule.start()
         await asyncio.sleep(0)  # let ``start`` triggers inject before the first request
+        result.started_at = started
         collect = asyncio.create_task(collector.collect(rows, mode=scenario.workload.mode))
+        trial.faults.collection.attach(collect)  # for the ``cancel`` fault
         try:
             done, _ = await asyncio.wait({collect}, timeout=scenario.expect.within_s)
             if done:
                 try:
                     returned = collect.result()
                 except (Exception, asyncio.CancelledError) as error:
-                    # A CancelledError here is the collector's own (nobody cancelled it): an outcome
-                    # to judge, the way slime's gather left only CancelledError in the log.
+                    # A CancelledError here is the collector's own, or the ``cancel`` fault's: an
+                    # outcome to judge either way (slime's gather left only CancelledError in the log).
                     result.raised = error
                 else:
                     # None entries (rows the collector lost) stay in: ``accounted`` judges them
@@ -310,6 +313,7 @@ async def _policy_loading(
 def judge(result: ScenarioResult) -> None:
     """Fill in the verdicts and expectation failures of ``result`` (pure)."""
     scenario = result.scenario
+    settings = collector_settings(scenario)
     observation = Observation(
         rows=result.rows,
         rollouts=result.rollouts,
@@ -318,7 +322,11 @@ def judge(result: ScenarioResult) -> None:
         deadline_s=scenario.expect.within_s,
         elapsed_s=result.elapsed_s,
         mode=scenario.workload.mode,
+        max_aborted_fraction=settings.max_aborted_fraction,
         timed_out=result.timed_out,
+        started_at=result.started_at,
+        request_timeout_s=settings.request_timeout_s,
+        max_attempts=settings.max_logprob_attempts,
     )
     result.verdicts = check_all(observation, scenario.expect.invariants)
     result.expectation_failures = check_expectations(

@@ -45,7 +45,8 @@ faults:                      # kinds and their parameters: rollout-chaos schema
 expect:
   rollouts:                  # or `raises: {type: SomeError, match: "regex"}`
     all_completed: true
-  invariants: [accounted, bounded, root_cause_visible]
+  invariants: [accounted, bounded, root_cause_visible, no_empty_epoch, ends_promptly,
+               quiet_after_end, attempts_bounded]   # all of them: the scenarios README
   within_s: 60               # past this the scenario fails as `bounded`
 """
 )

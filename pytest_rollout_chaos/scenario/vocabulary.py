@@ -31,6 +31,7 @@ SEMANTIC_FAULTS: Final = (
     "hang",
     "short_results",
     "slow_env",
+    "cancel",
 )
 FAULT_KINDS: Final = NETWORK_FAULTS + PROCESS_FAULTS + SEMANTIC_FAULTS
 
@@ -43,14 +44,16 @@ LINKS: Final = (
     "collector->resources",
 )
 GYM_CLIENT: Final = "gym_client"
+COLLECTOR: Final = "collector"
 # ``agent`` names every agent server; an instance name (one per task) names one of them.
 AGENT_INSTANCES: Final = tuple(AGENT_FOR_TASK[task] for task in TASKS)
 TASK_NAMES: Final = TASKS
 
-# Semantic faults whose target is fixed by what they act on.
+# Semantic faults whose target is fixed by what they act on (``cancel``: the collection itself).
 FIXED_TARGETS: Final[dict[str, tuple[str, ...]]] = {
     "short_results": (GYM_CLIENT,),
     "slow_env": ("resources",),
+    "cancel": (COLLECTOR,),
 }
 
 # The invariants' own registry names them; the format accepts exactly those.

@@ -26,6 +26,14 @@ CAUGHT_BY = {
     "no_deadline": ("agent-frozen", "bounded"),
     "failed_as_completed": ("trajectory-exception-isolated", "corroborated"),
     "turns_dropped_on_drift": ("unrepairable-drift", "turns_generated"),
+    "nan_zeroed": ("nan-logprobs-nan", "logprobs_generated"),
+    "reward_shifted": ("one-row-hangs", "rewards_recorded"),
+    "unbounded_retries": ("nan-logprobs-nan", "attempts_bounded"),
+    "empty_epoch": ("resources-down", "no_empty_epoch"),
+    "collection_deadline_only": ("agent-frozen", "ends_promptly"),
+    "detached_after_raise": ("short-results", "quiet_after_end"),
+    "swallows_cancel": ("collection-cancelled", "cancel_honoured"),
+    "mixed_env_batch": ("validation-batched-env", "batched_env_eval"),
 }
 
 pytestmark = pytest.mark.slow

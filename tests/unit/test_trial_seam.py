@@ -52,6 +52,9 @@ BARE_ON_PURPOSE: Final = {
     "tests/unit/faults/hooked.py": {"FaultContext"},
     "tests/unit/faults/test_apply.py": {"FaultContext"},
     "tests/unit/faults/test_short_results.py": {"FaultContext"},
+    "tests/unit/faults/test_cancel.py": {"FaultContext"},
+    # a cancellation against the fake Gym: the fault needs only the collection it cancels
+    "tests/unit/collector/test_cancellation.py": {"FaultContext"},
     # process faults against any process: a stdlib server that is no part of a stack
     "tests/integration/faults/test_exit_zero_any_process.py": {"FaultContext"},
     "tests/integration/faults/test_oom_any_process.py": {"FaultContext"},

@@ -5,8 +5,9 @@ server's source (``invoke`` on arrival, ``ok``/``fail`` with status and latency 
 leaves, ``info`` when the connection was cut), with the row when the layer can tell it
 (``rows.RowIndex``). An ``ok`` whose answer, as it leaves, carries generated token ids (a
 ``/run`` result, a ``/v1/responses`` or chat/completions answer) lists one ``fingerprint`` per
-model call under ``generations``: the servers' side of what a collector may hand back as turns,
-at a fixed ~25 bytes per generation and one pass over a body already decoded. Then, in this
+model call under ``generations`` and one ``logprob_digest`` under ``logprobs``, and a ``/run``
+result its ``reward``: the servers' side of what a collector may hand back as turns, at a fixed
+~25 bytes per generation and one pass over a body already decoded. Then, in this
 order, the effects of the rules it hits:
 
 - ``delay`` and ``hang`` hold the request before it is forwarded;
@@ -37,7 +38,7 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from pytest_rollout_chaos.history import EventKind, fingerprint
+from pytest_rollout_chaos.history import EventKind, fingerprint, logprob_digest
 from pytest_rollout_chaos.servers.faultlayer import rewrite
 from pytest_rollout_chaos.servers.faultlayer.rules import Rule
 from pytest_rollout_chaos.servers.faultlayer.state import LayerState, Link
@@ -166,12 +167,7 @@ async def forward(
     if answer.status >= 400:
         finish("fail", status=answer.status)
     else:
-        generated = rewrite.answer_generations(answer.document)
-        finish(
-            "ok",
-            status=answer.status,
-            **({"generations": [fingerprint(ids) for ids in generated]} if generated else {}),
-        )
+        finish("ok", status=answer.status, **_generated(answer.document))
     return web.Response(status=answer.status, headers=_outgoing(answer.headers), body=answer.raw)
 
 
@@ -190,6 +186,19 @@ async def _send_upstream(
             return response.status, response.headers, await response.read()
     except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as error:
         raise ConnectionCut(f"{link.server} at {link.upstream}: {type(error).__name__}: {error}") from None
+
+
+def _generated(document: Any) -> dict[str, Any]:
+    """What an answer generated, as recorded: fingerprints, logprob digests and a ``/run`` reward."""
+    calls = rewrite.answer_calls(document)
+    facts: dict[str, Any] = {}
+    if calls:
+        facts["generations"] = [fingerprint(ids) for ids, _ in calls]
+        facts["logprobs"] = [logprob_digest(values) for _, values in calls]
+    reward = rewrite.answer_reward(document)
+    if reward is not None:
+        facts["reward"] = reward
+    return facts
 
 
 def _outgoing(headers: Mapping[str, str]) -> CIMultiDict[str]:

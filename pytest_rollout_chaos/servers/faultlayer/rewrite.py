@@ -7,7 +7,8 @@ they are nested: chat ``choices[].logprobs.content[].logprob``, completions
 ``/run`` results); for prefix drift, prompt ids in ``prompt_token_ids`` or a ``/tokenize``
 answer's ``tokens``, and generated ids in ``token_ids``, ``generation_token_ids`` or chat
 logprob tokens spelled ``token_id:N`` (vLLM's ``return_tokens_as_token_ids``).
-``answer_generations`` reads what one answer generated, per model call, for the History.
+``answer_calls`` reads what one answer generated and the logprobs it reported, per model call,
+and ``answer_reward`` a ``/run`` result's reward, for the History.
 """
 
 from __future__ import annotations
@@ -186,36 +187,62 @@ def _replace_all(prompt: list[int], stop_id: int, replacement_token_id: int | No
 
 
 def answer_generations(document: Any) -> list[list[int]]:
-    """What one answer generated, one id list per model call, in order; [] when it holds none.
+    """What one answer generated, one id list per model call, in order; [] when it holds none."""
+    return [ids for ids, _ in answer_calls(document)]
+
+
+def answer_calls(document: Any) -> list[tuple[list[int], list[Any]]]:
+    """Each model call of one answer: the ids it generated and the logprobs it reported, in order.
 
     Gym output items (a ``/v1/responses`` answer, or a ``/run`` result's ``response.output``:
-    only the last item of each model call carries ``generation_token_ids``), else each chat or
-    completions choice (``token_ids``, else its logprob tokens spelled ``token_id:N``). Only
-    these fields are read: one pass over the output items or choices of an already decoded body.
+    only the last item of each model call carries ``generation_token_ids`` and
+    ``generation_log_probs``), else each chat or completions choice (``token_ids``, else its
+    logprob tokens spelled ``token_id:N``; logprobs from ``logprobs.content[].logprob`` or
+    ``logprobs.token_logprobs``). Only these fields are read: one pass over the output items or
+    choices of an already decoded body. A call with no logprobs reports an empty list.
     """
     if not isinstance(document, dict):
         return []
     response = document.get("response")
     output = response.get("output") if isinstance(response, dict) else document.get("output")
     if isinstance(output, list):
-        items = [item.get("generation_token_ids") for item in output if isinstance(item, dict)]
-        return [ids for ids in (_ids(item) for item in items) if ids]
-    found: list[list[int]] = []
+        calls = []
+        for item in output:
+            ids = _ids(item.get("generation_token_ids")) if isinstance(item, dict) else None
+            if ids:
+                logprobs = item.get("generation_log_probs")
+                calls.append((ids, list(logprobs) if isinstance(logprobs, list) else []))
+        return calls
+    found: list[tuple[list[int], list[Any]]] = []
     choices = document.get("choices")
     for choice in choices if isinstance(choices, list) else []:
         if not isinstance(choice, dict):
             continue
         ids = _ids(choice.get("token_ids"))
         logprobs = choice.get("logprobs")
-        if ids is None and isinstance(logprobs, dict):
+        values: list[Any] = []
+        if isinstance(logprobs, dict):
             content = logprobs.get("content")
             if isinstance(content, list) and _is_chat_logprob_list(content):
-                ids = _ids([item.get("token") for item in content])
+                values = [item.get("logprob") for item in content]
+                if ids is None:
+                    ids = _ids([item.get("token") for item in content])
             else:
-                ids = _ids(logprobs.get("tokens"))
+                given = logprobs.get("token_logprobs")
+                values = list(given) if isinstance(given, list) else []
+                if ids is None:
+                    ids = _ids(logprobs.get("tokens"))
         if ids:
-            found.append(ids)
+            found.append((ids, values))
     return found
+
+
+def answer_reward(document: Any) -> float | None:
+    """The reward of a ``/run`` result (the row plus ``reward`` and ``response``); None otherwise."""
+    if not isinstance(document, dict) or not isinstance(document.get("response"), dict):
+        return None
+    reward = document.get("reward")
+    return float(reward) if isinstance(reward, int | float) and not isinstance(reward, bool) else None
 
 
 def _ids(values: Any) -> list[int] | None:

@@ -6,7 +6,8 @@ request plus ``reward`` (and ``failure_reason``). ``POST /step_batch`` is NeMo R
 ``EnvironmentInterface.step`` over HTTP: batched message logs and metadata in; observations,
 metadata, next stop strings, rewards, terminateds and answers out. Its cost is real: a sleep
 per call plus a sleep per item, both settable at start and at run time, and every call is
-recorded as an ``info step_batch`` event with its batch size (``batched_env_eval`` reads it).
+recorded as an ``info step_batch`` event with its batch size and, per item, its task and how many
+model turns its message log holds (``batched_env_eval`` judges from it).
 
 Run as ``python -m pytest_rollout_chaos.servers.gym.resources [--step-latency-ms N]
 [--step-item-latency-ms N]``.
@@ -138,7 +139,10 @@ async def step_batch(request: web.Request) -> web.Response:
     state = request.app[STATE_KEY]
     state.step_batch_calls += 1
     names = [str(item.get("task")) if isinstance(item, Mapping) else "?" for item in metadata]
-    request.app[WRITER_KEY].emit("info", "step_batch", {"batch_size": len(metadata), "tasks": names})
+    turns = [_model_turns(log) for log in message_logs]
+    request.app[WRITER_KEY].emit(
+        "info", "step_batch", {"batch_size": len(metadata), "tasks": names, "turns": turns}
+    )
     await asyncio.sleep(state.latency.seconds_for(len(metadata)))
     try:
         results = [tasks.step_one(log, meta) for log, meta in zip(message_logs, metadata, strict=True)]
@@ -156,6 +160,13 @@ async def step_batch(request: web.Request) -> web.Response:
             "answers": [result["answer"] for result in results],
         }
     )
+
+
+def _model_turns(message_log: object) -> int | None:
+    """How many model turns a sample's message log holds: its assistant messages."""
+    if not isinstance(message_log, list):
+        return None
+    return sum(1 for item in message_log if isinstance(item, Mapping) and item.get("role") == "assistant")
 
 
 async def aggregate_metrics(request: web.Request) -> web.Response:

@@ -5,15 +5,25 @@ native style keeps batched env evaluation where the per-sample bug does not.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from fixtures.collectors import KNOWN_BUGS
-from pytest_rollout_chaos.collector.protocol import CollectorFactory, Mode
+from pytest_rollout_chaos.collector.protocol import (
+    Collector,
+    CollectorContext,
+    CollectorFactory,
+    Mode,
+    Rollout,
+    Row,
+)
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
+from pytest_rollout_chaos.collector.results import rollout_from_result
 from pytest_rollout_chaos.faults.apply import applied
 from pytest_rollout_chaos.faults.base import Fault
 from pytest_rollout_chaos.faults.kill import Kill
@@ -59,6 +69,31 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
         "not what the model generated for their row",
         20.0,
     ),
+    "nan_zeroed": (
+        lambda: NanLogprobs(target=AGENT, row=2),
+        "hand back logprobs the model never reported",
+        20.0,
+    ),
+    "unbounded_retries": (
+        lambda: NanLogprobs(target=AGENT, row=2, every=1),
+        "were retried past the limit",
+        20.0,
+    ),
+    "empty_epoch": (lambda: TrajectoryException(target=AGENT), "an empty epoch", 20.0),
+    "detached_after_raise": (
+        lambda: ShortResults(target="gym_client", count=1),
+        "kept working after the collection ended",
+        20.0,
+    ),
+}
+# Exercised by their own tests below (their workload or their fault differs), or in the catalog
+# (swallows_cancel: the cancel fault needs the scenario runner's collection).
+ELSEWHERE = {
+    "per_sample_env",
+    "mixed_env_batch",
+    "collection_deadline_only",
+    "reward_shifted",
+    "swallows_cancel",
 }
 
 
@@ -68,14 +103,35 @@ def _factory(module: str) -> CollectorFactory:
 
 
 async def _observe(
-    run: Run, factory: CollectorFactory, *, deadline_s: float, mode: Mode = "train"
+    run: Run,
+    factory: CollectorFactory,
+    *,
+    deadline_s: float,
+    mode: Mode = "train",
+    rows: list[dict[str, Any]] | None = None,
 ) -> Observation:
-    rows = greedy_rows(run, 4)
-    return await observe(factory(run.ctx), rows, mode=mode, history=run.ctx.history, deadline_s=deadline_s)
+    chosen = greedy_rows(run, 4) if rows is None else rows
+    observation = await observe(
+        factory(run.ctx),
+        chosen,
+        mode=mode,
+        history=run.ctx.history,
+        deadline_s=deadline_s,
+        request_timeout_s=run.ctx.settings.request_timeout_s,
+        max_attempts=run.ctx.settings.max_logprob_attempts,
+    )
+    await asyncio.sleep(0.5)  # whatever the collector left running shows itself
+    return observation
+
+
+def two_task_rows(run: Run) -> list[dict[str, Any]]:
+    """Two calculator rows, then two echo rows (single turn: they finish first), ``_rowidx`` 0..3."""
+    rows = greedy_rows(run, 2) + run.stack.gym.rows("echo", 2)
+    return [{**row, "_rowidx": index} for index, row in enumerate(rows)]
 
 
 def test_every_known_bug_is_exercised_here() -> None:
-    assert set(FAULTS) | {"per_sample_env"} == set(KNOWN_BUGS)
+    assert set(FAULTS) | ELSEWHERE == set(KNOWN_BUGS)
 
 
 @pytest.mark.asyncio
@@ -131,3 +187,60 @@ async def test_per_sample_env_fails_batched_env_eval_in_validation_only(run: Run
     train = await _observe(native, factory, deadline_s=30.0, mode="train")
     [verdict] = check_all(train, ["batched_env_eval"])
     assert verdict.status is Status.PASS, verdict.render()
+
+
+@pytest.mark.asyncio
+async def test_a_collection_deadline_alone_notices_a_short_count_late(run: Run) -> None:
+    """``bounded`` passes a collector that finds a short count only at its collection deadline;
+    ``ends_promptly`` does not."""
+    settings = replace(run.ctx.settings, request_timeout_s=2.0, collect_timeout_s=8.0)
+    short = replace(run, ctx=replace(run.ctx, settings=settings))
+    async with applied(ShortResults(target="gym_client", count=1), run.faults):
+        observation = await _observe(short, _factory("collection_deadline_only"), deadline_s=20.0)
+    assert observation.raised is not None
+    assert observation.elapsed_s >= 8.0
+    late, bounded = check_all(observation, ["ends_promptly", "bounded"])
+    assert late.status is Status.FAIL, late.render()
+    assert "every request was answered, so nothing was left to wait for" in late.summary
+    assert bounded.status is Status.PASS
+
+
+@pytest.mark.asyncio
+async def test_rewards_shifted_past_an_aborted_row_fail_rewards_recorded(run: Run) -> None:
+    rows = two_task_rows(run)
+    async with applied(TrajectoryException(target=AGENT, row=1), run.faults):
+        observation = await _observe(run, _factory("reward_shifted"), deadline_s=20.0, rows=rows)
+    shifted, turns = check_all(observation, ["rewards_recorded", "turns_generated"])
+    assert shifted.status is Status.FAIL, shifted.render()
+    assert shifted.evidence[0].startswith("row 2: reward 0.0, but the row's /run"), shifted.evidence
+    assert turns.status is Status.PASS, "the turns stayed with their rows"
+    async with applied(TrajectoryException(target=AGENT, row=1), run.faults):
+        reference = await _observe(run, ReferenceCollector, deadline_s=20.0, rows=two_task_rows(run))
+    [verdict] = check_all(reference, ["rewards_recorded"])
+    assert verdict.status is Status.PASS, verdict.render()
+
+
+class _CompletionOrder:
+    """Results labelled by the order they complete in, not by their ``_rowidx``."""
+
+    def __init__(self, ctx: CollectorContext) -> None:
+        self.ctx = ctx
+
+    async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
+        done = [await awaitable for awaitable in self.ctx.gym.run_examples(rows)]
+        return [
+            rollout_from_result(int(row["_rowidx"]), result)
+            for row, (_, result) in zip(rows, done, strict=True)
+        ]
+
+
+@pytest.mark.asyncio
+async def test_rollouts_relabelled_in_completion_order_fail_even_when_no_row_fails(run: Run) -> None:
+    def factory(ctx: CollectorContext) -> Collector:
+        return _CompletionOrder(ctx)
+
+    observation = await _observe(run, factory, deadline_s=20.0, rows=two_task_rows(run))
+    assert observation.rollouts is not None
+    assert all(r and r.status == "completed" for r in observation.rollouts)
+    [verdict] = check_all(observation, ["turns_generated"])
+    assert verdict.status is Status.FAIL, verdict.render()

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pytest_rollout_chaos.collector.gym_client import GymRequestError
 from pytest_rollout_chaos.collector.protocol import CollectorContext, CollectorSettings
-from pytest_rollout_chaos.history import History, fingerprint
+from pytest_rollout_chaos.history import History, fingerprint, logprob_digest
 
 EOS = 2
 
@@ -80,6 +80,8 @@ class FakeGym:
         behaviour = script[min(attempt, len(script) - 1)]
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        if self.history is not None:  # as ctx.gym records each row's /run it starts
+            self.history.append("collector", "invoke", "run", {"row": index})
         self._record("invoke", index)
         try:
             await asyncio.sleep(self.delay_s)
@@ -95,12 +97,15 @@ class FakeGym:
                     "calculator_agent", "http://127.0.0.1:1/run", None, "Cannot connect to host 127.0.0.1:1"
                 ) from ConnectionRefusedError(111, "Connect call failed")
             result = result_for(index, behaviour)
-            generated = [
-                item["generation_token_ids"]
-                for item in result["response"]["output"]
-                if "generation_token_ids" in item
-            ]
-            self._record("ok", index, status=200, generations=[fingerprint(ids) for ids in generated])
+            generated = [item for item in result["response"]["output"] if "generation_token_ids" in item]
+            self._record(
+                "ok",
+                index,
+                status=200,
+                generations=[fingerprint(item["generation_token_ids"]) for item in generated],
+                logprobs=[logprob_digest(item["generation_log_probs"]) for item in generated],
+                reward=result["reward"],
+            )
             return row, result
         finally:
             self.in_flight -= 1

@@ -7,6 +7,7 @@ this through the real servers.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 from collections.abc import Mapping, Sequence
 
@@ -32,8 +33,19 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
     "no_deadline": ({3: ["hang"]}, 0, "the collection hung"),  # the last row: the fake runs rows lazily
     "failed_as_completed": ({1: ["error"]}, 0, "the servers saw no successful /run for row 1: HTTP 500"),
     "turns_dropped_on_drift": ({0: ["bad_drift"]}, 0, "turns [1] were dropped"),
+    "nan_zeroed": ({2: ["nan", "ok"]}, 0, "hand back logprobs the model never reported"),
+    "reward_shifted": ({1: ["error"]}, 0, "row 2: reward 0.0, but the row's /run that generated its turns"),
+    "unbounded_retries": ({2: ["nan"]}, 0, "row 2: attempts=5, above max_attempts=3"),
+    "empty_epoch": ({row: ["error"] for row in range(4)}, 0, "an empty epoch"),
+    "collection_deadline_only": ({}, 1, "every request was answered, so nothing was left to wait for"),
+    "detached_after_raise": ({}, 1, "the collector kept working after the collection ended"),
 }
+# Checked elsewhere: the native-style ones by test_reference_native, the cancelled one by
+# test_cancellation.
+ELSEWHERE = {"per_sample_env", "mixed_env_batch", "swallows_cancel"}
 DEADLINE_S = 1.5
+# A collection deadline is noticed late only past ends_promptly's margin (3 s): give it room.
+SETTINGS: dict[str, dict[str, float]] = {"collection_deadline_only": {"collect_timeout_s": 4.0}}
 
 
 def _factory(module: str) -> CollectorFactory:
@@ -45,16 +57,24 @@ async def _judge(factory: CollectorFactory, module: str, *, faulty: bool) -> tup
     script, short_by, _ = FAULTS[module]
     gym = FakeGym(script if faulty else {})
     gym.short_by = short_by if faulty else 0
-    ctx = context(gym, request_timeout_s=1.0)
+    settings = {"request_timeout_s": 1.0, **SETTINGS.get(module, {})}
+    ctx = context(gym, **settings)
     observation = await observe(
-        factory(ctx), rows(4), mode="train", history=ctx.history, deadline_s=DEADLINE_S
+        factory(ctx),
+        rows(4),
+        mode="train",
+        history=ctx.history,
+        deadline_s=DEADLINE_S + settings.get("collect_timeout_s", 0.0),
+        request_timeout_s=ctx.settings.request_timeout_s,
+        max_attempts=ctx.settings.max_logprob_attempts,
     )
+    await asyncio.sleep(0.1)  # whatever the collector left running shows itself
     [verdict] = check_all(observation, [get(KNOWN_BUGS[module])])
     return verdict.status, verdict.render()
 
 
 def test_every_gym_style_known_bug_has_a_fault_here() -> None:
-    assert set(FAULTS) == set(KNOWN_BUGS) - {"per_sample_env"}
+    assert set(FAULTS) == set(KNOWN_BUGS) - ELSEWHERE
 
 
 @pytest.mark.asyncio

@@ -64,11 +64,19 @@ class StepReturn(NamedTuple):
 
 
 class RecordingEnv:
-    def __init__(self) -> None:
+    """Steps like the resources server and records each call as it does (``batched_env_eval`` reads it)."""
+
+    def __init__(self, history: History) -> None:
         self.batch_sizes: list[int] = []
+        self.history = history
 
     async def step(self, message_logs: list[list[dict[str, Any]]], metadata: list[Any]) -> StepReturn:
         self.batch_sizes.append(len(message_logs))
+        tasks = [str(item.get("task")) for item in metadata]
+        turns = [sum(1 for m in log if m["role"] == "assistant") for log in message_logs]
+        self.history.append(
+            "resources", "info", "step_batch", {"batch_size": len(tasks), "tasks": tasks, "turns": turns}
+        )
         done = [log[-1]["content"] == "DONE" for log in message_logs]
         return StepReturn(
             [{"role": "tool", "content": "4"} for _ in done], [1.0 if d else 0.0 for d in done], done
@@ -100,23 +108,29 @@ def _rows(*questions: str, task: str = "calculator") -> list[dict[str, Any]]:
     ]
 
 
-def _context(policy: str, env: RecordingEnv, *, policy_ready_timeout_s: float = 60.0) -> CollectorContext:
+def _context(policy: str, *, policy_ready_timeout_s: float = 60.0) -> CollectorContext:
+    history = History()
     return CollectorContext(
         gym=FakeGym(),
         policy=policy,
-        env=env,
+        env=RecordingEnv(history),
         tokenizer=None,
         settings=CollectorSettings(
             style="native", request_timeout_s=5.0, policy_ready_timeout_s=policy_ready_timeout_s
         ),
-        history=History(),
+        history=history,
         eos_token_ids=(EOS,),
     )
 
 
+def _env(ctx: CollectorContext) -> RecordingEnv:
+    assert isinstance(ctx.env, RecordingEnv)
+    return ctx.env
+
+
 async def test_one_batched_step_per_task_group_per_turn(policy_url: str) -> None:
-    env = RecordingEnv()
-    ctx = _context(policy_url, env)
+    ctx = _context(policy_url)
+    env = _env(ctx)
     rows = _rows("1+1", "2+2", "3+3")
     rows[2]["task"] = "echo"
     observation = await observe(
@@ -134,7 +148,7 @@ async def test_one_batched_step_per_task_group_per_turn(policy_url: str) -> None
 
 
 async def test_nan_logprobs_are_regenerated_for_that_sample(policy_url: str) -> None:
-    ctx = _context(policy_url, RecordingEnv())
+    ctx = _context(policy_url)
     rollouts = await ReferenceCollector(ctx).collect(_rows("nan please", "2+2"), mode="train")
     assert [r.status for r in rollouts] == ["completed", "completed"]
     assert rollouts[0].attempts == 2
@@ -142,7 +156,7 @@ async def test_nan_logprobs_are_regenerated_for_that_sample(policy_url: str) -> 
 
 
 async def test_an_unreachable_policy_fails_at_its_ready_deadline() -> None:
-    ctx = _context("http://127.0.0.1:9/v1", RecordingEnv(), policy_ready_timeout_s=0.5)
+    ctx = _context("http://127.0.0.1:9/v1", policy_ready_timeout_s=0.5)
     started = time.monotonic()
     with pytest.raises(InfrastructureError, match=r"was not ready within policy_ready_timeout_s=0.5s"):
         await ReferenceCollector(ctx).collect(_rows("1+1"), mode="train")
@@ -152,8 +166,8 @@ async def test_an_unreachable_policy_fails_at_its_ready_deadline() -> None:
 async def test_the_per_sample_known_bug_is_caught_here_too(policy_url: str) -> None:
     from fixtures.collectors import per_sample_env
 
-    env = RecordingEnv()
-    ctx = _context(policy_url, env)
+    ctx = _context(policy_url)
+    env = _env(ctx)
     collector = per_sample_env.factory(ctx)
     observation = await observe(
         collector, _rows("1+1", "2+2"), mode="validation", history=ctx.history, deadline_s=10
@@ -161,4 +175,24 @@ async def test_the_per_sample_known_bug_is_caught_here_too(policy_url: str) -> N
     assert env.batch_sizes == [1, 1, 1, 1]
     [verdict] = check_all(observation, ["batched_env_eval"])
     assert verdict.status is Status.FAIL, verdict.render()
-    assert "per-sample env evaluation in validation: 4 env.step calls where 2 batched" in verdict.summary
+    assert (
+        "per-sample env evaluation in validation: the environment served 4 env.step calls where 2 batched"
+        in verdict.summary
+    )
+
+
+async def test_the_mixed_groups_known_bug_is_caught_from_what_the_environment_served(policy_url: str) -> None:
+    from fixtures.collectors import mixed_env_batch
+
+    ctx = _context(policy_url)
+    rows = _rows("1+1", "2+2", "3+3")
+    rows[2]["task"] = "echo"
+    observation = await observe(
+        mixed_env_batch.factory(ctx), rows, mode="validation", history=ctx.history, deadline_s=10
+    )
+    assert _env(ctx).batch_sizes == [3, 3]  # one call per turn, both groups in it
+    steps = ctx.history.events(source="collector", op="env_step")
+    assert len(steps) == 2, "by its own record, one batched call per turn"
+    [verdict] = check_all(observation, ["batched_env_eval"])
+    assert verdict.status is Status.FAIL, verdict.render()
+    assert "2 env.step calls mixed task groups" in verdict.summary

@@ -10,8 +10,8 @@ import pytest
 from pytest_rollout_chaos.faults.apply import applied
 from pytest_rollout_chaos.faults.nan_logprobs import NanLogprobs
 from pytest_rollout_chaos.faults.prefix_drift import PrefixDrift
-from pytest_rollout_chaos.history import Event, fingerprint
-from tests.programs.hook_server import GENERATION
+from pytest_rollout_chaos.history import Event, fingerprint, logprob_digest
+from tests.programs.hook_server import GENERATION, LOGPROBS
 from tests.unit.faults.hooked import Hooked, wait_for
 
 
@@ -29,7 +29,9 @@ async def test_an_answer_that_generated_lists_one_fingerprint_per_model_call(
     assert status == 200
     [ok] = wait_for(history, _ended(path))
     assert ok.data["generations"] == [fingerprint(GENERATION)]
+    assert ok.data["logprobs"] == [logprob_digest(LOGPROBS)]
     assert ok.data["row"] == 4
+    assert ok.data.get("reward") == (1.0 if path == "/run" else None), "a /run answer's reward, only"
 
 
 @pytest.mark.asyncio

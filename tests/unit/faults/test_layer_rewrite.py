@@ -91,3 +91,27 @@ def test_answer_generations_reads_one_list_per_model_call() -> None:
     assert rewrite.answer_generations(text_tokens) == []
     assert rewrite.answer_generations({"tokens": [1, 2, 3]}) == []
     assert rewrite.answer_generations(None) == []
+
+
+def test_answer_calls_pairs_each_generation_with_the_logprobs_it_reported() -> None:
+    run_result = {
+        "reward": 0.5,
+        "response": {
+            "output": [
+                {"generation_token_ids": [5, 2], "generation_log_probs": [-0.1, float("nan")]},
+                {"type": "function_call_output", "output": "4"},
+                {"generation_token_ids": [7, 2]},
+            ]
+        },
+    }
+    assert rewrite.answer_calls(run_result)[0][0] == [5, 2]
+    assert rewrite.answer_calls(run_result)[1] == ([7, 2], [])
+    assert rewrite.answer_reward(run_result) == 0.5
+    chat = {
+        "choices": [{"token_ids": [11], "logprobs": {"content": [{"token": "token_id:11", "logprob": -2.0}]}}]
+    }
+    assert rewrite.answer_calls(chat) == [([11], [-2.0])]
+    completions = {"choices": [{"token_ids": [4, 5], "logprobs": {"token_logprobs": [-1.0, None]}}]}
+    assert rewrite.answer_calls(completions) == [([4, 5], [-1.0, None])]
+    assert rewrite.answer_reward(chat) is None
+    assert rewrite.answer_reward({"reward": True, "response": {}}) is None

@@ -33,6 +33,7 @@ CATALOG = [
     "hang",
     "short_results",
     "slow_env",
+    "cancel",
 ]
 
 

@@ -247,3 +247,16 @@ async def test_head_config_is_yaml_in_a_json_string_and_lists_instances(stack: t
 def test_run_examples_outside_an_event_loop_says_so() -> None:
     with pytest.raises(RuntimeError, match="inside a running event loop"):
         GymClient("http://127.0.0.1:9").run_examples([_row(0)])
+
+
+@pytest.mark.asyncio
+async def test_a_closed_client_refuses_and_records_calls(stack: tuple[str, str]) -> None:
+    """Work a collector left running after its collection ended shows, and sends nothing."""
+    history = History()
+    async with GymClient(stack[0], history=history) as client:
+        pass
+    with pytest.raises(RuntimeError, match=r"GymClient is closed: .* rows \[3, 4\] are not sent"):
+        client.run_examples([_row(3), _row(4)])
+    [refused] = history.events(source="collector", op="run_examples_after_close")
+    assert refused.data == {"rows": [3, 4]}
+    assert not history.events(source="collector", op="run")

@@ -94,7 +94,7 @@ async def test_step_batch_is_one_call_for_the_batch_and_is_recorded(
     history = History(t0=0.0)
     history.follow(events_file, from_now=False)
     batches = [event.data for event in history.events(op="step_batch")]
-    assert batches == [{"batch_size": 3, "tasks": ["calculator"] * 3}]
+    assert batches == [{"batch_size": 3, "tasks": ["calculator"] * 3, "turns": [1, 1, 1]}]
 
 
 @pytest.mark.asyncio

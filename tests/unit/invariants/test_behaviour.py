@@ -10,6 +10,7 @@ from pytest_rollout_chaos.invariants.base import Status
 from pytest_rollout_chaos.invariants.batched_env_eval import BatchedEnvEval
 from pytest_rollout_chaos.invariants.bounded import Bounded
 from pytest_rollout_chaos.invariants.isolated_failures import IsolatedFailures
+from pytest_rollout_chaos.invariants.no_empty_epoch import NoEmptyEpoch
 from pytest_rollout_chaos.invariants.root_cause_visible import RootCauseVisible
 from tests.unit.invariants.builders import all_ok, observe, rollout
 
@@ -62,17 +63,21 @@ def test_isolated_failures_vacuous_pass_without_failures() -> None:
     assert IsolatedFailures().check(observe(2, all_ok(2))).status is Status.PASS
 
 
+def _served(history: History, tasks: list[str], turn: int) -> None:
+    """What the resources server records for one ``/step_batch`` call: each item's task and turn."""
+    data = {"batch_size": len(tasks), "tasks": tasks, "turns": [turn] * len(tasks)}
+    history.append("resources", "info", "step_batch", data)
+
+
 def _env_steps(per_sample: bool) -> History:
     history = History()
-    for turn in (0, 1):
+    for turn in (1, 2):
         if per_sample:
             for _ in range(3):
-                history.append(
-                    "collector", "info", "env_step", {"task": "math", "batch_size": 1, "turn": turn}
-                )
+                _served(history, ["math"], turn)
         else:
-            history.append("collector", "info", "env_step", {"task": "math", "batch_size": 3, "turn": turn})
-        history.append("collector", "info", "env_step", {"task": "code", "batch_size": 1, "turn": turn})
+            _served(history, ["math"] * 3, turn)
+        _served(history, ["code"], turn)
     return history
 
 
@@ -80,9 +85,10 @@ def test_batched_env_eval_fails_per_sample_steps_in_validation() -> None:
     verdict = BatchedEnvEval().check(observe(4, all_ok(4), history=_env_steps(True), mode="validation"))
     assert verdict.status is Status.FAIL
     assert (
-        "per-sample env evaluation in validation: 8 env.step calls where 4 batched calls" in verdict.summary
+        "per-sample env evaluation in validation: the environment served 8 env.step calls where 4 batched"
+        in verdict.summary
     )
-    assert "turn 0, task 'math': 3 calls (batch sizes [1, 1, 1])" in verdict.evidence
+    assert "turn 1, task 'math': 3 calls (batch sizes [1, 1, 1])" in verdict.evidence
 
 
 def test_batched_env_eval_passes_batched_steps_and_tolerates_train() -> None:
@@ -94,14 +100,27 @@ def test_batched_env_eval_passes_batched_steps_and_tolerates_train() -> None:
     assert "allowed in train" in train.summary
 
 
-def test_batched_env_eval_unknown_without_env_steps_and_fails_on_under_reporting() -> None:
+def test_batched_env_eval_judges_what_was_served_not_what_the_collector_says() -> None:
+    history = History()
+    for turn in (1, 2):  # the collector claims one call per task group, as a batched one would
+        for task in ("math", "code"):
+            history.append("collector", "info", "env_step", {"task": task, "batch_size": 2, "turn": turn})
+        _served(history, ["math", "math", "code", "code"], turn)  # while one call mixes the groups
+    for mode in ("validation", "train"):
+        verdict = BatchedEnvEval().check(observe(4, all_ok(4), history=history, mode=mode))
+        assert verdict.status is Status.FAIL, mode
+        assert "2 env.step calls mixed task groups" in verdict.summary
+        assert "2 of task 'code' at turn 1, 2 of task 'math' at turn 1" in verdict.summary
+
+
+def test_batched_env_eval_unknown_without_a_served_record() -> None:
     assert BatchedEnvEval().check(observe(2, all_ok(2))).status is Status.UNKNOWN
-    history = _env_steps(False)
-    for _ in range(6):
-        history.append("resources", "info", "step_batch", {"batch_size": 1, "tasks": ["math"]})
-    verdict = BatchedEnvEval().check(observe(4, all_ok(4), history=history, mode="validation"))
-    assert verdict.status is Status.FAIL
-    assert "under-reports" in verdict.summary
+    history = History()
+    history.append("collector", "info", "env_step", {"task": "math", "batch_size": 1, "turn": 0})
+    history.append("resources", "info", "step_batch", {"batch_size": 1, "tasks": ["math"]})
+    verdict = BatchedEnvEval().check(observe(1, all_ok(1), history=history, mode="validation"))
+    assert verdict.status is Status.UNKNOWN
+    assert "do not say each item's task and turn" in verdict.summary
 
 
 def test_bounded_fails_a_hang_and_names_what_it_waited_on() -> None:
@@ -142,3 +161,34 @@ def test_root_cause_visible_checks_aborted_rollouts() -> None:
         bad = [rollout(0, "aborted", error=hidden)]
         assert RootCauseVisible().check(observe(1, bad)).status is Status.FAIL
     assert RootCauseVisible().check(observe(1, None)).status is Status.UNKNOWN
+
+
+def test_no_empty_epoch_fails_a_returned_batch_of_only_placeholders() -> None:
+    history = History()
+    history.append("fault", "info", "inject", {"fault": "down", "target": "agent->resources"})
+    placeholders = [rollout(i, "aborted", turns=[], error="agent->resources down") for i in range(3)]
+    verdict = NoEmptyEpoch().check(observe(3, placeholders, history=history))
+    assert verdict.status is Status.FAIL
+    assert (
+        "an empty epoch: none of 3 requested rows came back usable (3 aborted placeholders)"
+        in verdict.summary
+    )
+    assert verdict.evidence[0] == "3x agent->resources down"
+    assert "inject" in verdict.evidence[1]
+
+
+def test_no_empty_epoch_passes_one_usable_row_or_a_raise() -> None:
+    mixed = [rollout(0, "aborted", error="x"), rollout(1, "truncated")]
+    assert NoEmptyEpoch().check(observe(2, mixed)).status is Status.PASS
+    assert NoEmptyEpoch().check(observe(2, None, raised=RuntimeError("down"))).status is Status.PASS
+    assert NoEmptyEpoch().check(observe(2, [])).status is Status.FAIL
+
+
+def test_a_bare_cancelled_error_hides_nothing_when_the_collection_was_cancelled_from_outside() -> None:
+    history = History()
+    bare = observe(2, None, history=history, raised=asyncio.CancelledError())
+    assert RootCauseVisible().check(bare).status is Status.FAIL
+    history.append("fault", "info", "inject", {"fault": "cancel", "target": "collector", "cancelled": True})
+    verdict = RootCauseVisible().check(bare)
+    assert verdict.status is Status.PASS
+    assert "cancelled from outside" in verdict.summary

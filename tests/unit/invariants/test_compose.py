@@ -30,6 +30,13 @@ DESIGN_NAMES = (
     "root_cause_visible",
     "corroborated",
     "turns_generated",
+    "logprobs_generated",
+    "rewards_recorded",
+    "attempts_bounded",
+    "no_empty_epoch",
+    "ends_promptly",
+    "quiet_after_end",
+    "cancel_honoured",
 )
 
 

@@ -105,7 +105,7 @@ def test_unknown_fault_kind() -> None:
     text = BASE + "faults:\n  - kind: latncy\n    target: agent->model\n"
     (message,) = problems(text)
     assert message.startswith("s.chaos.yaml:6: faults[0].kind: unknown fault kind 'latncy' (valid: latency, ")
-    assert message.endswith("short_results, slow_env)")
+    assert message.endswith("short_results, slow_env, cancel)")
 
 
 def test_network_faults_target_links_and_process_faults_target_servers() -> None:
@@ -203,7 +203,8 @@ def test_unknown_invariant_and_repeated_one() -> None:
     assert problems(text) == [
         "s.chaos.yaml:4: expect.invariants[0]: unknown invariant 'acounted' (valid: accounted, "
         "no_silent_short_count, isolated_failures, finite_logprobs, prefix_consistent, batched_env_eval, "
-        "bounded, root_cause_visible, corroborated, turns_generated)",
+        "bounded, root_cause_visible, corroborated, turns_generated, logprobs_generated, rewards_recorded, "
+        "attempts_bounded, no_empty_epoch, ends_promptly, quiet_after_end, cancel_honoured)",
         "s.chaos.yaml:4: expect.invariants[2]: 'bounded' is listed twice",
     ]
 
@@ -311,6 +312,13 @@ def test_the_target_families_cover_exactly_the_registered_fault_kinds() -> None:
         "root_cause_visible",
         "corroborated",
         "turns_generated",
+        "logprobs_generated",
+        "rewards_recorded",
+        "attempts_bounded",
+        "no_empty_epoch",
+        "ends_promptly",
+        "quiet_after_end",
+        "cancel_honoured",
     )
 
 

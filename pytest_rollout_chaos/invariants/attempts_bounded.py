@@ -1,0 +1,74 @@
+"""``attempts_bounded``: no row is tried more often than allowed, and ``attempts`` says how often.
+
+A retry loop that ignores its limit (NeMo RL's NaN loop re-running rows until they come back
+clean) turns one poisoned row into a retry storm, and a wrong ``attempts`` hides it. Judged per
+row: the rollout's ``attempts`` is at most ``max_attempts`` (``CollectorSettings
+.max_logprob_attempts``), and in gym style the ``/run`` answers the servers gave for that row
+(the fault layer's record; a request cut before any answer does not count, since NeMo Gym's
+transport resends those by itself) are at most ``attempts``, and at most ``max_attempts`` also
+when the collector raised. Whether a completed row was answered at all is ``corroborated``'s.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, story, verdict
+from pytest_rollout_chaos.invariants.served import Served, served
+
+
+class AttemptsBounded:
+    name: ClassVar[str] = "attempts_bounded"
+
+    def check(self, observation: Observation) -> Verdict:
+        limit = observation.max_attempts
+        if limit is None:
+            return verdict(self.name, Status.UNKNOWN, "the collector's retry limit (max_attempts) is unknown")
+        if observation.rollouts is None and observation.raised is None:
+            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
+        record = served(observation.history)
+        answered = _answered(record) if record.style == "gym" else {}
+        problems = [
+            f"row {row}: the servers answered {count} /run requests for it, above max_attempts={limit}"
+            for row, count in sorted(answered.items())
+            if count > limit
+        ]
+        for rollout in observation.rollouts or ():
+            if rollout is None:
+                continue
+            row, attempts = rollout.row_index, rollout.attempts
+            if attempts > limit:
+                problems.append(f"row {row}: attempts={attempts}, above max_attempts={limit}")
+            elif attempts < 1:
+                problems.append(f"row {row}: attempts={attempts}; every rollout was tried at least once")
+            elif answered.get(row, 0) > attempts:
+                problems.append(
+                    f"row {row}: attempts={attempts}, but the servers answered {answered[row]} /run "
+                    "requests for it"
+                )
+        if not problems:
+            tried = f"; the servers answered {sum(answered.values())} /run requests" if answered else ""
+            summary = f"every row was tried at most max_attempts={limit} times{tried}"
+            return verdict(self.name, Status.PASS, summary)
+        return verdict(
+            self.name,
+            Status.FAIL,
+            story(
+                observation,
+                what=f"{len(problems)} rows were retried past the limit or miscounted their attempts",
+                expected=(
+                    f"at most max_attempts={limit} tries per row, each counted in the rollout's attempts, "
+                    "then the row aborted with the reason"
+                ),
+            ),
+            problems,
+        )
+
+
+def _answered(record: Served) -> dict[int, int]:
+    """``/run`` requests per row that a server answered (with any HTTP status)."""
+    return {
+        row: count
+        for row, calls in record.by_row.items()
+        if (count := sum(1 for call in calls if call.status is not None))
+    }

@@ -1,0 +1,106 @@
+"""``ends_promptly``: after the last sign of progress, the collection ends within its request deadline.
+
+``bounded`` only asks for an end before the scenario's deadline, so a collector whose one
+deadline is the collection's (``collect_timeout_s``) passes it while a dead, frozen or hung
+agent holds every row until then, and a short count found only at that deadline too. Here the
+end is measured from the History: from the last sign of progress (the collection's start, a
+fault's inject, an answer from any server, a request the collector sent; NeMo Gym's transport
+resending an unanswered ``/run`` is not progress, see ``sends``) to the moment ``collect``
+returned or raised. Where a request was left without an answer (cut, refused, or still open at
+the end), the collector may wait out its own ``request_timeout_s`` plus a margin; where every
+request was answered, nothing is left to wait for and the margin alone is allowed.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Final
+
+from pytest_rollout_chaos.history import Event
+from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, story, verdict
+from pytest_rollout_chaos.invariants.sends import Span, collector_sends, spans
+
+MARGIN_MIN_S: Final = 3.0
+MARGIN_SHARE: Final = 0.25  # of request_timeout_s
+
+
+def margin_s(request_timeout_s: float) -> float:
+    """Slack for scheduling and the collector's own bookkeeping."""
+    return max(MARGIN_MIN_S, MARGIN_SHARE * request_timeout_s)
+
+
+class EndsPromptly:
+    name: ClassVar[str] = "ends_promptly"
+
+    def check(self, observation: Observation) -> Verdict:
+        ended, timeout_s = observation.ended_at, observation.request_timeout_s
+        if observation.started_at is None or ended is None or timeout_s is None:
+            return verdict(
+                self.name,
+                Status.UNKNOWN,
+                "when the collection started and the collector's request_timeout_s are unknown",
+            )
+        if observation.rollouts is None and observation.raised is None and not observation.timed_out:
+            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
+        history = observation.history
+        requests = [span for span in spans(history) if span.began <= ended]
+        last, what = _last_progress(observation.started_at, ended, requests, history.events(source="fault"))
+        unanswered = [
+            span for span in requests if span.outcome == "info" or span.ended is None or span.ended > ended
+        ]
+        margin = margin_s(timeout_s)
+        allowed = timeout_s + margin if unanswered else margin
+        waited = ended - last
+        t0 = history.t0
+        if not observation.timed_out and waited <= allowed:
+            return verdict(
+                self.name,
+                Status.PASS,
+                f"ended {waited:.2f}s after the last progress ({what} at t={last - t0:.2f}s), "
+                f"within {allowed:.2f}s",
+            )
+        if unanswered:
+            why = (
+                f"{len(unanswered)} requests were left without an answer, so up to request_timeout_s="
+                f"{timeout_s:g} plus a {margin:.2f}s margin was allowed"
+            )
+        else:
+            why = f"every request was answered, so nothing was left to wait for beyond a {margin:.2f}s margin"
+        evidence = [f"last progress: {what} at t={last - t0:.2f}s", f"end: t={ended - t0:.2f}s"]
+        evidence += [f"unanswered: {span.invoke.describe(t0)}" for span in unanswered[-6:]]
+        return verdict(
+            self.name,
+            Status.FAIL,
+            story(
+                observation,
+                what=(
+                    f"the collector noticed late: it ended {waited:.2f}s after the last progress, where "
+                    f"{allowed:.2f}s were allowed ({why})"
+                    if not observation.timed_out
+                    else f"the collection never ended ({waited:.2f}s after the last progress)"
+                ),
+                expected=(
+                    "a dead, frozen or hung server noticed at the collector's own request deadline, and a "
+                    "short count or a failed batch at once, not at the collection deadline"
+                ),
+            ),
+            evidence,
+        )
+
+
+def _last_progress(
+    started: float, ended: float, requests: list[Span], faults: list[Event]
+) -> tuple[float, str]:
+    """The latest sign of progress before ``ended``, and what it was."""
+    marks: list[tuple[float, str]] = [(started, "the collection's start")]
+    marks += [
+        (event.t, f"{event.data.get('fault', 'a fault')} injected")
+        for event in faults
+        if event.op == "inject" and event.t <= ended
+    ]
+    marks += [
+        (span.ended, f"an answer to {span.op} on {span.link}")
+        for span in requests
+        if span.answered and span.ended is not None and span.ended <= ended
+    ]
+    marks += [(span.began, f"the collector sending {span.op}") for span in collector_sends(requests)]
+    return max(marks, key=lambda mark: mark[0])

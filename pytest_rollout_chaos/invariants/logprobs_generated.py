@@ -1,0 +1,121 @@
+"""``logprobs_generated``: the logprobs handed back are the ones the model reported for that turn.
+
+``finite_logprobs`` cannot tell a NaN replaced by 0.0 (``nan_to_num``) from a real value, and the
+trainer's importance ratio is then computed against a number nobody produced. So each turn of a
+completed (or truncated) rollout is held against the fault layer's record: the answer that
+generated the turn's ids (gym style: one of its row's successful ``/run`` answers with the same
+generations; native style: a model call of its row, or an untied one, with that generation)
+must have reported logprobs that agree with the turn's (``rules.digests_agree``: within
+``LOGPROB_TOLERANCE`` per token, so a float32 copy passes). A non-finite value handed back where
+the model reported one is ``finite_logprobs``' business; a turn the model never generated is
+``turns_generated``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from pytest_rollout_chaos.collector.protocol import Rollout
+from pytest_rollout_chaos.history import fingerprint, logprob_digest
+from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, story, verdict
+from pytest_rollout_chaos.invariants.rules import digests_agree
+from pytest_rollout_chaos.invariants.served import Served, served
+
+
+class LogprobsGenerated:
+    name: ClassVar[str] = "logprobs_generated"
+
+    def check(self, observation: Observation) -> Verdict:
+        if observation.rollouts is None:
+            if observation.raised is not None:
+                return verdict(self.name, Status.PASS, "the collector raised; no logprob reached the trainer")
+            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
+        claimed = [r for r in observation.rollouts if r is not None and r.status != "aborted" and r.turns]
+        if not claimed:
+            return verdict(self.name, Status.PASS, "no rollout hands back turns to train on")
+        record = served(observation.history)
+        if record.style is None or not _has_logprobs(record):
+            return verdict(
+                self.name,
+                Status.UNKNOWN,
+                f"{len(claimed)} rollouts hand back logprobs, but the History holds no server-side record "
+                "of the logprobs the model reported (no fault layer in front of the servers?)",
+            )
+        check = _gym_problem if record.style == "gym" else _native_problem
+        problems = [problem for rollout in claimed if (problem := check(rollout, record)) is not None]
+        if not problems:
+            return verdict(
+                self.name,
+                Status.PASS,
+                f"the logprobs of {len(claimed)} rollouts are the ones the model reported for their turns",
+            )
+        return verdict(
+            self.name,
+            Status.FAIL,
+            story(
+                observation,
+                what=(
+                    f"{len(problems)} rollouts hand back logprobs the model never reported for their turns "
+                    "(replaced, zeroed or invented): the trainer's ratios would be computed against them"
+                ),
+                expected=(
+                    "each turn's logprobs as the model reported them; a row whose logprobs are unusable "
+                    "retried or aborted with the reason, never patched"
+                ),
+            ),
+            problems,
+        )
+
+
+def _has_logprobs(record: Served) -> bool:
+    calls = [call for calls in record.by_row.values() for call in calls] + record.untied
+    return any(call.logprobs for call in calls)
+
+
+def _digests(rollout: Rollout) -> list[str]:
+    return [logprob_digest(turn.generation_log_probs) for turn in rollout.turns]
+
+
+def _gym_problem(rollout: Rollout, record: Served) -> str | None:
+    claimed = [fingerprint(turn.generation_token_ids) for turn in rollout.turns]
+    answers = [
+        call
+        for call in record.calls(rollout.row_index)
+        if call.succeeded and list(call.generations) == claimed and len(call.logprobs) == len(claimed)
+    ]
+    if not answers:
+        return None  # turns no answer generated: turns_generated judges those
+    handed = _digests(rollout)
+    if any(all(map(digests_agree, answer.logprobs, handed)) for answer in answers):
+        return None
+    recorded = answers[-1].logprobs
+    pairs = enumerate(zip(recorded, handed, strict=True))
+    turns = [index for index, (mine, theirs) in pairs if not digests_agree(mine, theirs)]
+    return (
+        f"row {rollout.row_index}: turns {turns} hand back logprobs {_shown(handed, turns)} "
+        f"(count:sum:weighted sum) where the row's /run answered {_shown(recorded, turns)}"
+    )
+
+
+def _native_problem(rollout: Rollout, record: Served) -> str | None:
+    calls = [call for call in record.calls(rollout.row_index) if call.succeeded] + [
+        call for call in record.untied if call.succeeded
+    ]
+    reported: dict[str, list[str]] = {}
+    for call in calls:
+        for generation, digest in zip(call.generations, call.logprobs, strict=False):
+            reported.setdefault(generation, []).append(digest)
+    bad = []
+    for index, turn in enumerate(rollout.turns):
+        known = reported.get(fingerprint(turn.generation_token_ids))
+        digest = logprob_digest(turn.generation_log_probs)
+        if known and not any(digests_agree(value, digest) for value in known):
+            bad.append(f"turn {index}: {digest} where the policy answered {known[-1]}")
+    if not bad:
+        return None
+    return f"row {rollout.row_index} (count:sum:weighted sum): " + "; ".join(bad)
+
+
+def _shown(digests: Sequence[str], turns: Sequence[int]) -> list[str]:
+    return [digests[index] for index in turns]

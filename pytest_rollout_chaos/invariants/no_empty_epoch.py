@@ -1,0 +1,49 @@
+"""``no_empty_epoch``: a batch with nothing to train on is never handed back; the collector raises.
+
+NeMo RL #2305's "empty epochs": after an agent died, training went on over batches whose every
+sample was a failure placeholder, and nothing stopped it. Isolating failed rows is right, but
+when no row completed the batch as a whole is meaningless, whatever the aborted-share limit
+says. So a returned list with no completed or truncated rollout fails, with the faults and
+process exits that explain it; raising passes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import ClassVar
+
+from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, describe, story, verdict
+
+
+class NoEmptyEpoch:
+    name: ClassVar[str] = "no_empty_epoch"
+
+    def check(self, observation: Observation) -> Verdict:
+        if observation.raised is not None:
+            return verdict(self.name, Status.PASS, "the collector raised instead of handing back a batch")
+        if observation.rollouts is None:
+            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
+        if not observation.rows:
+            return verdict(self.name, Status.PASS, "no row was requested")
+        present = [rollout for rollout in observation.rollouts if rollout is not None]
+        usable = [rollout for rollout in present if rollout.status != "aborted"]
+        if usable:
+            return verdict(
+                self.name, Status.PASS, f"{len(usable)} of {len(observation.rows)} rollouts can be trained on"
+            )
+        reasons = Counter(rollout.error or "no reason given" for rollout in present).most_common(3)
+        history = observation.history
+        clues = [event for event in history if event.source in ("fault", "process")]
+        return verdict(
+            self.name,
+            Status.FAIL,
+            story(
+                observation,
+                what=(
+                    f"an empty epoch: none of {len(observation.rows)} requested rows came back usable "
+                    f"({len(present)} aborted placeholders), and the collector handed the batch on"
+                ),
+                expected="an exception naming the cause when no row of the batch completed",
+            ),
+            [f"{count}x {reason}" for reason, count in reasons] + describe(clues[-6:], history),
+        )
