@@ -21,6 +21,7 @@ from pytest_rollout_chaos.settings import ChaosSettings
 if TYPE_CHECKING:
     from pytest_rollout_chaos.collector.protocol import Collector, CollectorContext
     from pytest_rollout_chaos.faults.injector import FaultInjector
+    from pytest_rollout_chaos.ray.hosted import HostedStart
     from pytest_rollout_chaos.servers.faultlayer.spec import FaultLayer
     from pytest_rollout_chaos.servers.gym.stack import GymStack
     from pytest_rollout_chaos.servers.links import ProxyLinks
@@ -87,6 +88,32 @@ def chaos_toxiproxy(chaos_harness: ChaosHarness, chaos_settings: ChaosSettings) 
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def chaos_ray(
+    chaos_harness: ChaosHarness, chaos_settings: ChaosSettings, tmp_path_factory: pytest.TempPathFactory
+) -> HostedStart | None:
+    """With ``--rollout-chaos-ray``, the session's cluster (started or joined) and the ``start`` that puts
+    each policy and Gym server in a Ray actor on its node; None when Ray is off. The cluster is
+    closed after every server on it has stopped."""
+    if not chaos_settings.ray.on:
+        return None
+    from pytest_rollout_chaos.ray.cluster import RayClusterError, open_cluster
+    from pytest_rollout_chaos.ray.hosted import HostedStart
+
+    try:
+        cluster = open_cluster(
+            chaos_settings.ray,
+            tmp_path_factory.mktemp("ray"),
+            chaos_harness.log_dir,
+            chaos_harness.run_id,
+        )
+    except RayClusterError as error:
+        pytest.exit(str(error), returncode=pytest.ExitCode.USAGE_ERROR)
+    chaos_harness.defer(cluster.close)
+    chaos_harness.summary_lines.append(cluster.describe())
+    return HostedStart(chaos_harness, cluster)
+
+
 @pytest.fixture
 def chaos_toxics_reset(chaos_toxiproxy: ChaosToxiproxy) -> ChaosToxiproxy:
     """The session's Toxiproxy after a reset: every proxy enabled, no toxics (per-test state)."""
@@ -96,7 +123,10 @@ def chaos_toxics_reset(chaos_toxiproxy: ChaosToxiproxy) -> ChaosToxiproxy:
 
 @pytest.fixture(scope="session")
 def chaos_policy(
-    chaos_harness: ChaosHarness, chaos_settings: ChaosSettings, pytestconfig: pytest.Config
+    chaos_harness: ChaosHarness,
+    chaos_settings: ChaosSettings,
+    pytestconfig: pytest.Config,
+    chaos_ray: HostedStart | None,
 ) -> PolicyServer:
     """The session's policy server: the tiny torch model, or ``vllm serve`` (``--rollout-chaos-backend``),
     or the server already running at ``--rollout-chaos-policy-url``, which is not started (no process)."""
@@ -123,7 +153,7 @@ def chaos_policy(
         server_spec = spec.tiny_policy_spec(
             chaos_settings.model, name=name, seed=chaos_settings.seed, events_file=events_file
         )
-    process = chaos_harness.start(server_spec)
+    process = (chaos_ray or chaos_harness.start)(server_spec)
     return spec.PolicyServer.of(
         process,
         model=spec.DEFAULT_SERVED_MODEL_NAME,
@@ -180,6 +210,7 @@ def chaos_gym(
     chaos_settings: ChaosSettings,
     chaos_policy: PolicyServer,
     chaos_links: ProxyLinks,
+    chaos_ray: HostedStart | None,
 ) -> GymStack:
     """The Gym stack (resources, model, two agents, head) in front of the session's policy.
 
@@ -189,6 +220,7 @@ def chaos_gym(
     """
     from pytest_rollout_chaos.servers.gym.stack import eos_token_id, start_gym_stack
 
+    start = chaos_ray or chaos_harness.start
     if chaos_settings.gym == "nemo-gym":
         from pytest_rollout_chaos.servers.nemo_gym.locate import locate
         from pytest_rollout_chaos.servers.nemo_gym.stack import start_nemo_gym_stack
@@ -196,7 +228,7 @@ def chaos_gym(
         python = locate(chaos_settings.gym_python)
         chaos_harness.summary_lines.append(f"nemo-gym backend: {python.describe()}")
         return start_nemo_gym_stack(
-            chaos_harness.start,
+            start,
             chaos_harness.log_dir,
             python=python,
             policy_url=chaos_policy.url,
@@ -204,7 +236,7 @@ def chaos_gym(
             link=chaos_links,
         )
     return start_gym_stack(
-        chaos_harness.start,
+        start,
         chaos_harness.log_dir,
         policy_url=chaos_policy.url,
         model=chaos_policy.model,
@@ -221,10 +253,14 @@ def chaos_stack(  # noqa: PLR0917 - pytest passes fixtures by name
     chaos_links: ProxyLinks,
     chaos_fault_layer: FaultLayer,
     chaos_collector_policy_url: str,
+    chaos_ray: HostedStart | None,
+    chaos_harness: ChaosHarness,
 ) -> ChaosStack:
     """The whole system under test, addressed by the scenario format's server and link names."""
     from pytest_rollout_chaos.stack import ChaosStack
 
+    if chaos_ray is not None:
+        chaos_harness.summary_lines.append(chaos_ray.describe())
     return ChaosStack(
         policy=chaos_policy,
         gym=chaos_gym,

@@ -60,11 +60,18 @@ class ChaosHarness:
 
     def start(self, spec: ServerSpec) -> ManagedProcess:
         """Start ``spec`` and keep it until the session ends (or ``stop`` is called)."""
-        process = ManagedProcess(spec, self.log_dir, run_id=self.run_id)
+        return self.adopt(ManagedProcess(spec, self.log_dir, run_id=self.run_id))
+
+    def adopt(self, process: ManagedProcess) -> ManagedProcess:
+        """Start a process built elsewhere (a server hosted by a Ray actor) and keep it like ``start``'s."""
         self._stack.callback(self._stop_quietly, process)
         process.start()
         self._processes.append(process)
         return process
+
+    def defer(self, close: Callable[[], None]) -> None:
+        """Run ``close`` at session end, after every server started later is stopped (a Ray cluster)."""
+        self._stack.callback(close)
 
     def close(self) -> None:
         """Stop everything started, newest first; idempotent."""

@@ -78,6 +78,13 @@ _OPTIONS: Final = (
         "A checkout or unpacked tree of the trainer that --rollout-chaos-target=nemo_rl|slime|verl "
         "drives, put first on sys.path (default: the installed package)",
     ),
+    (
+        _settings.OPT_RAY,
+        "off|local[:N]|ADDRESS",
+        "Run the policy and Gym servers in Ray actors: off, a cluster of N nodes started on this machine "
+        "(local:N), or the cluster at ADDRESS (HOST:PORT of its GCS); needs pytest-rollout-chaos[ray] "
+        "(default: off)",
+    ),
     (_settings.OPT_SEED, "N", "Seed for every random choice: fault schedules, sampling (default: 0)"),
     (_settings.OPT_REPORT, "PATH", "Write the HTML report (a timeline per scenario) to PATH"),
 )

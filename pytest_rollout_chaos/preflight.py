@@ -32,6 +32,7 @@ def check(settings: ChaosSettings) -> None:
         model_problem,
         gym_problem,
         toxiproxy_problem,
+        ray_problem,
     )
     problems = [problem for check_one in checks if (problem := check_one(settings)) is not None]
     if problems:
@@ -72,6 +73,20 @@ def model_problem(settings: ChaosSettings) -> str | None:
         return f"{flag}: no weights there ({', '.join(WEIGHT_PATTERNS)}); vLLM cannot load it"
     if not any((model / name).is_file() for name in TOKENIZER_FILES):
         return f"{flag}: no tokenizer files there ({', '.join(TOKENIZER_FILES)}); vLLM cannot load it"
+    return None
+
+
+def ray_problem(settings: ChaosSettings) -> str | None:
+    """For ``--rollout-chaos-ray`` other than off: Ray importable here (the optional extra)."""
+    if not settings.ray.on:
+        return None
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        return (
+            f"--rollout-chaos-ray={settings.ray.describe()}: Ray is not installed in this interpreter; "
+            "install the extra: pip install 'pytest-rollout-chaos[ray]'"
+        )
     return None
 
 

@@ -15,6 +15,7 @@ from typing import Final, Literal, cast
 import pytest
 
 from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos.ray import mode as ray_mode
 
 Backend = Literal["tiny", "vllm"]
 GymBackend = Literal["embedded", "nemo-gym"]
@@ -37,6 +38,7 @@ OPT_SEED: Final = "rollout_chaos_seed"
 OPT_REPORT: Final = "rollout_chaos_report"
 OPT_POLICY_URL: Final = "rollout_chaos_policy_url"
 OPT_UPSTREAM: Final = "rollout_chaos_upstream"
+OPT_RAY: Final = "rollout_chaos_ray"
 # ini only (``-o`` sets it on the command line): how long an external policy may take to be ready.
 INI_POLICY_READY_TIMEOUT: Final = "rollout_chaos_policy_ready_timeout_s"
 DEFAULT_POLICY_READY_TIMEOUT_S: Final = 60.0
@@ -66,6 +68,8 @@ class ChaosSettings:
     policy_ready_timeout_s: float = DEFAULT_POLICY_READY_TIMEOUT_S
     # A checkout or unpacked tree of the trainer an adapter target drives; put first on sys.path.
     upstream: Path | None = None
+    # Where the policy and Gym servers run: here (off), in Ray actors on a local cluster, or on a cluster.
+    ray: ray_mode.RayMode = ray_mode.OFF
 
     def header_line(self) -> str:
         """One line for ``pytest_report_header``."""
@@ -79,6 +83,8 @@ class ChaosSettings:
         ]
         if self.upstream is not None:
             parts.append(f"upstream={self.upstream}")
+        if self.ray.on:
+            parts.append(f"ray={self.ray.describe()}")
         if self.report is not None:
             parts.append(f"report={self.report}")
         return "rollout-chaos: " + ", ".join(parts)
@@ -136,6 +142,12 @@ def resolve(config: pytest.Config) -> ChaosSettings:
             "(valid: a checkout or unpacked tree of the trainer, whose root holds its package, "
             "such as the folder with nemo_rl/ in it)"
         )
+    try:
+        ray = ray_mode.parse(raw.get(OPT_RAY))
+    except ValueError as error:
+        raise pytest.UsageError(
+            f"{raw.source(OPT_RAY)}: invalid value {raw.get(OPT_RAY)!r}: {error} (valid: {ray_mode.VALID})"
+        ) from None
     return ChaosSettings(
         enabled=enabled,
         target=target,
@@ -150,6 +162,7 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         policy_url=policy_url,
         policy_ready_timeout_s=_parse_timeout(config),
         upstream=upstream,
+        ray=ray,
     )
 
 

@@ -68,6 +68,12 @@ class ChaosStack:
             named[alias] = self.gym.processes[actual]
         return named
 
+    def placement(self) -> dict[str, str]:
+        """Server name -> the Ray node it runs on (``--rollout-chaos-ray``); empty when all run here."""
+        return {
+            name: where for name, process in self.servers().items() if (where := process.node()) is not None
+        }
+
     def unmanaged(self) -> dict[str, str]:
         """Scenario server names this run did not start -> why no process fault can act on them."""
         reason = self.policy.unmanaged_reason()

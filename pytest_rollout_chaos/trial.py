@@ -60,6 +60,7 @@ async def open_trial(
                 model_dir=stack.policy.model_dir,
                 settings=settings,
                 history=recorded,
+                placement=stack.placement(),
             )
         )
         toxiproxy = (

@@ -40,6 +40,7 @@ async def collector_context(
     model_dir: Path | None = None,
     settings: CollectorSettings | None = None,
     history: History | None = None,
+    placement: Mapping[str, str] | None = None,
 ) -> AsyncIterator[CollectorContext]:
     """A fresh context; its Gym client and environment client are closed when the block ends."""
     chosen = settings if settings is not None else CollectorSettings()
@@ -60,6 +61,7 @@ async def collector_context(
             model=model,
             eos_token_ids=tuple(eos_token_ids),
             model_dir=model_dir,
+            placement=dict(placement or {}),
         )
     finally:
         await client.close()

@@ -107,6 +107,9 @@ class CollectorContext:
     eos_token_ids: tuple[int, ...] = ()
     model_dir: Path | None = None
     """The policy's model directory (HF layout), for collectors that load the tokenizer as a trainer does."""
+    placement: Mapping[str, str] = field(default_factory=dict)
+    """Where each server runs when that is not this machine's plain process (``--rollout-chaos-ray``:
+    ``calculator_agent`` -> ``node 1 (ray node 3f2a9c01)``), for errors that name the node a row was on."""
 
 
 @runtime_checkable

@@ -45,6 +45,7 @@ class ReferenceCollector:
     def __init__(self, ctx: CollectorContext) -> None:
         self.ctx = ctx
         self.settings = ctx.settings
+        self._in_flight: set[int] = set()  # rows whose /run is awaited now, for errors that end the batch
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
         history = self.ctx.history
@@ -134,12 +135,14 @@ class ReferenceCollector:
         for extra in awaitables[1:]:
             _discard(extra)
         timeout_s = self.settings.request_timeout_s
+        self._in_flight.add(index)
         try:
             async with asyncio.timeout(timeout_s):
                 got_row, result = await awaitables[0]
         except TimeoutError:
             return (
-                f"no /run result for row {index} within request_timeout_s={timeout_s} "
+                f"no /run result for row {index} from agent {self._agent_of(row)} within "
+                f"request_timeout_s={timeout_s} "
                 "(agent dead, hung or unreachable; the Gym client waits and retries without limit)"
             )
         except asyncio.CancelledError:
@@ -150,14 +153,24 @@ class ReferenceCollector:
         except Exception as error:
             if is_unreachable(error):
                 raise InfrastructureError(
-                    f"agent unreachable while running row {index}: {root_cause(error)}; "
+                    f"agent {self._agent_of(row)} unreachable while running row {index}: "
+                    f"{root_cause(error)}; rows in flight: {sorted(self._in_flight)}; "
                     "failing fast instead of retrying a dead server"
                 ) from error
             return root_cause(error)
+        finally:
+            self._in_flight.discard(index)
         got_index = got_row.get("_rowidx") if isinstance(got_row, dict) else None
         if got_index is not None and got_index != index:
             return f"the Gym client answered row {index} with the result of row {got_index}"
         return result
+
+    def _agent_of(self, row: Row) -> str:
+        """``'calculator_agent'``, with the node it runs on when the stack says (``on node 1 (...)``)."""
+        ref = row.get("agent_ref")
+        name = str(ref.get("name")) if isinstance(ref, dict) else "?"
+        node = self.ctx.placement.get(name)
+        return f"{name!r} on {node}" if node else repr(name)
 
 
 def factory(ctx: CollectorContext) -> Collector:
@@ -179,7 +192,9 @@ def _check_aborted_share(rollouts: Sequence[Rollout], bound: float) -> None:
         reasons = Counter(rollout.error or "?" for rollout in failed).most_common(3)
         listed = "; ".join(f"{count}x {reason}" for reason, count in reasons)
         raise TooManyAbortedError(
-            f"{len(failed)} of {len(rollouts)} rollouts aborted, above max_aborted_fraction={bound}: {listed}"
+            f"{len(failed)} of {len(rollouts)} rollouts aborted "
+            f"(rows {sorted(rollout.row_index for rollout in failed)}), "
+            f"above max_aborted_fraction={bound}: {listed}"
         )
 
 

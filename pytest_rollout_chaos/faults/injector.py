@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.faults import registry
+from pytest_rollout_chaos.faults._ray_fault import not_hosted_reason
 from pytest_rollout_chaos.faults.apply import heal_recorded, inject_recorded
 from pytest_rollout_chaos.faults.base import Fault
 from pytest_rollout_chaos.scenario import vocabulary
@@ -36,11 +37,18 @@ class FaultInjector:
 
     def cannot_act(self, kind: str, target: str) -> str | None:
         """Why a ``kind`` fault on ``target`` cannot act in this run (a process fault on a server
-        this run did not start), or None."""
-        if vocabulary.category(kind) != "process":
+        this run did not start, a Ray fault on a server not in a Ray actor), or None."""
+        family = vocabulary.category(kind)
+        if family not in ("process", "ray"):
             return None
         unmanaged = self._stack.unmanaged()
-        return next((unmanaged[one] for one in self._stack.expand_target(target) if one in unmanaged), None)
+        servers = self._stack.servers()
+        for one in self._stack.expand_target(target):
+            if one in unmanaged:
+                return unmanaged[one]
+            if family == "ray" and (reason := not_hosted_reason(servers.get(one))) is not None:
+                return reason
+        return None
 
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None

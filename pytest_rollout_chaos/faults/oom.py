@@ -15,6 +15,13 @@ the cage but the counter or its exit does not show the kernel's hand; ``"sigkill
 ``reason`` when this machine does not permit the kernel route (no memory cgroup, no write
 access to ``/proc/<pid>/mem``) or the kernel did not kill in time: the fault then sends
 SIGKILL itself, exit status 137, as an OOM kill looks from outside. Heal restarts the server.
+
+A server in a Ray actor (``--rollout-chaos-ray``) is killed the way Ray's memory monitor kills:
+when its node passes ``memory_usage_threshold`` the raylet SIGKILLs a worker, here the actor's,
+and the server goes with it (``{"oom": "ray_memory_monitor"}``). The actor has no restarts
+(``max_restarts=0``, see ``ray.hosted``), so it stays dead until heal, as after the kernel's
+kill. The kill is sent by the fault: making the real monitor fire would mean filling this
+machine's memory to 95%.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import time
 from collections.abc import Mapping
@@ -45,6 +53,7 @@ from pytest_rollout_chaos.faults._process_fault import (
     wait_for_group_exit,
 )
 from pytest_rollout_chaos.faults.base import FaultContext, fault_tag, param
+from pytest_rollout_chaos.ray.hosted import RayHostedProcess
 from pytest_rollout_chaos.servers.process import ManagedProcess
 
 _logger = logging.getLogger(__name__)
@@ -73,6 +82,8 @@ class Oom:
         pid = alive_pid(process)
         resident = resident_bytes(pid)
         process.expect_exit()
+        if isinstance(process, RayHostedProcess):
+            return await _finish(process, pid, await _ray_memory_monitor(process, pid), resident)
         try:
             cage = await asyncio.to_thread(create_cage, pid, fault_tag(self), CAGE_LIMIT_BYTES)
         except CgroupUnavailable as why:
@@ -165,6 +176,21 @@ async def _finish(
     if resident is not None:
         facts["resident_mib"] = round(resident / _MIB, 1)
     return facts
+
+
+async def _ray_memory_monitor(process: RayHostedProcess, pid: int) -> dict[str, object]:
+    """SIGKILL the actor's worker, as the raylet does to the worker its memory monitor picks."""
+    worker_pid = process.worker_pid
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(worker_pid, signal.SIGKILL)
+    code = await wait_for_exit(process)
+    return {
+        "oom": "ray_memory_monitor",
+        "where": process.where(),
+        "worker_pid": worker_pid,
+        "pid": pid,
+        "code": exit_status(code),
+    }
 
 
 async def _sigkill(process: ManagedProcess, pid: int, reason: str) -> dict[str, object]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from pytest_rollout_chaos.errors import FaultError
+from pytest_rollout_chaos.faults.actor_kill import ActorKill
 from pytest_rollout_chaos.faults.bandwidth import Bandwidth
 from pytest_rollout_chaos.faults.base import Fault
 from pytest_rollout_chaos.faults.cancel import Cancel
@@ -29,6 +30,7 @@ from pytest_rollout_chaos.faults.latency import Latency
 from pytest_rollout_chaos.faults.limit_data import LimitData
 from pytest_rollout_chaos.faults.malformed_json import MalformedJson
 from pytest_rollout_chaos.faults.nan_logprobs import NanLogprobs
+from pytest_rollout_chaos.faults.node_down import NodeDown
 from pytest_rollout_chaos.faults.oom import Oom
 from pytest_rollout_chaos.faults.prefix_drift import PrefixDrift
 from pytest_rollout_chaos.faults.reset_peer import ResetPeer
@@ -56,6 +58,9 @@ FAULT_TYPES: Final[tuple[type[Any], ...]] = (
     Freeze,
     ExitZero,
     Restart,
+    # Ray (the servers in Ray actors: --rollout-chaos-ray)
+    ActorKill,
+    NodeDown,
     # semantic (fault hooks, Gym client)
     HttpError,
     NanLogprobs,

@@ -35,7 +35,8 @@ SERVER_SOURCES: Final = frozenset({"agent", "resources", "model", "policy", "hea
 NETWORK_KINDS: Final = frozenset(
     {"latency", "bandwidth", "slow_close", "timeout", "reset_peer", "slicer", "limit_data", "down"}
 )
-PROCESS_KINDS: Final = frozenset({"kill", "oom", "freeze", "exit_zero", "restart"})
+# Ray's actor and node faults end processes too: drawn in the process family.
+PROCESS_KINDS: Final = frozenset({"kill", "oom", "freeze", "exit_zero", "restart", "actor_kill", "node_down"})
 NOT_FAULT_PARAMS: Final = frozenset({"fault", "target", "took_s", "error"})
 # Parameters worth a place in a band's short label; the tooltip has them all.
 LABEL_PARAM_SUFFIXES: Final = ("_ms", "_s", "_kb", "_mb", "_bytes", "_kbps")

@@ -136,9 +136,24 @@ def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
 
     Semantic faults act from the fault layer in front of every server and the layer records
     every request, so no scenario needs anything inside a server; only a process fault aimed at
-    a server this run did not start cannot act.
+    a server this run did not start cannot act, and a Ray fault needs its server in a Ray actor
+    (and, for ``node_down``, on a node this run may remove).
     """
-    return _unmanaged_target(scenario, stack)
+    return _unmanaged_target(scenario, stack) or _not_on_ray(scenario, stack)
+
+
+def _not_on_ray(scenario: Scenario, stack: ChaosStack) -> str | None:
+    from pytest_rollout_chaos.faults._ray_fault import not_removable_reason
+
+    servers = stack.servers()
+    for index, step in enumerate(scenario.faults):
+        if vocabulary.category(step.kind) != "ray":
+            continue
+        for name in stack.expand_target(step.target):
+            reason = not_removable_reason(servers.get(name), node=step.kind == "node_down")
+            if reason is not None:
+                return f"faults/{index} {step.kind} on {name!r}: {reason}"
+    return None
 
 
 def _unmanaged_target(scenario: Scenario, stack: ChaosStack) -> str | None:

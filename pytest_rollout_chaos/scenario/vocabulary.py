@@ -22,6 +22,7 @@ NETWORK_FAULTS: Final = (
     "down",
 )
 PROCESS_FAULTS: Final = ("kill", "oom", "freeze", "exit_zero", "restart")
+RAY_FAULTS: Final = ("actor_kill", "node_down")  # act on a server's Ray actor or node: --rollout-chaos-ray
 SEMANTIC_FAULTS: Final = (
     "http_error",
     "nan_logprobs",
@@ -33,7 +34,7 @@ SEMANTIC_FAULTS: Final = (
     "slow_env",
     "cancel",
 )
-FAULT_KINDS: Final = NETWORK_FAULTS + PROCESS_FAULTS + SEMANTIC_FAULTS
+FAULT_KINDS: Final = NETWORK_FAULTS + PROCESS_FAULTS + RAY_FAULTS + SEMANTIC_FAULTS
 
 SERVERS: Final = ("policy", "model", "resources", "agent", "head")
 LINKS: Final = (
@@ -73,12 +74,14 @@ NAME_PATTERN: Final = r"[a-z0-9][a-z0-9_-]*"
 TAG_PATTERN: Final = r"(?!(?:and|or|not)$)[a-z_][a-z0-9_]*"
 
 
-def category(kind: str) -> Literal["network", "process", "semantic"] | None:
+def category(kind: str) -> Literal["network", "process", "ray", "semantic"] | None:
     """Which family a fault kind belongs to; ``None`` for a kind this table does not know."""
     if kind in NETWORK_FAULTS:
         return "network"
     if kind in PROCESS_FAULTS:
         return "process"
+    if kind in RAY_FAULTS:
+        return "ray"
     if kind in SEMANTIC_FAULTS:
         return "semantic"
     return None

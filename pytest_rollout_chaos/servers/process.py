@@ -123,6 +123,10 @@ class ManagedProcess:
     def is_running(self) -> bool:
         return self._popen is not None and self._popen.poll() is None
 
+    def node(self) -> str | None:
+        """The cluster node the server runs on, when it runs on one (a Ray actor's); None: here."""
+        return None
+
     def add_exit_listener(self, listener: ExitListener) -> None:
         """Call ``listener(process, code)`` from a background thread when the child exits."""
         self._listeners.append(listener)
@@ -331,6 +335,13 @@ class _Reaper:
 
     def remove(self, pgid: int) -> None:
         self._send(f"remove {pgid}")
+
+    def add_path(self, path: Path) -> None:
+        """Kill, with pytest, every process whose command line names ``path`` (in any group)."""
+        self._send(f"add-path {path}")
+
+    def remove_path(self, path: Path) -> None:
+        self._send(f"remove-path {path}")
 
     def close(self) -> None:
         """End the reaper cleanly (nothing left to kill) when this process exits normally."""

@@ -56,7 +56,10 @@ async def test_short_count_raises_at_once_naming_requested_and_returned() -> Non
 async def test_unreachable_agent_fails_fast() -> None:
     gym = FakeGym({2: ["refused"]}, delay_s=0.0)
     ctx = context(gym)
-    with pytest.raises(InfrastructureError, match=r"agent unreachable while running row 2.*Cannot connect"):
+    with pytest.raises(
+        InfrastructureError,
+        match=r"agent .* unreachable while running row 2.*Cannot connect.*rows in flight: \[.*2.*\]",
+    ):
         await ReferenceCollector(ctx).collect(rows(4), mode="train")
     assert gym.calls[2] == 1
     assert ctx.history.events(source="collector", kind="fail", op="collect")
@@ -64,7 +67,9 @@ async def test_unreachable_agent_fails_fast() -> None:
 
 async def test_too_many_aborted_fails_the_collection() -> None:
     gym = FakeGym({0: ["error"], 1: ["error"], 2: ["error"]})
-    with pytest.raises(TooManyAbortedError, match=r"3 of 4 rollouts aborted, above max_aborted_fraction=0.5"):
+    with pytest.raises(
+        TooManyAbortedError, match=r"3 of 4 rollouts aborted \(rows \[.*\]\), above max_aborted_fraction=0.5"
+    ):
         await ReferenceCollector(context(gym)).collect(rows(4), mode="train")
 
 

@@ -1,0 +1,65 @@
+"""Ray fault: the node hosting a server leaves the cluster at once (a rollout node lost mid-batch).
+
+Everything of the node is SIGKILLed together, as when its machine loses power: the raylet, its
+agents, and every worker on it, so each actor there dies and takes its server along; the facts
+name the node, its Ray node id and the servers lost. The GCS then declares the node dead
+after its missed health checks, which is when Ray's callers learn of it (``ActorDiedError``);
+inject waits for that and reports how long it took. Heal starts a replacement node with the same
+placement resource and new actors there, whose servers come back on their ports. Only nodes of
+``--rollout-chaos-ray=local:N`` other than the head (node 0) can be removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pytest_rollout_chaos.errors import FaultError
+from pytest_rollout_chaos.faults._process_fault import alive_pid, restart_if_down, wait_for_exit
+from pytest_rollout_chaos.faults._ray_fault import hosted, not_removable_reason, on_same_node
+from pytest_rollout_chaos.faults.base import FaultContext
+from pytest_rollout_chaos.ray.cluster import RayClusterError
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDown:
+    """Remove the server's node (SIGKILL of all it runs); heal starts a node in its place."""
+
+    kind: ClassVar[str] = "node_down"
+    terminates_target: ClassVar[bool] = True
+
+    target: str
+
+    def preflight(self, ctx: FaultContext) -> None:
+        process = hosted(ctx, self.target)
+        alive_pid(process)
+        if (reason := not_removable_reason(process, node=True)) is not None:
+            raise FaultError(f"target {self.target!r}: {reason}")
+
+    async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
+        process = hosted(ctx, self.target)
+        alive_pid(process)
+        lost = on_same_node(ctx, process)
+        for server in lost:
+            server.expect_exit()
+        cluster = process.cluster
+        where = process.where()
+        try:
+            facts: dict[str, object] = dict(await asyncio.to_thread(cluster.remove_node, process.slot))
+        except RayClusterError as error:
+            raise FaultError(f"target {self.target!r}: {error}") from None
+        for server in lost:
+            await wait_for_exit(server)
+        facts.update(where=where, servers=[server.name for server in lost])
+        facts["declared_dead_s"] = round(
+            await asyncio.to_thread(cluster.wait_node_dead, str(facts["node_id"])), 3
+        )
+        return facts
+
+    async def heal(self, ctx: FaultContext) -> None:
+        process = hosted(ctx, self.target)
+        await asyncio.to_thread(process.cluster.restore_node, process.slot)
+        for server in on_same_node(ctx, process):
+            await restart_if_down(ctx, server.name)

@@ -1,0 +1,395 @@
+"""RayCluster: the Ray cluster the servers run on, started here (``local:N``) or joined (``ADDRESS``).
+
+A local cluster is N real nodes on this machine, each one ``ray start --block`` child started
+through the supervisor: its own process group (raylet, agents, the head's GCS), its log, a
+deadline to come up, and the session reaper behind it. Ray's workers start sessions of their
+own; they die with their raylet, and the reaper also kills, with pytest, every process that
+names the cluster's temp dir (which lives under pytest's tmp path). Each node carries a custom
+resource ``chaos_node_<k>``: a server is placed by that resource, so an actor Ray restarts after
+``node_down`` comes back on the node that replaces the lost one.
+
+Placement is fixed and printed in the run's summary: the policy and the Gym servers other than
+agents on node 0 (the head), the agent servers round robin over the other nodes, so losing a
+worker node takes agents and nothing else, as when a rollout node dies under a trainer.
+
+A joined cluster (``ADDRESS``) is used as it is: servers are placed on its live nodes by node
+id, the same round robin. Its nodes must run on this machine (the servers listen on loopback
+and the process faults act through ``/proc``); a node elsewhere is a usage error. Nodes of a
+joined cluster are not this run's to remove: ``node_down`` refuses them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from pytest_rollout_chaos.errors import ChaosError
+from pytest_rollout_chaos.ray.mode import RayMode
+from pytest_rollout_chaos.servers import readiness
+from pytest_rollout_chaos.servers.policy.vllm import reserve_port
+from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec, reaper
+
+_logger = logging.getLogger(__name__)
+
+NODE_CPUS: Final = 1
+OBJECT_STORE_BYTES: Final = 80 * 1024 * 1024  # Ray's floor is 75 MiB; the servers put nothing there
+NODE_READY_TIMEOUT_S: Final = 90.0
+NODE_GONE_TIMEOUT_S: Final = 30.0  # until the GCS has marked a removed node dead
+# Ray names unix sockets under its temp dir; their paths may not exceed 107 bytes.
+MAX_TEMP_DIR_CHARS: Final = 44
+# A lost node is declared dead after about period x threshold (Ray's defaults take 15 s and more).
+HEALTH_CHECK: Final = {
+    "health_check_period_ms": 1000,
+    "health_check_timeout_ms": 2000,
+    "health_check_failure_threshold": 4,
+}
+RESOURCE_PREFIX: Final = "chaos_node_"
+
+
+class RayClusterError(ChaosError):
+    """The cluster could not be started, joined or changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSlot:
+    """One place servers are put: node ``index`` of the cluster."""
+
+    index: int
+    node_id: str = ""  # joined clusters: the Ray node id; local ones: read when needed
+
+    @property
+    def resource(self) -> str:
+        return f"{RESOURCE_PREFIX}{self.index}"
+
+
+class RayCluster:
+    """The cluster of this run: placement, the actors' options, and (local) removing and restoring nodes."""
+
+    def __init__(self, mode: RayMode, temp_dir: Path, slots: Sequence[NodeSlot], address: str) -> None:
+        self.mode = mode
+        self.temp_dir = temp_dir
+        self.address = address
+        self.slots = tuple(slots)
+        self._nodes: dict[int, ManagedProcess] = {}
+        self._start_node: Callable[[int], ManagedProcess] | None = None
+        self._lock = threading.Lock()
+        self._saved_env: dict[str, str | None] = {}
+
+    # -- placement ------------------------------------------------------------------------------
+    @property
+    def local(self) -> bool:
+        """Whether this run started the nodes (and may remove them)."""
+        return self.mode.kind == "local"
+
+    def slot_for(self, agent_order: int | None) -> NodeSlot:
+        """Where the ``agent_order``-th agent runs, or (None) any other server; see the module docstring."""
+        if agent_order is None or len(self.slots) == 1:
+            return self.slots[0]
+        workers = self.slots[1:]
+        return workers[agent_order % len(workers)]
+
+    def actor_options(self, slot: NodeSlot) -> dict[str, Any]:
+        """Ray options that put an actor on ``slot`` (and back on it after Ray restarts it)."""
+        if self.local:
+            return {"resources": {slot.resource: 0.001}}
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=slot.node_id, soft=False)}
+
+    def describe_slot(self, slot: NodeSlot) -> str:
+        """``node 1 (ray node 3f2a9c01)``: how errors and facts name a node."""
+        node_id = slot.node_id or self.node_id(slot)
+        return f"node {slot.index} (ray node {node_id[:8] or '?'})"
+
+    def node_id(self, slot: NodeSlot) -> str:
+        """The Ray node id now behind ``slot`` (a restored node has a new one); '' when none is alive."""
+        if slot.node_id:
+            return slot.node_id
+        import ray
+
+        for node in ray.nodes():
+            if node.get("Alive") and node.get("Resources", {}).get(slot.resource):
+                return str(node["NodeID"])
+        return ""
+
+    def describe(self) -> str:
+        where = f"{len(self.slots)} local nodes" if self.local else f"cluster at {self.address}"
+        return f"ray: {where} ({self.mode.describe()}), temp dir {self.temp_dir}"
+
+    # -- nodes of a local cluster -----------------------------------------------------------------
+    def node_process(self, slot: NodeSlot) -> ManagedProcess:
+        """The ``ray start`` child of a node this run started."""
+        if not self.local:
+            raise RayClusterError(
+                f"{self.describe_slot(slot)} belongs to the cluster at {self.address}, which this run "
+                "joined: only nodes of --rollout-chaos-ray=local:N can be removed"
+            )
+        if slot.index == 0:
+            raise RayClusterError(
+                "node 0 is the head node: removing it ends the cluster (its GCS); "
+                "choose a server placed on a worker node (an agent, with local:2 or more)"
+            )
+        with self._lock:
+            return self._nodes[slot.index]
+
+    def remove_node(self, slot: NodeSlot) -> dict[str, object]:
+        """Take node ``slot`` away at once, as a machine that loses power: its raylet, its agents and
+        every worker on it are SIGKILLed together. Returns what was killed."""
+        process = self.node_process(slot)
+        node_id = self.node_id(slot)
+        raylet_pids = [pid for pid in _group_pids(process.pid)]
+        workers = sorted({child for pid in raylet_pids for child in _descendants(pid)} - set(raylet_pids))
+        process.expect_exit()
+        process.signal(9)
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, 9)
+        process.stop()  # reaps the node's `ray start` and closes its log; everything is dead already
+        return {
+            "node": slot.index,
+            "node_id": node_id,
+            "node_processes": len(raylet_pids),
+            "workers_killed": len(workers),
+        }
+
+    def wait_node_dead(self, node_id: str, timeout_s: float = NODE_GONE_TIMEOUT_S) -> float:
+        """Seconds until the GCS marked ``node_id`` dead; ``RayClusterError`` after ``timeout_s``."""
+        import ray
+
+        started = time.monotonic()
+        while any(node["NodeID"] == node_id and node.get("Alive") for node in ray.nodes()):
+            if time.monotonic() - started > timeout_s:
+                raise RayClusterError(
+                    f"ray node {node_id[:8]} still alive {timeout_s:.0f}s after it was removed"
+                )
+            time.sleep(0.2)
+        return time.monotonic() - started
+
+    def restore_node(self, slot: NodeSlot) -> None:
+        """Start a node in place of a removed one, with the same resource (a new Ray node id)."""
+        process = self.node_process(slot)
+        if process.is_running():
+            return
+        assert self._start_node is not None
+        replacement = self._start_node(slot.index)
+        with self._lock:
+            self._nodes[slot.index] = replacement
+
+    def close(self) -> None:
+        """Disconnect, then stop every node this run started (workers go with their raylets)."""
+        import ray
+
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        with self._lock:
+            nodes = list(self._nodes.values())
+        for process in reversed(nodes):  # worker nodes first, the head (GCS) last
+            with contextlib.suppress(Exception):
+                process.stop()
+        for pid in _naming(self.temp_dir):  # a worker still starting when its raylet went
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, 9)
+        reaper().remove_path(self.temp_dir)
+        _restore(self._saved_env)
+
+
+def open_cluster(mode: RayMode, temp_dir: Path, log_dir: Path, run_id: str) -> RayCluster:
+    """Start (local) or join (address) the cluster and connect this process to it as the driver."""
+    if len(str(temp_dir)) > MAX_TEMP_DIR_CHARS:
+        raise RayClusterError(
+            f"--rollout-chaos-ray: Ray's temp dir {temp_dir} is {len(str(temp_dir))} characters long; "
+            f"Ray's socket paths under it would pass the 107-byte limit (at most {MAX_TEMP_DIR_CHARS}): "
+            "give pytest a shorter --basetemp"
+        )
+    env = {"RAY_TMPDIR": str(temp_dir)}  # Ray writes its "current cluster" file there, not /tmp/ray
+    if mode.kind == "local":
+        # A token of this run's own: a local ray.init() elsewhere leaves ~/.ray/auth_token behind,
+        # which would switch our nodes to token auth with a token the others do not send.
+        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    reaper().add_path(temp_dir)
+    try:
+        cluster = (
+            _start_local(mode, temp_dir, log_dir, run_id, env)
+            if mode.kind == "local"
+            else _join(mode, temp_dir)
+        )
+    except BaseException:
+        _restore(saved)
+        raise
+    cluster._saved_env = saved
+    return cluster
+
+
+def _restore(saved: dict[str, str | None]) -> None:
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def _start_local(
+    mode: RayMode, temp_dir: Path, log_dir: Path, run_id: str, env: dict[str, str]
+) -> RayCluster:
+    gcs_port = reserve_port()
+    address = f"127.0.0.1:{gcs_port}"
+    cluster = RayCluster(mode, temp_dir, [NodeSlot(index) for index in range(mode.nodes)], address)
+
+    def start_node(index: int) -> ManagedProcess:
+        process = ManagedProcess(_node_spec(index, address, temp_dir, env), log_dir, run_id=run_id)
+        process.start()
+        return process
+
+    cluster._start_node = start_node
+    try:
+        for index in range(mode.nodes):  # one at a time: nodes starting together race for ports
+            cluster._nodes[index] = start_node(index)
+        _connect(address, temp_dir)
+        _wait_nodes(mode.nodes)
+    except BaseException:
+        cluster.close()
+        raise
+    return cluster
+
+
+def _node_spec(index: int, address: str, temp_dir: Path, env: dict[str, str]) -> ServerSpec:
+    argv = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block", "--disable-usage-stats"]
+    if index == 0:
+        argv += [
+            "--head",
+            f"--port={address.rpartition(':')[2]}",
+            "--include-dashboard=false",
+            f"--temp-dir={temp_dir}",
+            f"--system-config={json.dumps(HEALTH_CHECK)}",
+        ]
+    else:
+        argv.append(f"--address={address}")
+    argv += [
+        "--node-ip-address=127.0.0.1",
+        f"--num-cpus={NODE_CPUS}",
+        f"--object-store-memory={OBJECT_STORE_BYTES}",
+        f"--resources={json.dumps({NodeSlot(index).resource: 1})}",
+    ]
+    return ServerSpec(
+        name=f"ray-node-{index}",
+        argv=tuple(argv),
+        probe=readiness.log_line("Ray runtime started"),
+        env=env,
+        ready_timeout_s=NODE_READY_TIMEOUT_S,
+        stop_timeout_s=10.0,
+        hint="run `ray start --head --block` by hand; is Ray installed "
+        "(pip install 'pytest-rollout-chaos[ray]')?",
+    )
+
+
+def _connect(address: str, temp_dir: Path) -> None:
+    import ray
+
+    if ray.is_initialized():
+        raise RayClusterError(
+            "--rollout-chaos-ray: this process is already connected to a Ray cluster; "
+            "leave ray.init() to the plugin (or pass the cluster's address as --rollout-chaos-ray=HOST:PORT)"
+        )
+    try:
+        ray.init(
+            address=address,
+            logging_level="WARNING",
+            log_to_driver=False,
+            configure_logging=False,
+            namespace="rollout-chaos",
+        )
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        raise RayClusterError(
+            f"--rollout-chaos-ray: cannot connect to the Ray cluster at {address}: {error}"
+        ) from None
+
+
+def _wait_nodes(count: int, timeout_s: float = NODE_READY_TIMEOUT_S) -> None:
+    import ray
+
+    started = time.monotonic()
+    while (alive := sum(1 for node in ray.nodes() if node.get("Alive"))) < count:
+        if time.monotonic() - started > timeout_s:
+            raise RayClusterError(
+                f"--rollout-chaos-ray: {alive} of {count} nodes joined within {timeout_s:.0f}s"
+            )
+        time.sleep(0.2)
+
+
+def _join(mode: RayMode, temp_dir: Path) -> RayCluster:
+    _connect(mode.address, temp_dir)
+    import ray
+
+    nodes = sorted(
+        (node for node in ray.nodes() if node.get("Alive")),
+        key=lambda node: (not node.get("Resources", {}).get("node:__internal_head__"), node["NodeID"]),
+    )
+    local_ips = _local_addresses()
+    remote = [node for node in nodes if node.get("NodeManagerAddress") not in local_ips]
+    if remote:
+        ray.shutdown()
+        listed = ", ".join(f"{node['NodeID'][:8]} at {node.get('NodeManagerAddress')}" for node in remote)
+        raise RayClusterError(
+            f"--rollout-chaos-ray={mode.address}: the cluster has nodes on other machines ({listed}); "
+            "the servers listen on loopback and process faults act through /proc, so every node must run "
+            "on this machine (start them with `ray start` here, or use local:N)"
+        )
+    slots = [NodeSlot(index, node_id=str(node["NodeID"])) for index, node in enumerate(nodes)]
+    return RayCluster(mode, temp_dir, slots, mode.address)
+
+
+def _local_addresses() -> set[str]:
+    addresses = {"127.0.0.1", "localhost", socket.gethostname()}
+    with contextlib.suppress(OSError):
+        addresses.update(str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None))
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outgoing interface
+        addresses.add(probe.getsockname()[0])
+    return {str(address) for address in addresses}
+
+
+def _group_pids(pgid: int) -> list[int]:
+    from pytest_rollout_chaos.faults._process_fault import group_pids
+
+    return group_pids(pgid)
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (Ray's workers are the raylet's children, in sessions of their own)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat[stat.rfind(")") + 2 :].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _naming(path: Path) -> list[int]:
+    from pytest_rollout_chaos.servers.reaper import naming
+
+    return naming({str(path)})
