@@ -60,6 +60,8 @@ class NodeDown:
 
     async def heal(self, ctx: FaultContext) -> None:
         process = hosted(ctx, self.target)
+        if not_removable_reason(process, node=True) is not None:
+            return  # inject refused: nothing was removed
         await asyncio.to_thread(process.cluster.restore_node, process.slot)
         for server in on_same_node(ctx, process):
             await restart_if_down(ctx, server.name)

@@ -27,6 +27,7 @@ import os
 import secrets
 import socket
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -46,7 +47,8 @@ NODE_CPUS: Final = 1
 OBJECT_STORE_BYTES: Final = 80 * 1024 * 1024  # Ray's floor is 75 MiB; the servers put nothing there
 NODE_READY_TIMEOUT_S: Final = 90.0
 NODE_GONE_TIMEOUT_S: Final = 30.0  # until the GCS has marked a removed node dead
-# Ray names unix sockets under its temp dir; their paths may not exceed 107 bytes.
+# Ray names unix sockets under its temp dir (``session_<date>_<pid>/sockets/plasma_store``, 62 more
+# characters); their paths may not exceed 107 bytes.
 MAX_TEMP_DIR_CHARS: Final = 44
 # A lost node is declared dead after about period x threshold (Ray's defaults take 15 s and more).
 HEALTH_CHECK: Final = {
@@ -85,6 +87,7 @@ class RayCluster:
         self._start_node: Callable[[int], ManagedProcess] | None = None
         self._lock = threading.Lock()
         self._saved_env: dict[str, str | None] = {}
+        self.real_temp_dir = temp_dir  # where the files are when ``temp_dir`` is a short link to it
 
     # -- placement ------------------------------------------------------------------------------
     @property
@@ -125,7 +128,7 @@ class RayCluster:
 
     def describe(self) -> str:
         where = f"{len(self.slots)} local nodes" if self.local else f"cluster at {self.address}"
-        return f"ray: {where} ({self.mode.describe()}), temp dir {self.temp_dir}"
+        return f"ray: {where} ({self.mode.describe()}), temp dir {self.real_temp_dir}"
 
     # -- nodes of a local cluster -----------------------------------------------------------------
     def node_process(self, slot: NodeSlot) -> ManagedProcess:
@@ -197,21 +200,23 @@ class RayCluster:
         for process in reversed(nodes):  # worker nodes first, the head (GCS) last
             with contextlib.suppress(Exception):
                 process.stop()
-        for pid in _naming(self.temp_dir):  # a worker still starting when its raylet went
+        paths = {self.real_temp_dir, self.temp_dir}
+        for pid in _naming(paths):  # a worker still starting when its raylet went
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, 9)
-        reaper().remove_path(self.temp_dir)
+        for path in paths:
+            reaper().remove_path(path)
         _restore(self._saved_env)
+        _remove_short_path(self.temp_dir)
 
 
 def open_cluster(mode: RayMode, temp_dir: Path, log_dir: Path, run_id: str) -> RayCluster:
-    """Start (local) or join (address) the cluster and connect this process to it as the driver."""
-    if len(str(temp_dir)) > MAX_TEMP_DIR_CHARS:
-        raise RayClusterError(
-            f"--rollout-chaos-ray: Ray's temp dir {temp_dir} is {len(str(temp_dir))} characters long; "
-            f"Ray's socket paths under it would pass the 107-byte limit (at most {MAX_TEMP_DIR_CHARS}): "
-            "give pytest a shorter --basetemp"
-        )
+    """Start (local) or join (address) the cluster and connect this process to it as the driver.
+
+    Ray's files go to ``temp_dir`` (under pytest's tmp path). When that path is too long for
+    the unix sockets Ray makes under it, Ray is given a short symbolic link to it instead.
+    """
+    real_temp_dir, temp_dir = temp_dir, _short_path(temp_dir)
     env = {"RAY_TMPDIR": str(temp_dir)}  # Ray writes its "current cluster" file there, not /tmp/ray
     if mode.kind == "local":
         # A token of this run's own: a local ray.init() elsewhere leaves ~/.ray/auth_token behind,
@@ -219,7 +224,9 @@ def open_cluster(mode: RayMode, temp_dir: Path, log_dir: Path, run_id: str) -> R
         env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
-    reaper().add_path(temp_dir)
+    _reload_auth_settings()
+    for path in {real_temp_dir, temp_dir}:  # Ray's processes name one or the other
+        reaper().add_path(path)
     try:
         cluster = (
             _start_local(mode, temp_dir, log_dir, run_id, env)
@@ -228,9 +235,27 @@ def open_cluster(mode: RayMode, temp_dir: Path, log_dir: Path, run_id: str) -> R
         )
     except BaseException:
         _restore(saved)
+        _remove_short_path(temp_dir)
         raise
     cluster._saved_env = saved
+    cluster.real_temp_dir = real_temp_dir
     return cluster
+
+
+def _short_path(temp_dir: Path) -> Path:
+    """``temp_dir``, or a short link to it in the system temp dir when Ray's socket paths would not fit."""
+    if len(str(temp_dir)) <= MAX_TEMP_DIR_CHARS:
+        return temp_dir
+    link = Path(tempfile.mkdtemp(prefix="rc-ray-")) / "t"
+    link.symlink_to(temp_dir, target_is_directory=True)
+    return link
+
+
+def _remove_short_path(temp_dir: Path) -> None:
+    if temp_dir.is_symlink():
+        with contextlib.suppress(OSError):
+            temp_dir.unlink()
+            temp_dir.parent.rmdir()
 
 
 def _restore(saved: dict[str, str | None]) -> None:
@@ -239,6 +264,16 @@ def _restore(saved: dict[str, str | None]) -> None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+    _reload_auth_settings()
+
+
+def _reload_auth_settings() -> None:
+    """Make an already imported Ray read ``RAY_AUTH_MODE`` and ``RAY_AUTH_TOKEN`` again: it reads them
+    once, when first imported (what Ray's own switch to token auth does after setting them)."""
+    import ray._raylet
+
+    ray._raylet.Config.initialize("")
+    ray._raylet.AuthenticationTokenLoader.instance().reset_cache()
 
 
 def _start_local(
@@ -289,7 +324,7 @@ def _node_spec(index: int, address: str, temp_dir: Path, env: dict[str, str]) ->
         probe=readiness.log_line("Ray runtime started"),
         env=env,
         ready_timeout_s=NODE_READY_TIMEOUT_S,
-        stop_timeout_s=10.0,
+        stop_timeout_s=3.0,  # a node that takes longer to leave is killed, as its processes would be
         hint="run `ray start --head --block` by hand; is Ray installed "
         "(pip install 'pytest-rollout-chaos[ray]')?",
     )
@@ -389,7 +424,7 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
-def _naming(path: Path) -> list[int]:
+def _naming(paths: set[Path]) -> list[int]:
     from pytest_rollout_chaos.servers.reaper import naming
 
-    return naming({str(path)})
+    return naming({str(path) for path in paths})

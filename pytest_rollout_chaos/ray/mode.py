@@ -34,7 +34,7 @@ OFF: Final = RayMode()
 
 
 def parse(text: str | None) -> RayMode:
-    """The mode ``text`` names; ``ValueError`` says what is wrong (the caller adds where and what is valid)."""
+    """The mode ``text`` names; ``ValueError`` says what is wrong (the caller adds where, what is valid)."""
     value = (text or "off").strip()
     if value == "off":
         return OFF

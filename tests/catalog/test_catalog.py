@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from fixtures.collectors import KNOWN_BUGS
+from pytest_rollout_chaos.scenario import vocabulary
+from pytest_rollout_chaos.scenario.model import load_scenario
 from pytest_rollout_chaos.settings import ChaosSettings
 from tests.catalog.verdicts import CATALOG, REPO, run_catalog
 
@@ -43,7 +45,24 @@ pytestmark = pytest.mark.slow
 def stack_args(chaos_settings: ChaosSettings) -> list[str]:
     """The stack this session was asked for (``pytest tests/catalog --rollout-chaos-backend=vllm``
     gates the catalog on real vLLM), passed on to the child runs."""
-    return [f"--rollout-chaos-backend={chaos_settings.backend}", f"--rollout-chaos-gym={chaos_settings.gym}"]
+    return [
+        f"--rollout-chaos-backend={chaos_settings.backend}",
+        f"--rollout-chaos-gym={chaos_settings.gym}",
+        f"--rollout-chaos-ray={chaos_settings.ray.describe()}",
+    ]
+
+
+def skipped_on(settings: ChaosSettings) -> set[str]:
+    """The scenarios this stack cannot run: those of Ray's faults without Ray, ``node_down`` on a
+    cluster with no node this run may remove (one local node, or a joined cluster)."""
+    needs_ray = {
+        scenario.name
+        for scenario in map(load_scenario, CATALOG.glob("*.chaos.yaml"))
+        if any(vocabulary.category(step.kind) == "ray" for step in scenario.faults)
+    }
+    if not settings.ray.on:
+        return needs_ray
+    return set() if settings.ray.kind == "local" and settings.ray.nodes >= 2 else {"rollout-node-lost"}
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +92,20 @@ def test_the_catalog_has_at_least_sixteen_scenarios() -> None:
     assert len(list(CATALOG.glob("*.chaos.yaml"))) >= 16
 
 
-def test_reference_collector_passes_the_whole_catalog(tmp_path: Path, stack_args: list[str]) -> None:
+def test_reference_collector_passes_the_whole_catalog(
+    tmp_path: Path, stack_args: list[str], chaos_settings: ChaosSettings
+) -> None:
     verdicts = run_catalog(tmp_path, target="reference", stack_args=stack_args)
     assert len(verdicts) == len(list(CATALOG.glob("*.chaos.yaml")))
-    failed = {name: result.message for name, result in verdicts.items() if not result.passed}
+    skipped = {name: result.skipped for name, result in verdicts.items() if result.skipped is not None}
+    assert set(skipped) == skipped_on(chaos_settings), skipped
+    failed = {
+        name: result.message for name, result in verdicts.items() if not result.passed and name not in skipped
+    }
     assert not failed, "\n\n".join(f"{name}:\n{message}" for name, message in failed.items())
     for result in verdicts.values():
+        if result.skipped is not None:
+            continue
         assert result.invariants, f"{result.name}: no invariant verdicts recorded"
         assert set(result.invariants.values()) == {"PASS"}, result
 

@@ -22,6 +22,7 @@ class ScenarioVerdicts:
     passed: bool
     invariants: dict[str, str] = field(default_factory=dict)
     message: str = ""
+    skipped: str | None = None  # the skip reason, when the scenario could not run on this stack
 
 
 def run_catalog(
@@ -89,6 +90,7 @@ def parse_junit(path: Path) -> dict[str, ScenarioVerdicts]:
             message=""
             if problem is None
             else (problem.get("message", "") + "\n" + (problem.text or ""))[:3000],
+            skipped=None if (skip := case.find("skipped")) is None else skip.get("message", ""),
         )
     return results
 

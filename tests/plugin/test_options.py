@@ -26,6 +26,7 @@ def test_help_lists_every_option_in_the_group(pytester: pytest.Pytester) -> None
         s.OPT_GYM_PYTHON,
         s.OPT_POLICY_URL,
         s.OPT_UPSTREAM,
+        s.OPT_RAY,
         s.OPT_SEED,
         s.OPT_REPORT,
     ):
@@ -122,6 +123,16 @@ def test_ini_twins_and_option_precedence(pytester: pytest.Pytester) -> None:
         (
             "--rollout-chaos-upstream=no-tree",
             "*--rollout-chaos-upstream: directory '*no-tree' does not exist (valid: a checkout or unpacked*",
+        ),
+        (
+            "--rollout-chaos-ray=local:0",
+            "*--rollout-chaos-ray: invalid value 'local:0': the node count '0' is not a whole number from 1 "
+            "to 8 (valid: off, local (one node), local:N*",
+        ),
+        (
+            "--rollout-chaos-ray=ray://10.0.0.1:10001",
+            "*--rollout-chaos-ray: invalid value 'ray://10.0.0.1:10001': Ray Client addresses (ray://) "
+            "cannot host servers*(valid: off, local*",
         ),
     ],
 )
