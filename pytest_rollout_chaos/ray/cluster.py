@@ -163,7 +163,7 @@ class RayCluster:
             "node": slot.index,
             "node_id": node_id,
             "node_processes": len(raylet_pids),
-            "workers_killed": len(workers),
+            "workers": len(workers),
         }
 
     def wait_node_dead(self, node_id: str, timeout_s: float = NODE_GONE_TIMEOUT_S) -> float:

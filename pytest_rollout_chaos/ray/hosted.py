@@ -256,18 +256,18 @@ class HostedStart:
 
     def __init__(self, harness: ChaosHarness, cluster: RayCluster) -> None:
         self._harness = harness
-        self._cluster = cluster
+        self.cluster = cluster
         self._agents = 0
         self.placed: dict[str, RayHostedProcess] = {}
 
     def __call__(self, spec: ServerSpec) -> ManagedProcess:
         if spec.name in HEAD_NODE_SERVERS:
-            slot = self._cluster.slot_for(None)
+            slot = self.cluster.slot_for(None)
         else:
-            slot = self._cluster.slot_for(self._agents)
+            slot = self.cluster.slot_for(self._agents)
             self._agents += 1
         process = RayHostedProcess(
-            spec, self._harness.log_dir, run_id=self._harness.run_id, cluster=self._cluster, slot=slot
+            spec, self._harness.log_dir, run_id=self._harness.run_id, cluster=self.cluster, slot=slot
         )
         self._harness.adopt(process)
         self.placed[spec.name] = process

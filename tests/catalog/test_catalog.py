@@ -71,11 +71,17 @@ def known_bug_stack_args(
 ) -> list[str]:
     """``stack_args`` for the known-bug runs. On real vLLM they share this session's policy server
     (``--rollout-chaos-policy-url``) instead of each loading the model again; their scenarios aim
-    no process fault at the policy, so nothing is lost."""
+    no process fault at the policy, so nothing is lost. On a local Ray cluster they join this
+    session's (by its address) instead of each starting one; none of their scenarios removes a node."""
+    args = list(stack_args)
+    if chaos_settings.ray.kind == "local":
+        cluster = request.getfixturevalue("chaos_ray").cluster
+        args = [arg for arg in args if not arg.startswith("--rollout-chaos-ray=")]
+        args.append(f"--rollout-chaos-ray={cluster.address}")
     if chaos_settings.backend != "vllm" or chaos_settings.policy_url is not None:
-        return stack_args
+        return args
     policy = request.getfixturevalue("chaos_policy")
-    return [*stack_args, f"--rollout-chaos-policy-url={policy.url}"]
+    return [*args, f"--rollout-chaos-policy-url={policy.url}"]
 
 
 def test_every_known_bug_collector_has_a_scenario_that_catches_it() -> None:
