@@ -25,6 +25,7 @@ from benchmarks import (
     gate,
     overhead,
     policy_batching,
+    ray_stack,
     stack_start,
 )
 from benchmarks._result import Result, table
@@ -37,6 +38,7 @@ BENCHMARKS: dict[str, Callable[[bool], Result]] = {
     "batched_validation": lambda quick: batched_validation.run(batch=64),
     "catalog": lambda _quick: catalog.run(),
     "gate": lambda _quick: gate.run(),
+    "ray_stack": lambda _quick: ray_stack.run(),
 }
 
 

@@ -25,6 +25,8 @@ CATALOG = [
     "freeze",
     "exit_zero",
     "restart",
+    "actor_kill",
+    "node_down",
     "http_error",
     "nan_logprobs",
     "prefix_drift",
@@ -49,7 +51,7 @@ def test_every_catalog_kind_is_registered_once_and_follows_the_contract() -> Non
 
 def test_unknown_kind_lists_the_known_ones() -> None:
     with pytest.raises(
-        registry.FaultParameterError, match=r"unknown fault 'latncy' \(known: bandwidth, "
+        registry.FaultParameterError, match=r"unknown fault 'latncy' \(known: actor_kill, bandwidth, "
     ) as info:
         registry.build("latncy", {"target": "x"})
     assert info.value.field == "kind"
@@ -112,8 +114,10 @@ def test_json_schema_of_a_kind() -> None:
 def test_capabilities_are_declared_where_they_apply() -> None:
     faults = {kind: cls(target="x") for kind, cls in registry.FAULTS.items()}
     assert sorted(kind for kind, fault in faults.items() if isinstance(fault, Terminating)) == [
+        "actor_kill",
         "exit_zero",
         "kill",
+        "node_down",
         "oom",
     ]
     assert all(isinstance(fault, Preflight) for fault in faults.values())

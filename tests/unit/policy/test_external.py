@@ -13,6 +13,7 @@ import pytest
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.faults.injector import FaultInjector
+from pytest_rollout_chaos.scenario import vocabulary
 from pytest_rollout_chaos.scenario.model import load_scenario
 from pytest_rollout_chaos.scenario.run import not_applicable
 from pytest_rollout_chaos.servers import readiness
@@ -149,6 +150,12 @@ def test_one_deadline_covers_every_poll() -> None:
 )
 def test_catalog_scenarios_skip_only_where_they_need_the_policy_process(path: Path, tmp_path: Path) -> None:
     scenario = load_scenario(path)
+    if any(vocabulary.category(step.kind) == "ray" for step in scenario.faults):  # and no Ray here
+        for external in (True, False):
+            reason = not_applicable(scenario, _stack(tmp_path, external=external))
+            assert reason is not None
+            assert "does not run in a Ray actor in this run (pass --rollout-chaos-ray=local:N)" in reason
+        return
     expected = NEEDS_THE_POLICY_PROCESS.get(scenario.name)
     assert not_applicable(scenario, _stack(tmp_path, external=True)) == expected
     assert not_applicable(scenario, _stack(tmp_path, external=False)) is None
