@@ -53,6 +53,10 @@ class GymRequestError(ChaosError):
         status_text = f"HTTP {status}" if status is not None else "no HTTP status"
         super().__init__(f"{server} ({url}) failed: {status_text}: {reason}")
 
+    def __reduce__(self) -> tuple[type[GymRequestError], tuple[str, str, int | None, str]]:
+        # Pickled as its four fields (a Ray actor's exception crosses processes so).
+        return type(self), (self.server, self.url, self.status, self.reason)
+
 
 class GymClient(SessionOwner):
     """RolloutCollectionHelper-compatible client: no deadline of its own unless ``timeout_s`` is given.

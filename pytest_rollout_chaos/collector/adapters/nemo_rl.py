@@ -11,15 +11,20 @@ Real: everything of NeMo RL above; the Gym client (``ctx.gym``, NeMo Gym's trans
 to our agents) behind NeMo Gym's ``RolloutCollectionHelper.run_examples(examples=...,
 head_server_config=...)`` signature; a ``transformers`` tokenizer over the policy's tokenizer.
 
+With Ray on (this process called ``ray.init``, as ``--rollout-chaos-ray`` does), the actor is a
+real Ray actor of the tree's ``NemoGym`` and the caller uses the real Ray; ``nemo_rl_actor``
+says what is real and what is faked then. Without Ray:
+
 Faked, as NeMo RL's own CPU tests fake them (``tests/unit/environments/test_nemo_gym.py`` and
 ``tests/unit/experience/test_rollouts.py``): the Ray actor (the plain class from
 ``NemoGym.__ray_metadata__.modified_class``; the spin-up that would start Gym servers is
 skipped, our stack runs them, and what it would set is set here), its handle (``.remote()``
 runs the method on the collection's event loop) and ``ray.get`` (waits for that). Arguments
 and results pass by reference, not through Ray's serializer, and an actor's exception reaches
-the caller as itself, not wrapped in ``RayTaskError``. A real local Ray actor would run in
-another process, away from ``ctx.gym`` (the client the ``short_results`` fault arms and that
-records into this History), and ``ray.init`` costs tens of seconds of a small CI box.
+the caller as itself, not wrapped in ``RayTaskError``. A real Ray actor runs in another process,
+away from ``ctx.gym`` (the client the ``short_results`` fault arms and that records into this
+History), which it then reaches through a relay, and ``ray.init`` costs tens of seconds of a
+small CI box: so Ray is opt-in.
 
 The caller blocks in ``ray.get``, so it runs on a worker thread while the actor's coroutine
 runs on the event loop, as a trainer's driver blocks while the actor's loop works.
@@ -44,7 +49,7 @@ import copy
 import importlib
 import inspect
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -54,7 +59,14 @@ from urllib.parse import urlsplit
 import pytest
 
 from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos.collector.adapters.nemo_rl_actor import (
+    RayActor,
+    RecordedHandle,
+    ray_in_use,
+    spun_up,
+)
 from pytest_rollout_chaos.collector.adapters.nemo_rl_ray import ActorHandle, in_thread, ray_get_faked
+from pytest_rollout_chaos.collector.adapters.nemo_rl_relay import GymRelay
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.protocol import (
     Collector,
@@ -112,16 +124,6 @@ class GymHelper:
         return self._ctx.gym.run_examples(examples)
 
 
-class StackServers:
-    """Stands for NeMo Gym's ``RunHelper``: the Gym servers are the stack's, running already."""
-
-    def poll(self) -> None:
-        return None
-
-    def shutdown(self) -> None:
-        return None
-
-
 # -- the collector ------------------------------------------------------------------------------
 
 
@@ -139,8 +141,17 @@ class NemoRLCollector:
         self._trainer = load_trainer()
         self._tokenizer = trainer_tokenizer(ctx)
         _preload_validation()
+        # With Ray on, NemoGym is a real actor, started here for the same reason (nemo_rl_actor).
+        self._ray = ray_in_use()
+        self._actor = self._start_actor() if self._ray is not None else None
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
+        try:
+            return await self._collect(rows, mode=mode)
+        finally:
+            await self._kill_actor()
+
+    async def _collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
         if mode == "validation":
             return await _validation(self._ctx, rows)
         if self._ctx.settings.style == "native":
@@ -156,24 +167,21 @@ class NemoRLCollector:
         return rollouts  # type: ignore[return-value]  # None entries: rows NeMo RL lost, left visible
 
     async def _train(self, rows: Sequence[Row]) -> list[Rollout | None]:
-        trainer, tokenizer = self._trainer, self._tokenizer
-        loop = asyncio.get_running_loop()
+        trainer = self._trainer
         helper = self.helper_class(self._ctx)
-        handle = ActorHandle(trainer.actor(self._ctx, helper, tokenizer), loop, self._remote_called)
-        call = trainer.caller_call(self._ctx, rows, handle, tokenizer)
         name = f"{trainer.caller.__module__}.{trainer.caller.__name__}"
         data = {"call": name, "api": "streaming" if trainer.streaming else "list", "rows": len(rows)}
-        self._ctx.history.append(SOURCE, "invoke", "upstream", data)
         try:
-            with ray_get_faked(trainer.rollouts), trainer_warnings():
-                result = await in_thread(loop, call)
+            async with self._actor_handle(helper) as handle:
+                call = trainer.caller_call(self._ctx, rows, handle, self._tokenizer)
+                self._ctx.history.append(SOURCE, "invoke", "upstream", data)
+                with trainer_warnings():
+                    result = await in_thread(asyncio.get_running_loop(), call)
         except BaseException as error:
             self._ctx.history.append(
                 SOURCE, "fail", "upstream", {"call": name, "error": f"{type(error).__name__}: {error}"}
             )
             raise
-        finally:
-            handle.cancel_pending()
         self._ctx.history.append(SOURCE, "ok", "upstream", {"call": name})
         rollouts = rollouts_from_batch(rows, result.final_batch, attempts=max(1, helper.calls))
         for rollout in rollouts:
@@ -182,6 +190,47 @@ class NemoRLCollector:
                     SOURCE, "info", "rollout", {"row": rollout.row_index, "status": rollout.status}
                 )
         return rollouts
+
+    @contextlib.asynccontextmanager
+    async def _actor_handle(self, helper: GymHelper) -> AsyncIterator[Any]:
+        """The handle NeMo RL's caller gets: the real actor's with Ray on, else the stand-in's."""
+        if self._ray is None:
+            loop = asyncio.get_running_loop()
+            actor = self._trainer.actor(self._ctx, helper, self._tokenizer)
+            handle = ActorHandle(actor, loop, self._remote_called)
+            try:
+                with ray_get_faked(self._trainer.rollouts):
+                    yield handle
+            finally:
+                handle.cancel_pending()
+            return
+        if self._actor is None:  # a second collection: its actor starts within the deadline
+            self._actor = self._start_actor()
+        async with GymRelay(helper).serving() as rch:
+            try:
+                await self._actor.install(rch)
+                yield RecordedHandle(self._actor.handle, self._actor.class_name, self._remote_called)
+            finally:  # before the relay closes: a caller blocked in ray.get hears the actor died
+                await self._kill_actor()
+
+    def _start_actor(self) -> RayActor:
+        trainer, ctx = self._trainer, self._ctx
+        helper = self.helper_class(ctx)  # for its head_server_config: the stack's head server
+        return RayActor(
+            self._ray,
+            trainer.remote_class,
+            tree=trainer.root,
+            cfg=actor_cfg(ctx),
+            head_server_config=helper.head_server_config,
+            max_attempts=ctx.settings.max_logprob_attempts,
+            tokenizer=self._tokenizer,
+            history=ctx.history,
+        )
+
+    async def _kill_actor(self) -> None:
+        actor, self._actor = self._actor, None
+        if actor is not None:
+            await actor.kill()
 
     def _remote_called(self, method: str, options: dict[str, Any]) -> None:
         # Called from the caller's thread; the History is thread-safe.
@@ -214,6 +263,8 @@ class Trainer:
     """The NeMo RL code one collection drives, and which API generation it is."""
 
     actor_class: type
+    remote_class: Any  # NemoGym as the tree declares it: the Ray actor class
+    root: Path  # the folder holding the nemo_rl package
     caller: Callable[..., Any]
     rollouts: Any  # the nemo_rl.experience.rollouts module
     batch_class: type
@@ -221,24 +272,24 @@ class Trainer:
 
     def actor(self, ctx: CollectorContext, helper: GymHelper, tokenizer: Any) -> Any:
         """A ``NemoGym`` with what its spin-up sets, over our servers instead of starting its own."""
-        cfg = {"model_name": ctx.model, "base_urls": [ctx.policy], "initial_global_config_dict": {}}
+        cfg = actor_cfg(ctx)
         actor: Any
         if hasattr(self.actor_class, "_spinup"):  # spin-up lives outside __init__: __init__ is safe
             actor = self.actor_class(cfg)
         else:  # __init__ is the spin-up (starts Gym servers): skipped, as NeMo RL's tests do
             actor = object.__new__(self.actor_class)
             actor.cfg = cfg
-        actor.rch = helper
-        actor.head_server_config = helper.head_server_config
-        actor.rh = StackServers()
-        # NeMo RL's knob for whole-batch NaN retries (trees that have it); the trainer's rollout config
-        actor.rollout_max_attempts_to_avoid_lp_nan = ctx.settings.max_logprob_attempts
-        if callable(getattr(actor, "set_tokenizer", None)):  # trees where the actor holds its tokenizer
-            actor.set_tokenizer(tokenizer)
+        spun_up(
+            actor,
+            rch=helper,
+            head_server_config=helper.head_server_config,
+            max_attempts=ctx.settings.max_logprob_attempts,
+            tokenizer=tokenizer,
+        )
         return actor
 
     def caller_call(
-        self, ctx: CollectorContext, rows: Sequence[Row], handle: ActorHandle, tokenizer: Any
+        self, ctx: CollectorContext, rows: Sequence[Row], handle: Any, tokenizer: Any
     ) -> Callable[[], Any]:
         """The caller bound to its arguments, as NeMo RL's GRPO loop calls it."""
         import torch
@@ -290,7 +341,13 @@ def load_trainer() -> Trainer:
             "this NeMo RL tree is newer than the adapter"
         )
     streaming = inspect.isasyncgenfunction(actor_class.run_rollouts)
-    return Trainer(actor_class, caller, rollouts, batches.BatchedDataDict, streaming)
+    root = Path(str(gym_module.__file__)).resolve().parents[2]  # <root>/nemo_rl/environments/nemo_gym.py
+    return Trainer(actor_class, remote_class, root, caller, rollouts, batches.BatchedDataDict, streaming)
+
+
+def actor_cfg(ctx: CollectorContext) -> dict[str, Any]:
+    """``NemoGymConfig`` for the stack's policy."""
+    return {"model_name": ctx.model, "base_urls": [ctx.policy], "initial_global_config_dict": {}}
 
 
 def trainer_tokenizer(ctx: CollectorContext) -> Any:
