@@ -31,7 +31,7 @@ from pytest_rollout_chaos.collector.protocol import CollectorContext, CollectorS
 from pytest_rollout_chaos.history import History
 from tests.adapters import _actor_seen
 from tests.adapters._nemo_rl_trees import BASE, HEAD, nemo_rl_tree
-from tests.adapters._ray_session import CHILD_PLUGIN, ray_session
+from tests.adapters._ray_session import RAY_ON, ray_session
 from tests.catalog.verdicts import REPO, run_catalog
 
 __all__ = ["ray_session"]  # the fixture, used by name
@@ -277,7 +277,7 @@ def with_ray(tmp_path: Path, tree: Path, scenarios: list[str]) -> dict[str, Any]
         scratch,
         target="nemo_rl",
         scenarios=scenarios,
-        stack_args=[*CHILD_PLUGIN, "-p", "tests.adapters._actor_seen", f"--rollout-chaos-upstream={tree}"],
+        stack_args=[*RAY_ON, "-p", "tests.adapters._actor_seen", f"--rollout-chaos-upstream={tree}"],
     )
     seen = actors_seen(scratch / "junit-nemo_rl.xml")
     assert sorted(seen) == sorted(scenarios), f"scenarios with a record of their actors: {seen}"

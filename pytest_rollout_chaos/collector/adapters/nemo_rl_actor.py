@@ -189,15 +189,19 @@ class RayActor:
         if not self._finalizer.alive:
             return
         self._finalizer()
-        data: dict[str, Any] = {"call": "ray.kill", "actor": self.name}
-        try:
-            await _within(self.handle.__ray_ready__.remote(), KILL_WAIT_S)
-        except self._ray.exceptions.RayActorError:
-            data["dead"] = True
-        except Exception as error:  # recorded, never raised: the collection's own outcome comes first
-            data.update(dead=False, error=f"{type(error).__name__}: {error}")
-        else:
-            data["dead"] = False
+        data: dict[str, Any] = {"call": "ray.kill", "actor": self.name, "dead": False}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + KILL_WAIT_S
+        while (left := deadline - loop.time()) > 0:  # ray.kill is asynchronous: ask until Ray says dead
+            try:
+                await _within(self.handle.__ray_ready__.remote(), left)
+            except self._ray.exceptions.RayActorError:
+                data["dead"] = True
+                break
+            except Exception as error:  # recorded, never raised: the collection's own outcome comes first
+                data["error"] = f"{type(error).__name__}: {error}"
+                break
+            await asyncio.sleep(0.05)
         self._history.append(SOURCE, "info", "upstream", data)
 
 
