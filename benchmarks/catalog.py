@@ -25,7 +25,7 @@ CATALOG = REPO / "scenarios"
 TIMEOUT_S = 1800.0
 _COUNTS = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
 _CALL = re.compile(r"^\s*([\d.]+)s call\s+\S+\.chaos\.yaml::(\S+)", re.MULTILINE)
-_SCENARIO = re.compile(r"^\s+(?:PASS|FAIL|SKIP)\s+(\S+)\s+([\d.]+)s", re.MULTILINE)
+_SCENARIO = re.compile(r"^\s+(PASS|FAIL|SKIP)\s+(\S+)\s+([\d.]+)s", re.MULTILINE)
 GYM_ENV = "ROLLOUT_CHAOS_GYM_PYTHON"
 VLLM_ENV = "ROLLOUT_CHAOS_VLLM_PYTHON"
 
@@ -83,7 +83,11 @@ def _run_catalog(options: list[str]) -> tuple[float, float, dict[str, object]]:
     counts = {
         word.rstrip("s") if word.startswith("error") else word: int(n) for n, word in _COUNTS.findall(summary)
     }
-    elapsed = {name: float(seconds) for name, seconds in _SCENARIO.findall(finished.stdout)}
+    # A skipped scenario's time is all setup (it may have started the stack): none of it is its own.
+    elapsed = {
+        name: 0.0 if status == "SKIP" else float(seconds)
+        for status, name, seconds in _SCENARIO.findall(finished.stdout)
+    }
     gaps = [float(call) - elapsed[name] for call, name in _CALL.findall(finished.stdout) if name in elapsed]
     start_s = max(gaps) if gaps else float("nan")
     return wall_s, start_s, {"exit_code": finished.returncode, "outcomes": counts, "summary": summary}

@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from pathlib import Path
 
 from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.faults.base import FaultContext
 from pytest_rollout_chaos.servers.process import ManagedProcess
+from pytest_rollout_chaos.servers.procfs import alive, group_pids
 
 EXIT_WAIT_S = 10.0
 
@@ -33,7 +33,7 @@ async def wait_for_group_exit(pgid: int, *, timeout_s: float = EXIT_WAIT_S) -> l
     """The members of process group ``pgid`` still alive after ``timeout_s``; ``[]`` once all are gone."""
     deadline = time.monotonic() + timeout_s
     while True:
-        left = [pid for pid in group_pids(pgid) if process_state(pid) not in (None, "Z", "X")]
+        left = [pid for pid in group_pids(pgid) if alive(pid)]
         if not left or time.monotonic() >= deadline:
             return left
         await asyncio.sleep(0.02)
@@ -42,32 +42,6 @@ async def wait_for_group_exit(pgid: int, *, timeout_s: float = EXIT_WAIT_S) -> l
 def exit_status(code: int) -> int:
     """Popen's ``-N`` for "killed by signal N" as the shell's ``128 + N`` (SIGKILL -> 137)."""
     return 128 - code if code < 0 else code
-
-
-def group_pids(pgid: int) -> list[int]:
-    """Every live process in process group ``pgid`` (the server and its children)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # fields after the parenthesised command: state ppid pgrp ...
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid:
-            found.append(int(entry.name))
-    return sorted(found)
-
-
-def process_state(pid: int) -> str | None:
-    """The kernel's one-letter state of ``pid`` (``T`` = stopped), or None when gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rfind(")") + 2]
 
 
 async def restart_if_down(ctx: FaultContext, target: str) -> None:

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from pytest_rollout_chaos.faults._process_fault import alive_pid, group_pids, process_state
+from pytest_rollout_chaos.faults._process_fault import alive_pid
 from pytest_rollout_chaos.faults.base import FaultContext
+from pytest_rollout_chaos.servers.procfs import group_pids, process_state
 
 STOP_WAIT_S = 2.0
 

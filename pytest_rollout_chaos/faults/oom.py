@@ -47,7 +47,6 @@ from pytest_rollout_chaos.faults._cgroup import (
 from pytest_rollout_chaos.faults._process_fault import (
     alive_pid,
     exit_status,
-    process_state,
     restart_if_down,
     wait_for_exit,
     wait_for_group_exit,
@@ -55,6 +54,7 @@ from pytest_rollout_chaos.faults._process_fault import (
 from pytest_rollout_chaos.faults.base import FaultContext, fault_tag, param
 from pytest_rollout_chaos.ray.hosted import RayHostedProcess
 from pytest_rollout_chaos.servers.process import ManagedProcess
+from pytest_rollout_chaos.servers.procfs import process_state
 
 _logger = logging.getLogger(__name__)
 _MIB = 1 << 20

@@ -40,6 +40,7 @@ from pytest_rollout_chaos.ray.mode import RayMode
 from pytest_rollout_chaos.servers import readiness
 from pytest_rollout_chaos.servers.policy.vllm import reserve_port
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec, reaper
+from pytest_rollout_chaos.servers.procfs import descendant_pids, group_pids
 
 _logger = logging.getLogger(__name__)
 
@@ -151,8 +152,8 @@ class RayCluster:
         every worker on it are SIGKILLed together. Returns what was killed."""
         process = self.node_process(slot)
         node_id = self.node_id(slot)
-        raylet_pids = [pid for pid in _group_pids(process.pid)]
-        workers = sorted({child for pid in raylet_pids for child in _descendants(pid)} - set(raylet_pids))
+        raylet_pids = group_pids(process.pid)
+        workers = sorted({child for pid in raylet_pids for child in descendant_pids(pid)} - set(raylet_pids))
         process.expect_exit()
         process.signal(9)
         for pid in workers:
@@ -394,34 +395,6 @@ def _local_addresses() -> set[str]:
         probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outgoing interface
         addresses.add(probe.getsockname()[0])
     return {str(address) for address in addresses}
-
-
-def _group_pids(pgid: int) -> list[int]:
-    from pytest_rollout_chaos.faults._process_fault import group_pids
-
-    return group_pids(pgid)
-
-
-def _descendants(pid: int) -> set[int]:
-    """Every process below ``pid`` (Ray's workers are the raylet's children, in sessions of their own)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat[stat.rfind(")") + 2 :].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
 
 
 def _naming(paths: set[Path]) -> list[int]:

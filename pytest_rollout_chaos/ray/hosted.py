@@ -32,6 +32,7 @@ from pytest_rollout_chaos.servers.gym.stack import HEAD_NAME, MODEL_NAME, RESOUR
 from pytest_rollout_chaos.servers.nemo_gym.stack import ENV_NAME
 from pytest_rollout_chaos.servers.policy.vllm import reserve_port
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec, reaper
+from pytest_rollout_chaos.servers.procfs import alive
 
 ACTOR_START_S: Final = 60.0  # scheduling the actor and its worker, beyond the server's own readiness
 CALL_S: Final = 10.0
@@ -101,7 +102,7 @@ class RayHostedProcess(ManagedProcess):
             if self._code is not None:
                 return self._code
             pid = int(self._info["pid"])
-        if _alive(pid):
+        if alive(pid):
             return None
         with self._state:  # gone: the watcher hears the code from the actor, or that the actor died
             self._state.wait_for(lambda: self._code is not None, timeout=EXIT_CODE_WAIT_S)
@@ -243,12 +244,6 @@ class RayHostedProcess(ManagedProcess):
             with self._state:  # until the server is started again (in this actor or a new one)
                 while self._generation == generation and not closing.is_set():
                     self._state.wait(timeout=0.5)
-
-
-def _alive(pid: int) -> bool:
-    from pytest_rollout_chaos.faults._process_fault import process_state
-
-    return process_state(pid) not in (None, "Z", "X")
 
 
 class HostedStart:

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from pytest_rollout_chaos.faults._process_fault import process_state
 from pytest_rollout_chaos.faults.apply import applied
 from pytest_rollout_chaos.faults.freeze import Freeze
+from pytest_rollout_chaos.servers.procfs import process_state
 from tests.unit.faults.hooked import Hooked
 
 
