@@ -177,9 +177,10 @@ class RayHostedProcess(ManagedProcess):
                 self.actor.restart.remote(ready_delay_s),
                 timeout=self.spec.ready_timeout_s + ready_delay_s + CALL_S,
             )
-        except ray.exceptions.RayActorError:
+        except ray.exceptions.RayActorError:  # the actor is gone: a new one, as Ray's restart would make
             self.stop()
             self.start(ready_delay_s=ready_delay_s)
+            self._expected_exit = False
             return
         except ray.exceptions.GetTimeoutError:
             raise ServerStartError(
