@@ -25,12 +25,13 @@ import json
 import logging
 import os
 import secrets
+import signal
 import socket
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -79,16 +80,24 @@ class NodeSlot:
 class RayCluster:
     """The cluster of this run: placement, the actors' options, and (local) removing and restoring nodes."""
 
-    def __init__(self, mode: RayMode, temp_dir: Path, slots: Sequence[NodeSlot], address: str) -> None:
+    def __init__(
+        self,
+        mode: RayMode,
+        slots: Sequence[NodeSlot],
+        address: str,
+        *,
+        dirs: RayDirs,
+        env: Mapping[str, str],
+        saved_env: Mapping[str, str | None],
+    ) -> None:
         self.mode = mode
-        self.temp_dir = temp_dir
-        self.address = address
         self.slots = tuple(slots)
+        self.address = address
+        self.dirs = dirs
+        self._env = dict(env)  # what this run's nodes (and the driver) run with
+        self._saved_env = dict(saved_env)  # the driver's environment before, put back at close
         self._nodes: dict[int, ManagedProcess] = {}
-        self._start_node: Callable[[int], ManagedProcess] | None = None
         self._lock = threading.Lock()
-        self._saved_env: dict[str, str | None] = {}
-        self.real_temp_dir = temp_dir  # where the files are when ``temp_dir`` is a short link to it
 
     # -- placement ------------------------------------------------------------------------------
     @property
@@ -129,9 +138,17 @@ class RayCluster:
 
     def describe(self) -> str:
         where = f"{len(self.slots)} local nodes" if self.local else f"cluster at {self.address}"
-        return f"ray: {where} ({self.mode.describe()}), temp dir {self.real_temp_dir}"
+        return f"ray: {where} ({self.mode.describe()}), temp dir {self.dirs.files}"
 
     # -- nodes of a local cluster -----------------------------------------------------------------
+    def start_node(self, index: int) -> None:
+        """Start node ``index`` (``ray start --block``; the head for 0) and wait until it runs."""
+        spec = _node_spec(index, self.address, self.dirs.for_ray, self._env)
+        process = ManagedProcess(spec, self.dirs.logs, run_id=self.dirs.run_id)
+        process.start()
+        with self._lock:
+            self._nodes[index] = process
+
     def node_process(self, slot: NodeSlot) -> ManagedProcess:
         """The ``ray start`` child of a node this run started."""
         if not self.local:
@@ -155,10 +172,10 @@ class RayCluster:
         raylet_pids = group_pids(process.pid)
         workers = sorted({child for pid in raylet_pids for child in descendant_pids(pid)} - set(raylet_pids))
         process.expect_exit()
-        process.signal(9)
+        process.signal(signal.SIGKILL)
         for pid in workers:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, 9)
+                os.kill(pid, signal.SIGKILL)
         process.stop()  # reaps the node's `ray start` and closes its log; everything is dead already
         return {
             "node": slot.index,
@@ -182,13 +199,8 @@ class RayCluster:
 
     def restore_node(self, slot: NodeSlot) -> None:
         """Start a node in place of a removed one, with the same resource (a new Ray node id)."""
-        process = self.node_process(slot)
-        if process.is_running():
-            return
-        assert self._start_node is not None
-        replacement = self._start_node(slot.index)
-        with self._lock:
-            self._nodes[slot.index] = replacement
+        if not self.node_process(slot).is_running():
+            self.start_node(slot.index)
 
     def close(self) -> None:
         """Disconnect, then stop every node this run started (workers go with their raylets)."""
@@ -201,14 +213,13 @@ class RayCluster:
         for process in reversed(nodes):  # worker nodes first, the head (GCS) last
             with contextlib.suppress(Exception):
                 process.stop()
-        paths = {self.real_temp_dir, self.temp_dir}
-        for pid in _naming(paths):  # a worker still starting when its raylet went
+        for pid in _naming(self.dirs.named):  # a worker still starting when its raylet went
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, 9)
-        for path in paths:
+                os.kill(pid, signal.SIGKILL)
+        for path in self.dirs.named:
             reaper().remove_path(path)
         _restore(self._saved_env)
-        _remove_short_path(self.temp_dir)
+        _remove_short_path(self.dirs.for_ray)
 
 
 def open_cluster(mode: RayMode, temp_dir: Path, log_dir: Path, run_id: str) -> RayCluster:
@@ -217,8 +228,8 @@ def open_cluster(mode: RayMode, temp_dir: Path, log_dir: Path, run_id: str) -> R
     Ray's files go to ``temp_dir`` (under pytest's tmp path). When that path is too long for
     the unix sockets Ray makes under it, Ray is given a short symbolic link to it instead.
     """
-    real_temp_dir, temp_dir = temp_dir, _short_path(temp_dir)
-    env = {"RAY_TMPDIR": str(temp_dir)}  # Ray writes its "current cluster" file there, not /tmp/ray
+    dirs = RayDirs(files=temp_dir, for_ray=_short_path(temp_dir), logs=log_dir, run_id=run_id)
+    env = {"RAY_TMPDIR": str(dirs.for_ray)}  # Ray writes its "current cluster" file there, not /tmp/ray
     if mode.kind == "local":
         # A token of this run's own: a local ray.init() elsewhere leaves ~/.ray/auth_token behind,
         # which would switch our nodes to token auth with a token the others do not send.
@@ -226,21 +237,32 @@ def open_cluster(mode: RayMode, temp_dir: Path, log_dir: Path, run_id: str) -> R
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
     _reload_auth_settings()
-    for path in {real_temp_dir, temp_dir}:  # Ray's processes name one or the other
+    for path in dirs.named:
         reaper().add_path(path)
     try:
-        cluster = (
-            _start_local(mode, temp_dir, log_dir, run_id, env)
-            if mode.kind == "local"
-            else _join(mode, temp_dir)
-        )
+        if mode.kind == "local":
+            return _start_local(mode, dirs, env, saved)
+        return _join(mode, dirs, env, saved)
     except BaseException:
         _restore(saved)
-        _remove_short_path(temp_dir)
+        _remove_short_path(dirs.for_ray)
         raise
-    cluster._saved_env = saved
-    cluster.real_temp_dir = real_temp_dir
-    return cluster
+
+
+@dataclass(frozen=True, slots=True)
+class RayDirs:
+    """Where a cluster's files go: ``files`` under pytest's tmp path, which Ray is given as ``for_ray``
+    (the same, or a short link to it); the nodes' logs; the run they belong to."""
+
+    files: Path
+    for_ray: Path
+    logs: Path
+    run_id: str
+
+    @property
+    def named(self) -> set[Path]:
+        """The paths Ray's processes name on their command lines (one or the other)."""
+        return {self.files, self.for_ray}
 
 
 def _short_path(temp_dir: Path) -> Path:
@@ -278,22 +300,15 @@ def _reload_auth_settings() -> None:
 
 
 def _start_local(
-    mode: RayMode, temp_dir: Path, log_dir: Path, run_id: str, env: dict[str, str]
+    mode: RayMode, dirs: RayDirs, env: Mapping[str, str], saved: Mapping[str, str | None]
 ) -> RayCluster:
-    gcs_port = reserve_port()
-    address = f"127.0.0.1:{gcs_port}"
-    cluster = RayCluster(mode, temp_dir, [NodeSlot(index) for index in range(mode.nodes)], address)
-
-    def start_node(index: int) -> ManagedProcess:
-        process = ManagedProcess(_node_spec(index, address, temp_dir, env), log_dir, run_id=run_id)
-        process.start()
-        return process
-
-    cluster._start_node = start_node
+    address = f"127.0.0.1:{reserve_port()}"  # the head's GCS
+    slots = [NodeSlot(index) for index in range(mode.nodes)]
+    cluster = RayCluster(mode, slots, address, dirs=dirs, env=env, saved_env=saved)
     try:
         for index in range(mode.nodes):  # one at a time: nodes starting together race for ports
-            cluster._nodes[index] = start_node(index)
-        _connect(address, temp_dir)
+            cluster.start_node(index)
+        _connect(address)
         _wait_nodes(mode.nodes)
     except BaseException:
         cluster.close()
@@ -331,7 +346,7 @@ def _node_spec(index: int, address: str, temp_dir: Path, env: dict[str, str]) ->
     )
 
 
-def _connect(address: str, temp_dir: Path) -> None:
+def _connect(address: str) -> None:
     import ray
 
     if ray.is_initialized():
@@ -365,8 +380,10 @@ def _wait_nodes(count: int, timeout_s: float = NODE_READY_TIMEOUT_S) -> None:
         time.sleep(0.2)
 
 
-def _join(mode: RayMode, temp_dir: Path) -> RayCluster:
-    _connect(mode.address, temp_dir)
+def _join(
+    mode: RayMode, dirs: RayDirs, env: Mapping[str, str], saved: Mapping[str, str | None]
+) -> RayCluster:
+    _connect(mode.address)
     import ray
 
     nodes = sorted(
@@ -384,7 +401,7 @@ def _join(mode: RayMode, temp_dir: Path) -> RayCluster:
             "on this machine (start them with `ray start` here, or use local:N)"
         )
     slots = [NodeSlot(index, node_id=str(node["NodeID"])) for index, node in enumerate(nodes)]
-    return RayCluster(mode, temp_dir, slots, mode.address)
+    return RayCluster(mode, slots, mode.address, dirs=dirs, env=env, saved_env=saved)
 
 
 def _local_addresses() -> set[str]:
