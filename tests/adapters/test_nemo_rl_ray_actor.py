@@ -162,16 +162,22 @@ async def test_nemo_gym_runs_as_a_ray_actor_in_another_process_and_dies_with_its
         ray_session.get(actor.__ray_ready__.remote(), timeout=30)
 
 
+async def held_in_run_rollouts(history: History) -> asyncio.Future[list[Any]]:
+    """A train collection started and held inside the actor's ``run_rollouts`` (the canned Gym holds)."""
+    gym = CannedGym(hold=True)
+    collector = nemo_rl.NemoRLCollector(context(gym, history))
+    collect = asyncio.ensure_future(collector.collect(rows(), mode="train"))
+    await asyncio.wait_for(gym.called.wait(), DEADLINE_S)
+    return collect
+
+
 @pytest.mark.slow
 @pytest.mark.asyncio
 async def test_an_actor_killed_mid_collection_raises_rays_actor_died_error_from_the_collector(
     ray_session: Any, head_tree: Path
 ) -> None:
     history = History()
-    gym = CannedGym(hold=True)
-    collector = nemo_rl.NemoRLCollector(context(gym, history))
-    collect = asyncio.ensure_future(collector.collect(rows(), mode="train"))
-    await asyncio.wait_for(gym.called.wait(), DEADLINE_S)  # the actor is inside run_rollouts
+    collect = await held_in_run_rollouts(history)
 
     ray_session.kill(ray_session.get_actor(started_actor(history)["actor"]), no_restart=True)
 
@@ -187,10 +193,7 @@ async def test_a_cancelled_collection_kills_its_actor_and_a_collector_never_used
     ray_session: Any, head_tree: Path
 ) -> None:
     history = History()
-    gym = CannedGym(hold=True)
-    collector = nemo_rl.NemoRLCollector(context(gym, history))
-    collect = asyncio.ensure_future(collector.collect(rows(), mode="train"))
-    await asyncio.wait_for(gym.called.wait(), DEADLINE_S)
+    collect = await held_in_run_rollouts(history)
     cancelled = started_actor(history)["actor"]
 
     collect.cancel()
