@@ -4,7 +4,8 @@ The actor owns the server the way the supervisor does in pytest's process: a ``M
 (own process group, log, readiness with a deadline). That child is registered with a reaper
 started by the actor's worker, so when Ray kills the actor (``ray.kill``, a node lost, the memory
 monitor) the server goes with it, as a server a trainer's actor spawned does. The port is fixed
-at creation, so an actor Ray restarts brings its server back where the proxies point.
+at creation, so a new actor made with the same arguments brings the server back where the
+proxies point.
 """
 
 from __future__ import annotations
@@ -52,9 +53,6 @@ class ServerHost:
         while (code := self._process.exit_code()) is None and time.monotonic() < deadline:
             time.sleep(WAIT_POLL_S)
         return code
-
-    def expect_exit(self) -> None:
-        self._process.expect_exit()
 
     def restart(self, ready_delay_s: float = 0.0) -> dict[str, Any]:
         self._process.restart(ready_delay_s=ready_delay_s)

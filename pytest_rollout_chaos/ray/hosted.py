@@ -217,13 +217,7 @@ class RayHostedProcess(ManagedProcess):
                 return
             self._code = code
             self._state.notify_all()
-        for listener in list(self._listeners):
-            try:
-                listener(self, code)
-            except Exception:  # a listener must never take the watcher down
-                import logging
-
-                logging.getLogger(__name__).exception("exit listener of %r failed", self.name)
+        self._tell_exit_listeners(code)
 
     def _watch(self, actor: Any, closing: threading.Event) -> None:
         """Report each exit of ``actor``'s server (its own, or the actor's death) until ``closing``."""

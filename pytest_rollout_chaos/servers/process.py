@@ -261,7 +261,9 @@ class ManagedProcess:
 
     def _wait_for_exit(self) -> None:
         assert self._popen is not None
-        code = self._popen.wait()
+        self._tell_exit_listeners(self._popen.wait())
+
+    def _tell_exit_listeners(self, code: int) -> None:
         for listener in list(self._listeners):
             try:
                 listener(self, code)
