@@ -138,6 +138,7 @@ def chaos_policy(
     events_file = chaos_harness.log_dir / f"{name}.events.jsonl"
     if chaos_settings.backend == "vllm":
         from pytest_rollout_chaos.servers.policy.vllm import locate
+        from pytest_rollout_chaos.servers.ports import free_port
 
         vllm = locate(chaos_settings.vllm_python)  # checked at session start; cached
         chaos_harness.summary_lines.append(f"vllm backend: {vllm.describe()}")
@@ -145,7 +146,7 @@ def chaos_policy(
             chaos_settings.model,
             vllm=vllm,
             name=name,
-            port=spec.reserve_port(),
+            port=free_port(),
             seed=chaos_settings.seed,
             events_file=events_file,
         )

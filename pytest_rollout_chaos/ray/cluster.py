@@ -39,7 +39,7 @@ from typing import Any, Final
 from pytest_rollout_chaos.errors import ChaosError
 from pytest_rollout_chaos.ray.mode import RayMode
 from pytest_rollout_chaos.servers import readiness
-from pytest_rollout_chaos.servers.policy.vllm import reserve_port
+from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec, reaper
 from pytest_rollout_chaos.servers.procfs import descendant_pids, group_pids
 
@@ -302,7 +302,7 @@ def _reload_auth_settings() -> None:
 def _start_local(
     mode: RayMode, dirs: RayDirs, env: Mapping[str, str], saved: Mapping[str, str | None]
 ) -> RayCluster:
-    address = f"127.0.0.1:{reserve_port()}"  # the head's GCS
+    address = f"127.0.0.1:{free_port()}"  # the head's GCS
     slots = [NodeSlot(index) for index in range(mode.nodes)]
     cluster = RayCluster(mode, slots, address, dirs=dirs, env=env, saved_env=saved)
     try:

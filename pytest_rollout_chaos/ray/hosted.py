@@ -30,7 +30,7 @@ from pytest_rollout_chaos.ray.cluster import NodeSlot, RayCluster
 from pytest_rollout_chaos.ray.host import ServerHost
 from pytest_rollout_chaos.servers.gym.stack import HEAD_NAME, MODEL_NAME, RESOURCES_NAME
 from pytest_rollout_chaos.servers.nemo_gym.stack import ENV_NAME
-from pytest_rollout_chaos.servers.policy.vllm import reserve_port
+from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec, reaper
 from pytest_rollout_chaos.servers.procfs import alive
 
@@ -52,7 +52,7 @@ class RayHostedProcess(ManagedProcess):
         super().__init__(spec, log_dir, run_id=run_id)
         self.cluster = cluster
         self.slot = slot
-        self._port = spec.port if spec.port is not None else reserve_port(spec.host)
+        self._port = spec.port if spec.port is not None else free_port(spec.host)
         self._actor: Any = None
         self._info: dict[str, Any] = {}
         self._code: int | None = None

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import socket
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -43,6 +42,7 @@ from pytest_rollout_chaos.servers.nemo_gym.stack import (
     start_nemo_gym_stack,
 )
 from pytest_rollout_chaos.servers.policy.spec import PolicyServer
+from pytest_rollout_chaos.servers.ports import free_ports
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 from tests.nemo_gym.conftest import run_program, started
 
@@ -79,7 +79,7 @@ def _relayed_head(
     with urllib.request.urlopen(gym.head_url + "/global_config_dict_yaml", timeout=TIMEOUT_S) as answer:
         config = yaml.safe_load(json.loads(answer.read()))
     relays = [gym_config.relay_instance(agent) for agent in gym.agents]
-    ports = {relay.name: _free_port() for relay in relays}
+    ports = dict(zip((relay.name for relay in relays), free_ports(len(relays)), strict=True))
     addresses = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
     for relay in relays:
         # A real server reads dry_run from its config; the embedded head's config has none.
@@ -88,12 +88,6 @@ def _relayed_head(
     config_file = log_dir / "relayed_global_config.json"
     config_file.write_text(json.dumps({**config, **gym_config.instance_entries(relays, addresses)}))
     return start(head_spec(log_dir, config_file=config_file, name="relayed_head")).url
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

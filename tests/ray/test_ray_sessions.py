@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rollout_chaos.servers.policy.vllm import reserve_port
+from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.reaper import naming
 from tests.catalog.verdicts import CATALOG, REPO, parse_junit
 
@@ -130,7 +130,7 @@ def test_nothing_of_the_cluster_outlives_a_sigkilled_pytest(tmp_path: Path, shor
 def test_a_cluster_started_with_ray_start_is_joined_through_its_address(
     tmp_path: Path, short_dir: Path
 ) -> None:
-    port = reserve_port()
+    port = free_port()
     env = {
         **os.environ,
         "RAY_AUTH_MODE": "token",

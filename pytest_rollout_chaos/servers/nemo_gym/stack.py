@@ -33,9 +33,7 @@ as its output, and the trajectory goes on as a real simple_agent's would.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import json
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +61,7 @@ from pytest_rollout_chaos.servers.gym.stack import (
 )
 from pytest_rollout_chaos.servers.nemo_gym import config as gym_config
 from pytest_rollout_chaos.servers.nemo_gym.locate import GymPython
+from pytest_rollout_chaos.servers.ports import free_ports
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 
 LAUNCHER: Final = Path(__file__).with_name("launch.py")
@@ -218,13 +217,10 @@ def start_nemo_gym_stack(
 
 
 def _reserve(ports: dict[str, int], real: dict[str, str], instances: Sequence[gym_config.Instance]) -> None:
-    """Reserve distinct free loopback ports for ``instances`` (all held open at once while choosing)."""
-    with contextlib.ExitStack() as held:
-        for instance in instances:
-            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind(("127.0.0.1", 0))
-            ports[instance.name] = int(sock.getsockname()[1])
-            real[instance.name] = f"http://127.0.0.1:{ports[instance.name]}"
+    """Reserve distinct free loopback ports for ``instances``."""
+    for instance, port in zip(instances, free_ports(len(instances)), strict=True):
+        ports[instance.name] = port
+        real[instance.name] = f"http://127.0.0.1:{port}"
 
 
 def _start_all(start: StartServer, specs: Sequence[ServerSpec]) -> dict[str, ManagedProcess]:

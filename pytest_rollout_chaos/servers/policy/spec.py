@@ -15,7 +15,7 @@ from typing import Final
 
 from pytest_rollout_chaos.history import EVENTS_FILE_ENV
 from pytest_rollout_chaos.servers import readiness
-from pytest_rollout_chaos.servers.policy.vllm import VllmPython, reserve_port, vllm_policy_spec
+from pytest_rollout_chaos.servers.policy.vllm import VllmPython, vllm_policy_spec
 from pytest_rollout_chaos.servers.policy.vllm import locate as locate_vllm
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 
@@ -25,7 +25,6 @@ __all__ = [
     "PolicyServer",
     "VllmPython",
     "locate_vllm",
-    "reserve_port",
     "tiny_policy_spec",
     "vllm_policy_spec",
 ]

@@ -25,7 +25,6 @@ import functools
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -187,13 +186,6 @@ def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str] | str:
 
 def _last_line(text: str) -> str:
     return (text.strip().splitlines() or ["no output"])[-1]
-
-
-def reserve_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago (for programs that cannot report an OS-chosen one)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def generation_ok(model: str, *, timeout_s: float = 30.0) -> readiness.Probe:

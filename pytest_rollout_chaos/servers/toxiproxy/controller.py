@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from pytest_rollout_chaos.errors import ServerStartError
+from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 from pytest_rollout_chaos.servers.toxiproxy.spec import binary_spec, embedded_spec
 
@@ -187,13 +188,6 @@ def api_version(url: str) -> str | None:
         return str(json.loads(text)["version"])
     except (ValueError, KeyError, TypeError):
         return text.strip() or "unknown"
-
-
-def free_port() -> int:
-    """A port the OS just gave out on 127.0.0.1, for programs that cannot bind 0 and report it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _discard(stop: Callable[[], object]) -> Callable[[], None]:

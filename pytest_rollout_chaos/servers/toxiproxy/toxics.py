@@ -14,12 +14,9 @@ import random
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from pytest_rollout_chaos.servers.toxiproxy.errors import ApiError
-
-if TYPE_CHECKING:
-    from pytest_rollout_chaos.servers.toxiproxy.link import Stage
 
 STREAMS: Final = ("upstream", "downstream")
 
@@ -40,7 +37,22 @@ class Close:
 
 
 Item = Chunk | Close
-Behaviour = Callable[["Stage", Mapping[str, int], random.Random], Coroutine[Any, Any, None]]
+
+
+class Stage(Protocol):
+    """What a behaviour uses of the stage it runs on (``link.Stage``), which this module does not import."""
+
+    held: Item | None
+    bytes_passed: int
+
+    async def receive(self) -> Item: ...
+
+    def send(self, item: Item) -> None: ...
+
+    def forward(self, item: Item) -> None: ...
+
+
+Behaviour = Callable[[Stage, Mapping[str, int], random.Random], Coroutine[Any, Any, None]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.errors import ServerCrashedError, ServerStartError
-from pytest_rollout_chaos.servers.policy.spec import PolicyServer, reserve_port, vllm_policy_spec
+from pytest_rollout_chaos.servers.policy.spec import PolicyServer, vllm_policy_spec
 from pytest_rollout_chaos.servers.policy.vllm import (
     MODULE_ENTRY_POINT,
     VLLM_PYTHON_ENV,
@@ -22,6 +22,7 @@ from pytest_rollout_chaos.servers.policy.vllm import (
     locate,
     probe,
 )
+from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess
 from tests.integration.policy.vllm_fakes import ConsoleScript, make_fake_vllm_python
 
@@ -45,7 +46,7 @@ def test_console_script_when_it_works_else_the_module_entry_point(
 ) -> None:
     vllm = _fake(tmp_path, console_script)
     assert (vllm.vllm_version, vllm.python_version) == ("0.0.0+fake", sys.version.split()[0])
-    port = reserve_port()
+    port = free_port()
     model_dir = bundled.tiny_model_dir()
     process = ManagedProcess(
         vllm_policy_spec(model_dir, vllm=vllm, port=port, seed=3, max_model_len=512, ready_timeout_s=30),
@@ -126,7 +127,7 @@ def test_no_vllm_anywhere_says_what_was_tried_and_what_to_install(monkeypatch: p
 def test_health_alone_is_not_ready(argv_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_VLLM_MODE", "no_generation")
     spec = vllm_policy_spec(
-        bundled.tiny_model_dir(), vllm=_fake(tmp_path), port=reserve_port(), ready_timeout_s=2
+        bundled.tiny_model_dir(), vllm=_fake(tmp_path), port=free_port(), ready_timeout_s=2
     )
     process = ManagedProcess(spec, tmp_path)
     with pytest.raises(ServerStartError, match=r"(?s)policy.*generates one token"):
@@ -139,7 +140,7 @@ def test_exit_zero_while_needed_is_a_crash(
 ) -> None:
     monkeypatch.setenv("FAKE_VLLM_MODE", "exit_zero")
     monkeypatch.setenv("FAKE_VLLM_EXIT_AFTER_S", "1.0")
-    spec = vllm_policy_spec(bundled.tiny_model_dir(), vllm=_fake(tmp_path), port=reserve_port())
+    spec = vllm_policy_spec(bundled.tiny_model_dir(), vllm=_fake(tmp_path), port=free_port())
     process = ManagedProcess(spec, tmp_path)
     try:
         process.start()

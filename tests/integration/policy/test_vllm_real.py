@@ -17,8 +17,9 @@ import psutil
 import pytest
 
 from pytest_rollout_chaos import bundled
-from pytest_rollout_chaos.servers.policy.spec import reserve_port, vllm_policy_spec
+from pytest_rollout_chaos.servers.policy.spec import vllm_policy_spec
 from pytest_rollout_chaos.servers.policy.vllm import VLLM_PYTHON_ENV, VllmMissingError, VllmPython, locate
+from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess
 from pytest_rollout_chaos.settings import ChaosSettings
 from tests.conftest import INNER_ASYNCIO_INI
@@ -41,7 +42,7 @@ def vllm_python(chaos_settings: ChaosSettings) -> VllmPython:
 def server(vllm_python: VllmPython, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     model_dir = bundled.tiny_model_dir()
     process = ManagedProcess(
-        vllm_policy_spec(model_dir, vllm=vllm_python, port=reserve_port()), tmp_path_factory.mktemp("vllm")
+        vllm_policy_spec(model_dir, vllm=vllm_python, port=free_port()), tmp_path_factory.mktemp("vllm")
     )
     try:
         process.start()

@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 import pytest
 import pytest_asyncio
 
+from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess
 from pytest_rollout_chaos.servers.toxiproxy.client import ToxiproxyClient
-from pytest_rollout_chaos.servers.toxiproxy.controller import free_port
 from pytest_rollout_chaos.servers.toxiproxy.spec import binary_spec, embedded_spec
 from tests.integration.toxiproxy.toxiproxy_testlib import ApiUnderTest, Handler, Rig, TcpTarget, blast, echo
 
