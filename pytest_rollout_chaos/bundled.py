@@ -22,6 +22,11 @@ def catalog_dir() -> Path:
     return _first_existing(_PACKAGE_DIR / "_bundled" / "scenarios", _REPO_DIR / "scenarios")
 
 
+def import_root() -> Path:
+    """The folder this package is imported from (the one holding ``pytest_rollout_chaos/``)."""
+    return _REPO_DIR
+
+
 def fixtures_dir() -> Path:
     """The repository's data folder (datasets, known-bug collectors); source checkouts only."""
     return _REPO_DIR / "fixtures"

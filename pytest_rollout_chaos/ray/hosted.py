@@ -22,10 +22,9 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from pytest_rollout_chaos.errors import ServerStartError
-from pytest_rollout_chaos.harness import ChaosHarness
 from pytest_rollout_chaos.ray.cluster import NodeSlot, RayCluster
 from pytest_rollout_chaos.ray.host import ServerHost
 from pytest_rollout_chaos.servers.gym.stack import HEAD_NAME, MODEL_NAME, RESOURCES_NAME
@@ -241,11 +240,26 @@ class RayHostedProcess(ManagedProcess):
                     self._state.wait(timeout=0.5)
 
 
+class ProcessOwner(Protocol):
+    """Who keeps the hosted processes: starts them, stops them at session end, names their logs.
+
+    The session's harness (``harness.ChaosHarness``) is one; this layer names only what it uses.
+    """
+
+    @property
+    def log_dir(self) -> Path: ...
+
+    @property
+    def run_id(self) -> str: ...
+
+    def adopt(self, process: ManagedProcess) -> ManagedProcess: ...
+
+
 class HostedStart:
     """The ``start(spec)`` of the policy and Gym fixtures with Ray on: each server in an actor on its node."""
 
-    def __init__(self, harness: ChaosHarness, cluster: RayCluster) -> None:
-        self._harness = harness
+    def __init__(self, owner: ProcessOwner, cluster: RayCluster) -> None:
+        self._owner = owner
         self.cluster = cluster
         self._agents = 0
         self.placed: dict[str, RayHostedProcess] = {}
@@ -257,9 +271,9 @@ class HostedStart:
             slot = self.cluster.slot_for(self._agents)
             self._agents += 1
         process = RayHostedProcess(
-            spec, self._harness.log_dir, run_id=self._harness.run_id, cluster=self.cluster, slot=slot
+            spec, self._owner.log_dir, run_id=self._owner.run_id, cluster=self.cluster, slot=slot
         )
-        self._harness.adopt(process)
+        self._owner.adopt(process)
         self.placed[spec.name] = process
         return process
 

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from pytest_rollout_chaos.bundled import import_root
 from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.history import History
 
@@ -104,9 +105,7 @@ def actor_class(upstream: Any) -> type:
 
 def runtime_env(tree: Path) -> dict[str, Any]:
     """The actor worker's ``PYTHONPATH``: the tree, this package's root, then ours."""
-    import pytest_rollout_chaos
-
-    ours = Path(pytest_rollout_chaos.__file__).resolve().parents[1]
+    ours = import_root()
     inherited = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     entries = dict.fromkeys([str(tree), str(ours), *inherited])
     return {"env_vars": {"PYTHONPATH": os.pathsep.join(entries)}}
