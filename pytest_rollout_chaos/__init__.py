@@ -48,7 +48,7 @@ from pytest_rollout_chaos.history import Event, History
 if TYPE_CHECKING:
     from pytest_rollout_chaos.collector.environment import EnvironmentReturn
     from pytest_rollout_chaos.collector.gym_client import GymRequestError
-    from pytest_rollout_chaos.faults.injector import FaultInjector
+    from pytest_rollout_chaos.injector import FaultInjector
     from pytest_rollout_chaos.settings import ChaosSettings
 
 __all__ = [
@@ -93,7 +93,7 @@ __all__ = [
 _LAZY: Final = {
     "ChaosSettings": "pytest_rollout_chaos.settings",
     "EnvironmentReturn": "pytest_rollout_chaos.collector.environment",
-    "FaultInjector": "pytest_rollout_chaos.faults.injector",
+    "FaultInjector": "pytest_rollout_chaos.injector",
     "GymRequestError": "pytest_rollout_chaos.collector.gym_client",
 }
 

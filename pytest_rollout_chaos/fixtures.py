@@ -20,7 +20,7 @@ from pytest_rollout_chaos.settings import ChaosSettings
 
 if TYPE_CHECKING:
     from pytest_rollout_chaos.collector.protocol import Collector, CollectorContext
-    from pytest_rollout_chaos.faults.injector import FaultInjector
+    from pytest_rollout_chaos.injector import FaultInjector
     from pytest_rollout_chaos.ray.hosted import HostedStart
     from pytest_rollout_chaos.servers.faultlayer.spec import FaultLayer
     from pytest_rollout_chaos.servers.gym.stack import GymStack
@@ -64,9 +64,9 @@ def chaos_history() -> History:
 @pytest.fixture
 def chaos_scenario_runner() -> Callable[..., None]:
     """Runs one YAML scenario (``runner(scenario, request)``); override it in a conftest to change how."""
-    from pytest_rollout_chaos.scenario.collect import default_runner
+    from pytest_rollout_chaos.scenario_items import run_scenario
 
-    return default_runner()
+    return run_scenario
 
 
 @pytest.fixture(scope="session")
@@ -308,7 +308,7 @@ def chaos_collector_context(chaos_trial: Trial) -> CollectorContext:
 async def chaos_faults(request: pytest.FixtureRequest, chaos_trial: Trial) -> AsyncIterator[FaultInjector]:
     """Inject faults by scenario name from Python; ``@pytest.mark.chaos_fault(kind, target, ...)``
     markers are injected before the test, and everything is healed after it."""
-    from pytest_rollout_chaos.faults.injector import FaultInjector
+    from pytest_rollout_chaos.injector import FaultInjector
 
     async with FaultInjector(chaos_trial) as injector:
         for marker in reversed(list(request.node.iter_markers("chaos_fault"))):

@@ -102,7 +102,10 @@ class ChaosHarness:
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        self.reports.add_properties(item, call.when)
+        if call.when == "call" and getattr(item, "scenario", None) is not None:
+            from pytest_rollout_chaos.scenario_items import add_junit_properties
+
+            add_junit_properties(item)  # before pytest copies them into the call's report
         report = yield
         self.reports.observe(item, report)
         if report.failed and self._processes:

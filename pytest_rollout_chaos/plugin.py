@@ -235,6 +235,6 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     settings = parent.config.stash.get(SETTINGS_KEY, None)
     if settings is None or not settings.enabled or not file_path.name.endswith(".chaos.yaml"):
         return None
-    from pytest_rollout_chaos.scenario.collect import ScenarioFile
+    from pytest_rollout_chaos.scenario_items import ScenarioFile
 
     return ScenarioFile.from_parent(parent, path=file_path)

@@ -18,8 +18,8 @@ from pytest_rollout_chaos.history import Event
 from pytest_rollout_chaos.report import timeline as tl
 
 if TYPE_CHECKING:
+    from pytest_rollout_chaos.engine.result import ScenarioResult
     from pytest_rollout_chaos.scenario.model import Scenario
-    from pytest_rollout_chaos.scenario.run import ScenarioResult
 
 ItemOutcome = Literal["passed", "failed", "error", "skipped"]
 VerdictStatus = Literal["PASS", "FAIL", "UNKNOWN"]

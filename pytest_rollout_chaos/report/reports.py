@@ -1,9 +1,9 @@
 """``ScenarioReports``: the session's record of scenario items, fed by the harness's hooks.
 
 After each scenario item's call phase (or a setup phase that ended it) it keeps the pytest
-outcome and the facts of the item's run; before the report is made it adds the scenario's facts
-to ``item.user_properties`` (JUnit XML). At session end it writes the HTML page when
-``--rollout-chaos-report`` is set, and it gives the terminal-summary lines.
+outcome and the facts of the item's run (the ``ScenarioResult`` stashed on the item). At session
+end it writes the HTML page when ``--rollout-chaos-report`` is set, and it gives the
+terminal-summary lines.
 
 Under pytest-xdist the scenarios run in the workers: each worker sends its records, its
 environment lines and its servers' logs to the controller in ``config.workeroutput`` (xdist's
@@ -40,28 +40,6 @@ class ScenarioReports:
         self.role: Role = "single"
         self.worker = ""
         self._reporter: Any = None
-
-    def add_properties(self, item: pytest.Item, when: str) -> None:
-        """Scenario facts for JUnit XML, appended before pytest copies them into the call report."""
-        scenario = getattr(item, "scenario", None)
-        if when != "call" or scenario is None:
-            return
-        result = _result(item)
-        properties: list[tuple[str, Any]] = []
-        if result is None:  # the runner records these itself once it has a result
-            properties.append(("scenario", scenario.name))
-        properties += [
-            ("scenario_file", f"{scenario.path}:{scenario.line}"),
-            ("upstream", ", ".join(scenario.upstream)),
-            ("tags", ", ".join(scenario.tags)),
-        ]
-        if result is not None:
-            properties += [
-                ("rows", len(result.rows)),
-                ("elapsed_s", round(result.elapsed_s, 3)),
-                ("passed", result.passed),
-            ]
-        item.user_properties.extend(properties)
 
     def observe(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """Record ``item`` once: after its call, or after a setup that failed or skipped it."""
@@ -193,6 +171,6 @@ def _headline(report: pytest.TestReport) -> str:
 
 
 def _result(item: pytest.Item) -> Any:
-    from pytest_rollout_chaos.scenario.run import RESULT_KEY
+    from pytest_rollout_chaos.engine.result import RESULT_KEY
 
     return item.stash.get(RESULT_KEY, None)

@@ -1,4 +1,8 @@
-"""Scenario files (``*.chaos.yaml``): the model, its validation and JSON Schema, and pytest collection."""
+"""Scenario files (``*.chaos.yaml``): the format. The model, its validation, JSON Schema and template.
+
+The engine that runs a scenario is ``engine``; the pytest items that collect one are
+``scenario_items``.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Rules that relate one part of a scenario file to another, checked in the same pass as the fields.
 
 The workload fixes the rows: ``len(tasks) x rows_per_task x generations_per_prompt`` of them,
-task by task, with ``_rowidx`` 0..N-1 (as ``scenario.run.build_rows`` makes them). The stack
+task by task, with ``_rowidx`` 0..N-1 (as ``engine.run.build_rows`` makes them). The stack
 fixes which servers run. A fault's target, ``row``, ``nth`` and trigger, and the counts of
 ``expect.rollouts``, must fit those, and ``expect`` must not contradict itself: such a
 scenario could pass only by never testing what it says.

@@ -1,40 +1,18 @@
 """The closed sets of names the scenario format uses: fault kinds, servers, links, invariants, triggers.
 
-These names are part of the scenario format and of the plugin's interface. Fault *parameters* are not listed
-here: they come from the fault registry (see ``params``).
+These names are part of the scenario format and of the plugin's interface. Fault kinds and their
+families come from ``faults.families``; fault *parameters* from the fault registry (see ``params``).
 """
 
 from __future__ import annotations
 
 from typing import Final, Literal
 
+from pytest_rollout_chaos.faults import families
 from pytest_rollout_chaos.invariants import registry as invariant_registry
 from pytest_rollout_chaos.servers.gym.tasks import AGENT_FOR_TASK, TASKS
 
-NETWORK_FAULTS: Final = (
-    "latency",
-    "bandwidth",
-    "slow_close",
-    "timeout",
-    "reset_peer",
-    "slicer",
-    "limit_data",
-    "down",
-)
-PROCESS_FAULTS: Final = ("kill", "oom", "freeze", "exit_zero", "restart")
-RAY_FAULTS: Final = ("actor_kill", "node_down")  # act on a server's Ray actor or node: --rollout-chaos-ray
-SEMANTIC_FAULTS: Final = (
-    "http_error",
-    "nan_logprobs",
-    "prefix_drift",
-    "malformed_json",
-    "trajectory_exception",
-    "hang",
-    "short_results",
-    "slow_env",
-    "cancel",
-)
-FAULT_KINDS: Final = NETWORK_FAULTS + PROCESS_FAULTS + RAY_FAULTS + SEMANTIC_FAULTS
+FAULT_KINDS: Final = families.FAULT_KINDS
 
 SERVERS: Final = ("policy", "model", "resources", "agent", "head")
 LINKS: Final = (
@@ -74,25 +52,12 @@ NAME_PATTERN: Final = r"[a-z0-9][a-z0-9_-]*"
 TAG_PATTERN: Final = r"(?!(?:and|or|not)$)[a-z_][a-z0-9_]*"
 
 
-def category(kind: str) -> Literal["network", "process", "ray", "semantic"] | None:
-    """Which family a fault kind belongs to; ``None`` for a kind this table does not know."""
-    if kind in NETWORK_FAULTS:
-        return "network"
-    if kind in PROCESS_FAULTS:
-        return "process"
-    if kind in RAY_FAULTS:
-        return "ray"
-    if kind in SEMANTIC_FAULTS:
-        return "semantic"
-    return None
-
-
 def targets_for(kind: str) -> tuple[str, ...]:
     """The valid targets of a fault kind: links for network faults, servers otherwise."""
     if kind in FIXED_TARGETS:
         return FIXED_TARGETS[kind]
     servers = SERVERS + AGENT_INSTANCES
-    family = category(kind)
+    family = families.category(kind)
     if family == "network":
         return LINKS
     if family is None:

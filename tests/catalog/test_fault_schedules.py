@@ -10,17 +10,17 @@ from hypothesis import HealthCheck, given, settings
 
 from pytest_rollout_chaos.collector import reference
 from pytest_rollout_chaos.collector.protocol import CollectionError
+from pytest_rollout_chaos.engine.run import judge, run_once
 from pytest_rollout_chaos.errors import ChaosError
+from pytest_rollout_chaos.faults import families
 from pytest_rollout_chaos.invariants.base import Status
-from pytest_rollout_chaos.scenario import vocabulary
 from pytest_rollout_chaos.scenario.model import Expectation, FaultStep, Scenario, Workload
-from pytest_rollout_chaos.scenario.run import judge, run_once
 from pytest_rollout_chaos.scenario.strategies import fault_schedules
 from pytest_rollout_chaos.stack import ChaosStack
 
 ROWS = 4
 # Ray's faults need the servers in Ray actors (tests/ray and the catalog on Ray cover them).
-WITHOUT_RAY = tuple(kind for kind in vocabulary.FAULT_KINDS if vocabulary.category(kind) != "ray")
+WITHOUT_RAY = tuple(kind for kind in families.FAULT_KINDS if families.category(kind) != "ray")
 WITHIN_S = 12.0
 NAMED_ERRORS = (CollectionError, ChaosError)
 

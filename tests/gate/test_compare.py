@@ -104,7 +104,7 @@ InvariantViolation:
    <property name="invariant:accounted" value="PASS"/></properties>
  </testcase>
  <testcase classname="scenarios.native.chaos.yaml" name="native-train" time="0.0">
-  <skipped message="/x/scenario/run.py:170: native-style scenario; the collector supports only gym style"/>
+  <skipped message="/x/engine/run.py:170: native-style scenario; the collector supports only gym style"/>
  </testcase>
  <testcase classname="tests.test_x" name="test_y[1]" time="0.0"/>
 </testsuite></testsuites>

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos.collector.target import load_factory
+from pytest_rollout_chaos.engine.result import ScenarioResult
+from pytest_rollout_chaos.engine.run import judge, run_once
 from pytest_rollout_chaos.invariants.base import Status
 from pytest_rollout_chaos.scenario.model import load_scenario
-from pytest_rollout_chaos.scenario.run import ScenarioResult, judge, run_once
 from pytest_rollout_chaos.stack import ChaosStack
 
 CATALOG = Path(__file__).resolve().parents[2] / "scenarios"

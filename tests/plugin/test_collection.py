@@ -196,9 +196,8 @@ def test_scenarios_share_session_fixtures_with_python_tests(pytester: pytest.Pyt
     result.assert_outcomes(passed=2)
 
 
-def test_the_default_runner_is_the_scenario_runner() -> None:
+def test_the_default_runner_is_the_scenario_runner(chaos_scenario_runner: object) -> None:
     # Checked directly: running a scenario through it starts the whole stack (tests/catalog does).
-    from pytest_rollout_chaos.scenario.collect import default_runner
-    from pytest_rollout_chaos.scenario.run import run_scenario
+    from pytest_rollout_chaos.scenario_items import run_scenario
 
-    assert default_runner() is run_scenario
+    assert chaos_scenario_runner is run_scenario

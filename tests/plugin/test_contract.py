@@ -55,5 +55,6 @@ def test_a_contract_breach_fails_the_scenario_naming_the_collector(
             "hint: the collector under test does not keep its contract*",
         ]
     )
-    result.stdout.no_fnmatch_line("*scenario/run.py*")
+    result.stdout.no_fnmatch_line("*engine/run.py*")
+    result.stdout.no_fnmatch_line("*scenario_items.py*")
     result.stdout.no_fnmatch_line("*Traceback*")

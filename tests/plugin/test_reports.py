@@ -38,7 +38,8 @@ import pytest
 from pytest_rollout_chaos.collector.protocol import Rollout
 from pytest_rollout_chaos.errors import InvariantViolation
 from pytest_rollout_chaos.history import History
-from pytest_rollout_chaos.scenario.run import RESULT_KEY, ScenarioResult, failure_text, judge
+from pytest_rollout_chaos.engine.result import RESULT_KEY, ScenarioResult
+from pytest_rollout_chaos.engine.run import failure_text, judge
 
 @pytest.fixture
 def chaos_scenario_runner():
@@ -67,8 +68,6 @@ def chaos_scenario_runner():
         result.faults_injected = len(scenario.faults)
         judge(result)
         request.node.stash[RESULT_KEY] = result
-        request.node.user_properties.append(("scenario", scenario.name))
-        request.node.user_properties.append(("outcome", result.outcome()))
         if not result.passed:
             raise InvariantViolation(failure_text(result))
     return run
@@ -128,9 +127,14 @@ def test_junit_xml_carries_the_scenario_properties(pytester: pytest.Pytester) ->
     result.assert_outcomes(failed=1)
     case = ElementTree.parse(pytester.path / "junit.xml").getroot().find(".//testcase")
     assert case is not None
+    names = [prop.get("name") for prop in case.iter("property")]
+    assert len(names) == len(set(names)), names  # one writer, each fact once
     properties = {prop.get("name"): prop.get("value") for prop in case.iter("property")}
     assert properties["scenario"] == "loses-a-row"
     assert properties["outcome"] == "the collector returned 2 rollouts for 3 rows (2 completed)"
+    assert properties["faults_injected"] == "1"
+    assert properties["invariant:accounted"] == "FAIL"
+    assert properties["invariant:bounded"] == "PASS"
     assert properties["upstream"] == "NVIDIA-NeMo/Gym#1787"
     assert properties["tags"] == "network, demo"
     assert properties["scenario_file"] == "loses-a-row.chaos.yaml:1"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.faults.injector import FaultInjector
 from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.injector import FaultInjector
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 

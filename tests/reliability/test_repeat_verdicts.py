@@ -16,8 +16,9 @@ import pytest
 
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.collector.target import load_factory
+from pytest_rollout_chaos.engine.result import ScenarioResult
+from pytest_rollout_chaos.engine.run import execute, judge
 from pytest_rollout_chaos.scenario import load_scenario
-from pytest_rollout_chaos.scenario.run import ScenarioResult, execute, judge
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 

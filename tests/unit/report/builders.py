@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_rollout_chaos.collector.protocol import Rollout
+from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.history import Event, EventKind, History
 from pytest_rollout_chaos.invariants.base import Status, Verdict
 from pytest_rollout_chaos.report.record import ItemOutcome, ResultFacts, ScenarioFacts, ScenarioRecord
 from pytest_rollout_chaos.scenario.model import Scenario, parse_scenario
-from pytest_rollout_chaos.scenario.run import ScenarioResult
 
 T0 = 1000.0
 

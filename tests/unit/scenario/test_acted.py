@@ -3,14 +3,14 @@ step's faults did not act."""
 
 from __future__ import annotations
 
+from pytest_rollout_chaos.engine.acted import count_touches, problems
+from pytest_rollout_chaos.engine.schedule import Applied
 from pytest_rollout_chaos.faults.down import Down
 from pytest_rollout_chaos.faults.latency import Latency
 from pytest_rollout_chaos.faults.nan_logprobs import NanLogprobs
 from pytest_rollout_chaos.faults.restart import Restart
 from pytest_rollout_chaos.history import Event, History
-from pytest_rollout_chaos.scenario.acted import count_touches, problems
 from pytest_rollout_chaos.scenario.model import FaultStep, Trigger
-from pytest_rollout_chaos.scenario.schedule import Applied
 
 
 def history_of(*events: Event) -> History:

@@ -1,35 +1,34 @@
-"""pytest collection of ``*.chaos.yaml``: one ``ScenarioItem`` per file, validated at collection time.
+"""pytest's side of ``*.chaos.yaml``: one ``ScenarioItem`` per file, its runner and its JUnit facts.
 
 ``ScenarioItem`` is a ``pytest.Function`` whose ``callobj`` takes ``request``, so a YAML scenario
 gets the same session fixtures (servers, harness) as Python tests through public API only. The
-scenario itself is run by the ``chaos_scenario_runner`` fixture, which a conftest may override.
+file is validated at collection time: a bad file is a collection error. The scenario itself is
+run by the ``chaos_scenario_runner`` fixture, ``run_scenario`` unless a conftest overrides it;
+``run_scenario`` hands the session's stack to the engine and stashes the result on the item,
+where the reports and ``add_junit_properties`` (the one writer of JUnit properties) read it.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
+from pytest_rollout_chaos.engine import story
+from pytest_rollout_chaos.engine.result import RESULT_KEY
 from pytest_rollout_chaos.errors import CollectorContractError, FaultError, InvariantViolation, ScenarioError
-from pytest_rollout_chaos.scenario import story
-from pytest_rollout_chaos.scenario.model import SUFFIX, Scenario, load_scenario
+from pytest_rollout_chaos.scenario.model import Scenario, load_scenario
+
+if TYPE_CHECKING:
+    from pytest_rollout_chaos.settings import ChaosSettings
+    from pytest_rollout_chaos.stack import ChaosStack
 
 ScenarioRunner = Callable[[Scenario, pytest.FixtureRequest], None]
 
 RUNNER_FIXTURE: Final = "chaos_scenario_runner"
-RUNNER_MODULE: Final = "pytest_rollout_chaos.scenario.run"
-NO_RUNNER: Final = "the scenario runner (pytest_rollout_chaos.scenario.run) is not available in this build"
 STORY_ERRORS: Final = (InvariantViolation, FaultError, ScenarioError, CollectorContractError)
-
-
-def is_scenario_file(path: Path) -> bool:
-    """Only the distinctive suffix is collected, never other YAML (CI configs, datasets)."""
-    return path.name.endswith(SUFFIX)
 
 
 class ScenarioFile(pytest.File):
@@ -78,16 +77,49 @@ def _scenario_test(scenario: Scenario) -> Callable[[pytest.FixtureRequest], None
     return run_scenario
 
 
-def default_runner() -> ScenarioRunner:
-    """The runner of ``scenario/run.py`` (``run_scenario(scenario, request)``), or one that skips."""
-    if importlib.util.find_spec(RUNNER_MODULE) is None:
-        return _skip_without_runner
-    runner: ScenarioRunner = importlib.import_module(RUNNER_MODULE).run_scenario
-    return runner
+def run_scenario(scenario: Scenario, request: pytest.FixtureRequest) -> None:
+    """The default runner: ``scenario`` on the session's stack; raises unless all is well.
+
+    The collector is loaded first, so a scenario it cannot express skips before the stack starts.
+    """
+    __tracebackhide__ = True
+    from pytest_rollout_chaos.engine import run
+
+    settings: ChaosSettings = request.getfixturevalue("chaos_settings")
+    factory = run.collector_for(scenario, settings.target)
+    stack: ChaosStack = request.getfixturevalue("chaos_stack")
+    result = run.run_on(scenario, stack, factory, settings)
+    request.node.stash[RESULT_KEY] = result
+    run.raise_for(result)
 
 
-def _skip_without_runner(scenario: Scenario, request: pytest.FixtureRequest) -> None:
-    pytest.skip(f"{scenario.name}: {NO_RUNNER}")
+def add_junit_properties(item: pytest.Item) -> None:
+    """A scenario item's facts as JUnit XML properties, added after its call, before its report.
+
+    From the file: ``scenario``, ``scenario_file``, ``upstream``, ``tags``. From the stashed
+    result, when the runner left one: ``outcome``, ``faults_injected``, one ``invariant:NAME``
+    per verdict, ``rows``, ``elapsed_s``, ``passed`` (``rollout-chaos gate`` reads them back).
+    """
+    scenario = getattr(item, "scenario", None)
+    if not isinstance(scenario, Scenario):
+        return
+    result = item.stash.get(RESULT_KEY, None)
+    properties: list[tuple[str, object]] = [("scenario", scenario.name)]
+    if result is not None:
+        properties += [("outcome", result.outcome()), ("faults_injected", result.faults_injected)]
+        properties += [(f"invariant:{verdict.name}", verdict.status.value) for verdict in result.verdicts]
+    properties += [
+        ("scenario_file", f"{scenario.path}:{scenario.line}"),
+        ("upstream", ", ".join(scenario.upstream)),
+        ("tags", ", ".join(scenario.tags)),
+    ]
+    if result is not None:
+        properties += [
+            ("rows", len(result.rows)),
+            ("elapsed_s", round(result.elapsed_s, 3)),
+            ("passed", result.passed),
+        ]
+    item.user_properties.extend(properties)
 
 
 def _relative(path: Path, base: Path) -> Path:

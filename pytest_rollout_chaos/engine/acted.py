@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from pytest_rollout_chaos.engine.schedule import Applied
 from pytest_rollout_chaos.faults._layer_fault import LayerFault
 from pytest_rollout_chaos.faults._toxic_fault import ToxicFault
 from pytest_rollout_chaos.faults.apply import describe
@@ -32,7 +33,6 @@ from pytest_rollout_chaos.faults.cancel import Cancel
 from pytest_rollout_chaos.faults.down import Down
 from pytest_rollout_chaos.faults.short_results import ShortResults
 from pytest_rollout_chaos.history import Event, History
-from pytest_rollout_chaos.scenario.schedule import Applied
 from pytest_rollout_chaos.servers.links import link_server
 
 SETTLE_POLL_S: Final = 0.02

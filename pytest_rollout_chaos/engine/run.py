@@ -1,6 +1,7 @@
 """One scenario: reset the stack, collect under the fault schedule, heal, judge, tell the story.
 
-``run_scenario(scenario, request)`` is what a ``*.chaos.yaml`` item calls. The collection runs
+The plugin side (``scenario_items.run_scenario``) gets the session's settings and stack and calls
+``collector_for``, ``run_on`` and ``raise_for`` in turn. The collection runs
 in its own event loop with the scenario's deadline (``expect.within_s``); a collector that
 does not finish by then is cancelled and judged by ``bounded``, it never becomes a CI timeout.
 Every fault is healed before judging, on every path. Judging is pure: the invariants named by
@@ -14,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 import pytest
@@ -31,83 +30,42 @@ from pytest_rollout_chaos.collector.protocol import (
     supported_styles,
 )
 from pytest_rollout_chaos.collector.target import load_factory
+from pytest_rollout_chaos.engine.acted import count_touches, problems, settle
+from pytest_rollout_chaos.engine.expectations import check_expectations
+from pytest_rollout_chaos.engine.result import ScenarioResult
+from pytest_rollout_chaos.engine.schedule import Schedule
 from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError
+from pytest_rollout_chaos.faults import families
+from pytest_rollout_chaos.faults._ray_fault import not_removable_reason
 from pytest_rollout_chaos.history import History
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict
+from pytest_rollout_chaos.invariants.base import Observation, Status
 from pytest_rollout_chaos.invariants.compose import check_all
-from pytest_rollout_chaos.scenario import vocabulary
-from pytest_rollout_chaos.scenario.acted import Touches, count_touches, problems, settle
-from pytest_rollout_chaos.scenario.expectations import check_expectations
-from pytest_rollout_chaos.scenario.model import FaultStep, Scenario, Workload
-from pytest_rollout_chaos.scenario.schedule import Schedule
+from pytest_rollout_chaos.scenario.model import Scenario, Workload
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 from pytest_rollout_chaos.servers.gym.stack import GymStack
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 from pytest_rollout_chaos.trial import open_trial
 
-RESULT_KEY: Final = pytest.StashKey["ScenarioResult"]()
 CANCEL_GRACE_S: Final = 5.0
 READY_GRACE_S: Final = 60.0
 SETTLE_S: Final = 2.0
 
 
-@dataclass
-class ScenarioResult:
-    """What happened in one run of a scenario, for judging and for the reports."""
-
-    scenario: Scenario
-    rows: list[dict[str, Any]]
-    history: History
-    rollouts: list[Rollout] | None = None
-    raised: BaseException | None = None
-    timed_out: bool = False
-    started_at: float | None = None  # time.monotonic() when collect was called
-    elapsed_s: float = 0.0
-    faults_injected: int = 0
-    fault_errors: list[BaseException] = field(default_factory=list)
-    unfired: list[FaultStep] = field(default_factory=list)
-    touches: list[Touches] = field(default_factory=list)  # what each injected fault touched
-    unacted: list[str] = field(default_factory=list)  # faults that touched not what their step said
-    verdicts: list[Verdict] = field(default_factory=list)
-    expectation_failures: list[str] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return (
-            not self.expectation_failures
-            and not self.fault_errors
-            and all(verdict.status is Status.PASS for verdict in self.verdicts)
-        )
-
-    def outcome(self) -> str:
-        """One line: what the collector did."""
-        if self.timed_out:
-            return (
-                f"the collection did not finish within {self.scenario.expect.within_s:g}s and was cancelled"
-            )
-        if self.raised is not None:
-            return f"the collector raised {type(self.raised).__name__}: {self.raised}"
-        rollouts = self.rollouts or []
-        counts: dict[str, int] = {}
-        for rollout in rollouts:
-            status = getattr(rollout, "status", "missing") if rollout is not None else "None"
-            counts[status] = counts.get(status, 0) + 1
-        detail = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
-        return (
-            f"the collector returned {len(rollouts)} rollouts for {len(self.rows)} rows ({detail or 'none'})"
-        )
-
-
-def run_scenario(scenario: Scenario, request: pytest.FixtureRequest) -> None:
-    """Run ``scenario`` on the session's stack; raise ``InvariantViolation`` unless all is well."""
-    __tracebackhide__ = True
-    settings: ChaosSettings = request.getfixturevalue("chaos_settings")
-    factory = load_factory(settings.target)
+def collector_for(scenario: Scenario, target: str) -> CollectorFactory:
+    """The factory of the collector under test (``--rollout-chaos-collector``); the scenario
+    skips when the collector declares styles or modes that leave this one out."""
+    factory = load_factory(target)
     # A collector class used as its own factory declares its styles before anything starts.
     skip_unsupported_style(factory, scenario.workload.style)
     skip_unsupported_mode(factory, scenario.workload.mode)
-    stack: ChaosStack = request.getfixturevalue("chaos_stack")
+    return factory
+
+
+def run_on(
+    scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, settings: ChaosSettings
+) -> ScenarioResult:
+    """Run ``scenario`` on the session's ``stack`` and judge it; skip when it cannot act there."""
     reason = not_applicable(scenario, stack)
     if reason is not None:
         pytest.skip(reason)
@@ -119,8 +77,12 @@ def run_scenario(scenario: Scenario, request: pytest.FixtureRequest) -> None:
         stack.gym.set_splice(False)  # vanilla re-rendering: retokenization drift happens for real
     result = run_once(scenario, stack, factory, settings.seed, target=settings.target)
     judge(result)
-    request.node.stash[RESULT_KEY] = result
-    _record_properties(request.node, result)
+    return result
+
+
+def raise_for(result: ScenarioResult) -> None:
+    """Raise what failed in a judged ``result``: a fault error, an unfired or unacted step, a verdict."""
+    __tracebackhide__ = True
     if result.fault_errors:
         raise FaultError("\n".join(str(error) for error in result.fault_errors))
     if result.unfired:
@@ -143,11 +105,9 @@ def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
 
 
 def _not_on_ray(scenario: Scenario, stack: ChaosStack) -> str | None:
-    from pytest_rollout_chaos.faults._ray_fault import not_removable_reason
-
     servers = stack.servers()
     for index, step in enumerate(scenario.faults):
-        if vocabulary.category(step.kind) != "ray":
+        if families.category(step.kind) != "ray":
             continue
         for name in stack.expand_target(step.target):
             reason = not_removable_reason(servers.get(name), node=step.kind == "node_down")
@@ -163,7 +123,7 @@ def _unmanaged_target(scenario: Scenario, stack: ChaosStack) -> str | None:
     if not unmanaged:
         return None
     for index, step in enumerate(scenario.faults):
-        if vocabulary.category(step.kind) != "process":
+        if families.category(step.kind) != "process":
             continue
         hit = next((name for name in stack.expand_target(step.target) if name in unmanaged), None)
         if hit is not None:
@@ -400,21 +360,3 @@ def timeline(history: History, *, limit: int = 40) -> str:
 
 def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
-
-
-def _record_properties(item: pytest.Item, result: ScenarioResult) -> None:
-    """Scenario facts as JUnit XML properties."""
-    item.user_properties.append(("scenario", result.scenario.name))
-    item.user_properties.append(("outcome", result.outcome()))
-    item.user_properties.append(("faults_injected", result.faults_injected))
-    for verdict in result.verdicts:
-        item.user_properties.append((f"invariant:{verdict.name}", verdict.status.value))
-
-
-def verdict_counts(results: Sequence[ScenarioResult]) -> dict[str, int]:
-    """PASS / FAIL / UNKNOWN totals over ``results``, for the terminal summary."""
-    counts = {status.value: 0 for status in Status}
-    for result in results:
-        for verdict in result.verdicts:
-            counts[verdict.status.value] += 1
-    return counts

@@ -1,0 +1,68 @@
+"""``ScenarioResult``: what happened in one run of a scenario, and the key it is kept under.
+
+The engine (``run``) fills it in and the plugin side stashes it on the scenario's item under
+``RESULT_KEY``; the reports and the JUnit properties read it from there. It is data, so they
+depend on it and not on the runner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import pytest
+
+from pytest_rollout_chaos.collector.protocol import Rollout
+from pytest_rollout_chaos.engine.acted import Touches
+from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.invariants.base import Status, Verdict
+from pytest_rollout_chaos.scenario.model import FaultStep, Scenario
+
+RESULT_KEY: Final = pytest.StashKey["ScenarioResult"]()
+
+
+@dataclass
+class ScenarioResult:
+    """What happened in one run of a scenario, for judging and for the reports."""
+
+    scenario: Scenario
+    rows: list[dict[str, Any]]
+    history: History
+    rollouts: list[Rollout] | None = None
+    raised: BaseException | None = None
+    timed_out: bool = False
+    started_at: float | None = None  # time.monotonic() when collect was called
+    elapsed_s: float = 0.0
+    faults_injected: int = 0
+    fault_errors: list[BaseException] = field(default_factory=list)
+    unfired: list[FaultStep] = field(default_factory=list)
+    touches: list[Touches] = field(default_factory=list)  # what each injected fault touched
+    unacted: list[str] = field(default_factory=list)  # faults that touched not what their step said
+    verdicts: list[Verdict] = field(default_factory=list)
+    expectation_failures: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return (
+            not self.expectation_failures
+            and not self.fault_errors
+            and all(verdict.status is Status.PASS for verdict in self.verdicts)
+        )
+
+    def outcome(self) -> str:
+        """One line: what the collector did."""
+        if self.timed_out:
+            return (
+                f"the collection did not finish within {self.scenario.expect.within_s:g}s and was cancelled"
+            )
+        if self.raised is not None:
+            return f"the collector raised {type(self.raised).__name__}: {self.raised}"
+        rollouts = self.rollouts or []
+        counts: dict[str, int] = {}
+        for rollout in rollouts:
+            status = getattr(rollout, "status", "missing") if rollout is not None else "None"
+            counts[status] = counts.get(status, 0) + 1
+        detail = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
+        return (
+            f"the collector returned {len(rollouts)} rollouts for {len(self.rows)} rows ({detail or 'none'})"
+        )
