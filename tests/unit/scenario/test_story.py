@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError
 from pytest_rollout_chaos.engine import story
+from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError
 from pytest_rollout_chaos.scenario import load_scenario, parse_scenario
 
 DATA = Path(__file__).parent / "data"
