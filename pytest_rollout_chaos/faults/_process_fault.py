@@ -1,8 +1,8 @@
 """Shared steps of the process faults: wait for an exit (of a whole group too), bring a server back.
 
-A server killed by a fault is restarted on heal on the same port (``ManagedProcess.restart``
-or the harness's ``ctx.restart``), so proxies pointing at it keep working and later tests have
-it back; the restart is recorded as ``fault``/``info``/``restart``.
+A server killed by a fault is restarted on heal on the same port (``ManagedProcess.restart``),
+so proxies pointing at it keep working and later tests have it back; the restart is recorded
+as ``fault``/``info``/``restart``.
 """
 
 from __future__ import annotations
@@ -51,10 +51,7 @@ async def restart_if_down(ctx: FaultContext, target: str) -> None:
         return
     address = process.address()
     started = time.monotonic()
-    if ctx.restart is not None:
-        await ctx.restart(target)
-    else:
-        await asyncio.to_thread(process.restart)
+    await asyncio.to_thread(process.restart)
     ctx.history.append(
         "fault",
         "info",

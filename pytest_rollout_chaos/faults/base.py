@@ -25,7 +25,7 @@ import asyncio
 import random
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -127,7 +127,6 @@ class FaultContext:
     fault_layer: str | None = None  # the fault layer's control URL
     gym_client: object | None = None
     rng: random.Random = field(default_factory=lambda: random.Random(0))
-    restart: Callable[[str], Awaitable[None]] | None = None
     # servers that exist but are not processes of this run (an external policy) -> why
     unmanaged: Mapping[str, str] = field(default_factory=dict)
     collection: CollectionHandle = field(default_factory=CollectionHandle)

@@ -28,10 +28,7 @@ class Restart:
         pid_before = alive_pid(process)
         address = process.address()
         started = time.monotonic()
-        if ctx.restart is not None:
-            await ctx.restart(self.target)
-        else:
-            await asyncio.to_thread(process.restart)
+        await asyncio.to_thread(process.restart)
         return {
             "pid_before": pid_before,
             "pid_after": process.pid,

@@ -23,17 +23,3 @@ async def test_new_pid_same_port(own_hooked: Hooked) -> None:
     assert facts["port"] == port[1]
     assert 0 < float(str(facts["down_s"])) < 10
     assert [event.op for event in history.events(source="fault")] == ["inject", "heal"]
-
-
-@pytest.mark.asyncio
-async def test_harness_restart_callback_is_used_when_given(own_hooked: Hooked) -> None:
-    calls: list[str] = []
-
-    async def restart(name: str) -> None:
-        calls.append(name)
-        own_hooked.process.restart()
-
-    ctx, _ = own_hooked.context(restart=restart)
-    async with applied(Restart(target="hooked"), ctx):
-        pass
-    assert calls == ["hooked"]
