@@ -5,7 +5,7 @@ pytest fixtures (and through them the fault injector), the collector integration
 benchmarks. So the History always follows every server's events file (the policy's and the fault
 layer's included), records every process exit, and is the same History the collector, the Gym
 client and the faults write to. Copies of this wiring drifted apart before; a test
-(``tests/unit/test_trial_seam.py``) keeps any other module from building either context.
+(``tests/test_trial_seam.py``) keeps any other module from building either context.
 """
 
 from __future__ import annotations

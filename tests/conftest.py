@@ -1,9 +1,9 @@
 """Test-suite wiring: pytester for plugin tests, inner runs configured, and the fast loop kept fast.
 
-A run that selects no ``slow`` test (``pytest -m "not slow"``, or ``tests/unit``) must start no
-policy or Gym server: every server the harness starts writes ``--- HH:MM:SS start: COMMAND`` at
-the top of its log under the run's base temporary directory, inner pytester runs included, and
-at session end those lines are checked.
+A run that selects no ``slow`` test (``pytest -m "not slow"``, or a unit-test folder such as
+``tests/faults``) must start no policy or Gym server: every server the harness starts writes
+``--- HH:MM:SS start: COMMAND`` at the top of its log under the run's base temporary directory,
+inner pytester runs included, and at session end those lines are checked.
 """
 
 from __future__ import annotations

@@ -1,23 +1,20 @@
-"""Running a fault, written once: preflight, inject, record, and heal on every path.
+"""Running a fault, written once: preflight and inject, heal, each recorded in the History.
 
-The scenario scheduler calls ``applied`` (or the two halves) and owns timing and duration.
-Every inject and heal becomes one History event: ``source="fault"``, ``kind="info"``, op
-``"inject"`` or ``"heal"``, data ``{"fault": kind, "target": ..., **params, **facts}`` plus
-``took_s``, and ``error`` when the step raised (the error still propagates).
+The scenario scheduler (``engine.schedule``) and ``chaos_faults`` (``injector``) call the two
+halves and own timing, duration and healing on every path. Every inject and heal becomes one
+History event: ``source="fault"``, ``kind="info"``, op ``"inject"`` or ``"heal"``, data
+``{"fault": kind, "target": ..., **params, **facts}`` plus ``took_s``, and ``error`` when the
+step raised (the error still propagates).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pytest_rollout_chaos.faults.base import Fault, FaultContext, Preflight
-
-_logger = logging.getLogger(__name__)
 
 
 def fault_params(fault: Fault) -> dict[str, Any]:
@@ -62,28 +59,6 @@ async def heal_recorded(fault: Fault, ctx: FaultContext) -> None:
         ctx.history.append("fault", "info", "heal", {**base, **_error_data(error, started)})
         raise
     ctx.history.append("fault", "info", "heal", {**base, "took_s": _since(started)})
-
-
-@contextlib.asynccontextmanager
-async def applied(fault: Fault, ctx: FaultContext) -> AsyncIterator[Mapping[str, object]]:
-    """``async with applied(fault, ctx) as facts:`` the fault holds inside the block.
-
-    Heal runs on every path, also when inject failed half-way. A heal error never hides the
-    error that ended the block; it is logged and recorded, and raised only on a clean exit.
-    """
-    failed = False
-    try:
-        yield await inject_recorded(fault, ctx)
-    except BaseException:
-        failed = True
-        raise
-    finally:
-        try:
-            await heal_recorded(fault, ctx)
-        except Exception:
-            if not failed:
-                raise
-            _logger.exception("healing %s failed after an earlier error", describe(fault))
 
 
 def _since(started: float) -> float:

@@ -4,7 +4,7 @@ logprobs that agree with the record.
 The judge owns its rules. The reference collector applies the same rules to the rollouts it
 builds, but with its own code (``collector/results.py``, ``collector/failures.py``) and never
 imports these, so a bug in the collector's copy cannot also blind the judge: the invariant
-still fails the rollout that slipped through. ``tests/unit/invariants/test_rules.py`` checks
+still fails the rollout that slipped through. ``tests/invariants/test_rules.py`` checks
 that both copies answer alike on a table of cases; ``test_boundary.py`` that nothing under
 ``invariants/`` imports collector internals.
 """

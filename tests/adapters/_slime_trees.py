@@ -1,6 +1,6 @@
 """The slime trees the adapter is tested on, and a deliberately broken adapter that repairs slime.
 
-The trees are ``git archive``s of THUDM/slime (``tests.adapters.trees`` finds them): ``BASE`` is main
+The trees are ``git archive``s of THUDM/slime (``tests.adapters._trees`` finds them): ``BASE`` is main
 just before PR #2078 (a bare ``asyncio.gather`` in ``generate_and_rm_group``), ``HEAD`` is the
 PR's head (``return_exceptions=True`` and a one-element ``list[Sample]`` placeholder per crash).
 
@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from pytest_rollout_chaos.collector.adapters import slime
 from pytest_rollout_chaos.collector.protocol import Collector, CollectorContext
-from tests.adapters.trees import REPO, pinned_tree
+from tests.adapters._trees import REPO, pinned_tree
 
 BASE: Final = "slime-fec3da9b"
 HEAD: Final = "slime-1bc255ed"

@@ -22,7 +22,7 @@ import pytest
 
 from pytest_rollout_chaos import cli
 from tests.adapters import _nemo_rl_trees, _nemo_rl_val_trees
-from tests.adapters.trees import REPO, missing_modules, upstream_dir
+from tests.adapters._trees import REPO, missing_modules, upstream_dir
 
 pytestmark = pytest.mark.slow  # each gate is two catalog runs over real trainer code
 

@@ -32,7 +32,7 @@ from pytest_rollout_chaos.history import History
 from tests.adapters import _actor_seen
 from tests.adapters._nemo_rl_trees import BASE, HEAD, nemo_rl_tree
 from tests.adapters._ray_session import RAY_ON, ray_session
-from tests.catalog.verdicts import REPO, run_catalog
+from tests.catalog._verdicts import REPO, run_catalog
 
 __all__ = ["ray_session"]  # the fixture, used by name
 

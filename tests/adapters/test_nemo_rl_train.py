@@ -22,7 +22,7 @@ import pytest
 from pytest_rollout_chaos.collector.adapters import nemo_rl, nemo_rl_ray
 from pytest_rollout_chaos.collector.protocol import Turn
 from tests.adapters._nemo_rl_trees import BASE, HEAD, nemo_rl_tree
-from tests.catalog.verdicts import ScenarioVerdicts, run_catalog
+from tests.catalog._verdicts import ScenarioVerdicts, run_catalog
 
 SCENARIO = "short-results"
 FIX_ERROR = "NeMo Gym returned only 4 rollouts but 6 were requested"

@@ -34,7 +34,7 @@ from pytest_rollout_chaos.collector.adapters.nemo_rl_interfaces import (
 from pytest_rollout_chaos.collector.protocol import CollectionError, CollectorContext, CollectorSettings, Turn
 from pytest_rollout_chaos.history import History
 from tests.adapters._nemo_rl_val_trees import BASE, HEAD, nemo_rl_tree
-from tests.catalog.verdicts import CATALOG, ScenarioVerdicts, run_catalog
+from tests.catalog._verdicts import CATALOG, ScenarioVerdicts, run_catalog
 
 SCENARIO = "validation-batched-env"
 BROKEN = "tests.adapters._nemo_rl_val_broken:self_batching"

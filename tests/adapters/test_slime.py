@@ -26,8 +26,8 @@ import pytest
 
 from pytest_rollout_chaos.collector.adapters import slime
 from tests.adapters import _slime_trees as trees
-from tests.adapters.trees import REPO
-from tests.catalog.verdicts import run_catalog
+from tests.adapters._trees import REPO
+from tests.catalog._verdicts import run_catalog
 
 
 # -- hand-made samples: what the adapter reads back --------------------------------------------------

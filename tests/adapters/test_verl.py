@@ -1,7 +1,7 @@
 """The ``verl`` adapter drives the recipe's real manager, and maps what verl trains on faithfully.
 
 In-process tests run the recipe's ``_async_generate_sequences`` over the hand-written Gym
-runner (``tests/unit/collector/fake_gym.py``, which records ``/run`` answers as the fault layer
+runner (``tests/collector/_fake_gym.py``, which records ``/run`` answers as the fault layer
 does, so the invariants can judge). The slow test runs catalog scenarios on the real stack in
 child sessions. Both show the fidelity guard: the recipe's 1-token dummy, substituted for a
 row it cannot read, stays a completed rollout that ``turns_generated`` fails, and an adapter
@@ -29,8 +29,8 @@ from pytest_rollout_chaos.invariants.base import Observation
 from pytest_rollout_chaos.invariants.compose import check_all
 from tests.adapters._verl_trees import verl_recipe, verl_recipe_tree
 from tests.adapters._verl_variants import HidesPlaceholder, OnTransformers4, looks_like_placeholder
-from tests.catalog.verdicts import ScenarioVerdicts, run_catalog
-from tests.unit.collector.fake_gym import FakeGym, context, result_for, rows
+from tests.catalog._verdicts import ScenarioVerdicts, run_catalog
+from tests.collector._fake_gym import FakeGym, context, result_for, rows
 
 __all__ = ["verl_recipe", "verl_recipe_tree"]  # the fixtures, imported to be found
 

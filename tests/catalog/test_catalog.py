@@ -12,7 +12,7 @@ from fixtures.collectors import KNOWN_BUGS
 from pytest_rollout_chaos.faults import families
 from pytest_rollout_chaos.scenario.model import load_scenario
 from pytest_rollout_chaos.settings import ChaosSettings
-from tests.catalog.verdicts import CATALOG, REPO, run_catalog
+from tests.catalog._verdicts import CATALOG, REPO, run_catalog
 
 # known-bug collector -> (the scenario that exposes it, the invariant that must judge FAIL)
 CAUGHT_BY = {

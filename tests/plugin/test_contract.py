@@ -9,7 +9,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-BREAKERS = Path(__file__).with_name("contract_breakers.py")
+BREAKERS = Path(__file__).with_name("_contract_breakers.py")
 SCENARIO = """\
 name: contract
 description: Two rows and no fault; only the collector's contract is at stake.

@@ -15,7 +15,7 @@ from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos import settings as s
 from pytest_rollout_chaos.servers.policy.vllm import VLLM_PYTHON_ENV, probe
 from tests.conftest import INNER_ASYNCIO_INI
-from tests.integration.policy.vllm_fakes import make_fake_vllm_python
+from tests.integration.policy._vllm_fakes import make_fake_vllm_python
 
 POLICY_TESTS = """
 import pytest

@@ -18,7 +18,7 @@ import pytest
 
 from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.reaper import naming
-from tests.catalog.verdicts import CATALOG, REPO, parse_junit
+from tests.catalog._verdicts import CATALOG, REPO, parse_junit
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.slow

@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
-from pytest_rollout_chaos.faults.apply import applied
+from tests.faults._applied import applied
 from pytest_rollout_chaos.faults.hang import Hang
 
 OUT = Path(os.environ["CANCEL_TEST_OUT"])

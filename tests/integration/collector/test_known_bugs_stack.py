@@ -24,7 +24,6 @@ from pytest_rollout_chaos.collector.protocol import (
 )
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
 from pytest_rollout_chaos.collector.results import rollout_from_result
-from pytest_rollout_chaos.faults.apply import applied
 from pytest_rollout_chaos.faults.base import Fault
 from pytest_rollout_chaos.faults.kill import Kill
 from pytest_rollout_chaos.faults.nan_logprobs import NanLogprobs
@@ -33,6 +32,7 @@ from pytest_rollout_chaos.faults.short_results import ShortResults
 from pytest_rollout_chaos.faults.trajectory_exception import TrajectoryException
 from pytest_rollout_chaos.invariants import Observation, Status, check_all, get
 from pytest_rollout_chaos.invariants.observe import observe
+from tests.faults._applied import applied
 from tests.integration.collector.conftest import Run, greedy_rows
 
 pytestmark = [pytest.mark.slow]

@@ -9,7 +9,6 @@ import pytest
 
 from pytest_rollout_chaos.collector.protocol import ShortCountError, TooManyAbortedError
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
-from pytest_rollout_chaos.faults.apply import applied
 from pytest_rollout_chaos.faults.freeze import Freeze
 from pytest_rollout_chaos.faults.hang import Hang
 from pytest_rollout_chaos.faults.kill import Kill
@@ -19,6 +18,7 @@ from pytest_rollout_chaos.faults.short_results import ShortResults
 from pytest_rollout_chaos.faults.trajectory_exception import TrajectoryException
 from pytest_rollout_chaos.invariants import Observation, Status, assert_all_pass, check_all
 from pytest_rollout_chaos.invariants.observe import observe
+from tests.faults._applied import applied
 from tests.integration.collector.conftest import Run, greedy_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
-from pytest_rollout_chaos.faults.apply import applied
 from pytest_rollout_chaos.faults.kill import Kill
 from pytest_rollout_chaos.history import Event
+from tests.faults._applied import applied
+from tests.faults._hooked import wait_for
 from tests.integration.collector.conftest import Run, greedy_rows
-from tests.unit.faults.hooked import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
 

@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from tests.unit.faults.hooked import hooked, own_hooked  # noqa: F401 - fixtures shared with unit/faults
+from tests.faults._hooked import hooked, own_hooked  # noqa: F401 - fixtures shared with tests/faults

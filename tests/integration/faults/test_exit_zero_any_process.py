@@ -13,12 +13,12 @@ from typing import Literal
 import pytest
 
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.faults.apply import applied
 from pytest_rollout_chaos.faults.base import FaultContext
 from pytest_rollout_chaos.faults.exit_zero import ExitZero
 from pytest_rollout_chaos.history import Event, History
-from tests.integration.faults.anyprocess import get_json, plain_server
-from tests.unit.faults.hooked import wait_for
+from tests.faults._applied import applied
+from tests.faults._hooked import wait_for
+from tests.integration.faults._anyprocess import get_json, plain_server
 
 
 def _exits(history: History) -> list[Event]:

@@ -16,7 +16,7 @@ from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.servers.faultlayer import client as layer
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 from pytest_rollout_chaos.servers.loopback import peer_allowed
-from tests.unit.faults.hooked import Hooked, hook_hits
+from tests.faults._hooked import Hooked, hook_hits
 
 
 @pytest.fixture(autouse=True)

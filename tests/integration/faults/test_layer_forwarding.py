@@ -29,7 +29,7 @@ from pytest_rollout_chaos.servers.faultlayer import client as layer
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 from pytest_rollout_chaos.servers.faultlayer.spec import fault_layer_spec
 from pytest_rollout_chaos.servers.process import ManagedProcess
-from tests.unit.faults.hooked import Hooked, hook_hits, wait_for
+from tests.faults._hooked import Hooked, hook_hits, wait_for
 
 WAIT_S: Final = 10.0  # bound on every wait for something the layer or a server does
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

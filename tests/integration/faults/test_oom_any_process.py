@@ -2,7 +2,7 @@
 
 Where this machine lets us make a memory cgroup the kill must be the kernel's, confirmed by
 the fault's own counter and, where readable, the kernel log; elsewhere these tests skip (the
-fallback is covered in ``tests/unit/faults/test_oom.py``).
+fallback is covered in ``tests/faults/test_oom.py``).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pytest_rollout_chaos.faults.apply import applied
 from pytest_rollout_chaos.faults.base import FaultContext
 from pytest_rollout_chaos.faults.oom import Oom
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.servers.policy.spec import tiny_policy_spec
 from pytest_rollout_chaos.servers.process import ManagedProcess
-from tests.integration.faults.anyprocess import (
+from tests.faults._applied import applied
+from tests.integration.faults._anyprocess import (
     KernelLog,
     cage_refused,
     get_json,

@@ -15,8 +15,8 @@ from pytest_rollout_chaos.invariants.rules import first_mismatch
 from pytest_rollout_chaos.servers.gym.stack import GymStack
 from pytest_rollout_chaos.servers.policy.spec import PolicyServer
 
+from ._helpers import run_rows, token_items, with_temperature
 from .conftest import running_stack
-from .helpers import run_rows, token_items, with_temperature
 
 pytestmark = pytest.mark.slow  # starts the policy and a Gym stack
 

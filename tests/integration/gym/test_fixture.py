@@ -9,7 +9,7 @@ import pytest
 
 from pytest_rollout_chaos.servers.gym.stack import RESOURCES_NAME, GymStack
 
-from .helpers import run_rows, with_temperature
+from ._helpers import run_rows, with_temperature
 
 pytestmark = pytest.mark.slow  # starts the policy and the Gym stack
 

@@ -21,9 +21,9 @@ from pytest_rollout_chaos.servers.gym.convert import TOKEN_FIELDS
 from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME, RESOURCES_NAME, GymStack, events_file
 from pytest_rollout_chaos.servers.policy.spec import PolicyServer
 
+from ._helpers import model_calls, run_rows, token_items, with_temperature
+from ._nemo_gym_models import BaseVerifyResponse, GymResponse, ServerInstanceDisplayConfig, instances_of
 from .conftest import running_stack
-from .helpers import model_calls, run_rows, token_items, with_temperature
-from .nemo_gym_models import BaseVerifyResponse, GymResponse, ServerInstanceDisplayConfig, instances_of
 
 pytestmark = pytest.mark.slow  # starts the policy and a Gym stack
 

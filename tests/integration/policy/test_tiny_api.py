@@ -12,8 +12,8 @@ import pytest
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.servers.policy.spec import tiny_policy_spec
 from pytest_rollout_chaos.servers.process import ManagedProcess
-from tests.integration.policy import conformance
-from tests.integration.policy.conformance import CALCULATOR_TOOL, TOKEN_FIELDS, Server, post
+from tests.integration.policy import _conformance as conformance
+from tests.integration.policy._conformance import CALCULATOR_TOOL, TOKEN_FIELDS, Server, post
 
 pytestmark = pytest.mark.slow  # starts the tiny policy server
 

@@ -24,7 +24,7 @@ from pytest_rollout_chaos.servers.policy.vllm import (
 )
 from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess
-from tests.integration.policy.vllm_fakes import ConsoleScript, make_fake_vllm_python
+from tests.integration.policy._vllm_fakes import ConsoleScript, make_fake_vllm_python
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess
 from pytest_rollout_chaos.settings import ChaosSettings
 from tests.conftest import INNER_ASYNCIO_INI
-from tests.integration.policy import conformance
-from tests.integration.policy.conformance import CALCULATOR_TOOL, TOKEN_FIELDS, Server
+from tests.integration.policy import _conformance as conformance
+from tests.integration.policy._conformance import CALCULATOR_TOOL, TOKEN_FIELDS, Server
 
 pytestmark = pytest.mark.slow
 

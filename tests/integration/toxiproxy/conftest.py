@@ -17,7 +17,7 @@ from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess
 from pytest_rollout_chaos.servers.toxiproxy.client import ToxiproxyClient
 from pytest_rollout_chaos.servers.toxiproxy.spec import binary_spec, embedded_spec
-from tests.integration.toxiproxy.toxiproxy_testlib import ApiUnderTest, Handler, Rig, TcpTarget, blast, echo
+from tests.integration.toxiproxy._toxiproxy_testlib import ApiUnderTest, Handler, Rig, TcpTarget, blast, echo
 
 NO_REAL_SERVER = "no real Toxiproxy: set TOXIPROXY_URL or put toxiproxy-server on PATH to run this against it"
 TEST_SEED = 1234

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.integration.toxiproxy.toxiproxy_testlib import Rig
+from tests.integration.toxiproxy._toxiproxy_testlib import Rig
 
 
 @pytest.mark.asyncio

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tests.integration.toxiproxy.toxiproxy_testlib import Client, Rig
+from tests.integration.toxiproxy._toxiproxy_testlib import Client, Rig
 
 
 async def _echo_stream(client: Client, payload: bytes) -> bytes:

@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 
 from pytest_rollout_chaos.servers.toxiproxy.client import ToxiproxyClient
-from tests.integration.toxiproxy.toxiproxy_testlib import Rig
+from tests.integration.toxiproxy._toxiproxy_testlib import Rig
 
 
 @pytest.mark.asyncio

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tests.integration.toxiproxy.toxiproxy_testlib import ApiUnderTest, Rig, read_until_closed
+from tests.integration.toxiproxy._toxiproxy_testlib import ApiUnderTest, Rig, read_until_closed
 
 
 @pytest.mark.asyncio

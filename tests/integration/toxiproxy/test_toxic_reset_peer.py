@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.integration.toxiproxy.toxiproxy_testlib import Rig, read_until_closed
+from tests.integration.toxiproxy._toxiproxy_testlib import Rig, read_until_closed
 
 
 @pytest.mark.asyncio

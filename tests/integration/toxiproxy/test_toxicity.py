@@ -8,7 +8,7 @@ import pytest
 
 from pytest_rollout_chaos.servers.process import ManagedProcess
 from pytest_rollout_chaos.servers.toxiproxy.client import ToxiproxyClient
-from tests.integration.toxiproxy.toxiproxy_testlib import Client, Rig, TcpTarget, echo
+from tests.integration.toxiproxy._toxiproxy_testlib import Client, Rig, TcpTarget, echo
 
 
 @pytest.mark.asyncio

@@ -6,7 +6,7 @@ import aiohttp
 import pytest
 
 from pytest_rollout_chaos.servers.toxiproxy.client import ToxiproxyClient, ToxiproxyError
-from tests.integration.toxiproxy.toxiproxy_testlib import Rig, TcpTarget, echo
+from tests.integration.toxiproxy._toxiproxy_testlib import Rig, TcpTarget, echo
 
 
 @pytest.mark.asyncio

@@ -10,7 +10,7 @@ import pytest
 from pytest_rollout_chaos.servers.toxiproxy.client import ProxyInfo
 from pytest_rollout_chaos.servers.toxiproxy.controller import ToxiproxyServer
 from pytest_rollout_chaos.servers.toxiproxy.handle import ChaosToxiproxy
-from tests.integration.toxiproxy.toxiproxy_testlib import Client, TcpTarget, echo
+from tests.integration.toxiproxy._toxiproxy_testlib import Client, TcpTarget, echo
 
 
 async def _rtt(listen: str) -> float:

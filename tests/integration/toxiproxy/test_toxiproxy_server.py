@@ -18,7 +18,7 @@ from pytest_rollout_chaos.servers.process import ManagedProcess
 from pytest_rollout_chaos.servers.toxiproxy import VERSION
 from pytest_rollout_chaos.servers.toxiproxy.client import ToxiproxyClient
 from pytest_rollout_chaos.servers.toxiproxy.spec import EMBEDDED_MODULE
-from tests.integration.toxiproxy.toxiproxy_testlib import Client, TcpTarget, echo
+from tests.integration.toxiproxy._toxiproxy_testlib import Client, TcpTarget, echo
 
 
 def test_version_flag() -> None:

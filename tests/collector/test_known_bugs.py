@@ -1,0 +1,99 @@
+"""Each gym-style known-bug collector, under its fault, is judged FAIL by the right invariant;
+without the fault it passes; the reference collector passes under the same fault.
+
+Faults here are scripted into the in-process Gym runner; tests/integration/collector repeats
+this through the real servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from fixtures.collectors import KNOWN_BUGS
+from pytest_rollout_chaos.collector import reference
+from pytest_rollout_chaos.collector.protocol import CollectorFactory
+from pytest_rollout_chaos.invariants import Status, check_all, get
+from pytest_rollout_chaos.invariants.observe import observe
+from tests.collector._fake_gym import FakeGym, context, rows
+
+# module -> (per-row script that is its fault, short_by, words the FAIL summary must contain)
+FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
+    "silent_short_count": ({}, 1, "silent short count"),
+    "gather_no_isolation": ({1: ["error"]}, 0, "gather without isolation"),
+    "nan_silent": ({2: ["nan"]}, 0, "non-finite logprobs reached the trainer"),
+    "endless_retry": ({0: ["refused"]}, 0, "the collection hung"),
+    "swallowed_exception": ({1: ["error"]}, 0, "rows [1] have no rollout (lost)"),
+    "batch_retry_duplicates": ({1: ["error", "ok"]}, 0, "have more than one rollout (duplicated)"),
+    "prefix_passthrough": ({0: ["drift"]}, 0, "prefix drift passed through"),
+    "bare_cancelled": ({1: ["error"]}, 0, "the root cause is hidden"),
+    "no_deadline": ({3: ["hang"]}, 0, "the collection hung"),  # the last row: the fake runs rows lazily
+    "failed_as_completed": ({1: ["error"]}, 0, "the servers saw no successful /run for row 1: HTTP 500"),
+    "turns_dropped_on_drift": ({0: ["bad_drift"]}, 0, "turns [1] were dropped"),
+    "nan_zeroed": ({2: ["nan", "ok"]}, 0, "hand back logprobs the model never reported"),
+    "reward_shifted": ({1: ["error"]}, 0, "row 2: reward 0.0, but the row's /run that generated its turns"),
+    "unbounded_retries": ({2: ["nan"]}, 0, "row 2: attempts=5, above max_attempts=3"),
+    "empty_epoch": ({row: ["error"] for row in range(4)}, 0, "an empty epoch"),
+    "collection_deadline_only": ({}, 1, "every request was answered, so nothing was left to wait for"),
+    "detached_after_raise": ({}, 1, "the collector kept working after the collection ended"),
+}
+# Checked elsewhere: the native-style ones by test_reference_native, the cancelled one by
+# test_cancellation.
+ELSEWHERE = {"per_sample_env", "mixed_env_batch", "swallows_cancel"}
+DEADLINE_S = 1.5
+# A collection deadline is noticed late only past ends_promptly's margin (3 s): give it room.
+SETTINGS: dict[str, dict[str, float]] = {"collection_deadline_only": {"collect_timeout_s": 4.0}}
+
+
+def _factory(module: str) -> CollectorFactory:
+    factory: CollectorFactory = importlib.import_module(f"fixtures.collectors.{module}").factory
+    return factory
+
+
+async def _judge(factory: CollectorFactory, module: str, *, faulty: bool) -> tuple[Status, str]:
+    script, short_by, _ = FAULTS[module]
+    gym = FakeGym(script if faulty else {})
+    gym.short_by = short_by if faulty else 0
+    settings = {"request_timeout_s": 1.0, **SETTINGS.get(module, {})}
+    ctx = context(gym, **settings)
+    observation = await observe(
+        factory(ctx),
+        rows(4),
+        mode="train",
+        history=ctx.history,
+        deadline_s=DEADLINE_S + settings.get("collect_timeout_s", 0.0),
+        request_timeout_s=ctx.settings.request_timeout_s,
+        max_attempts=ctx.settings.max_logprob_attempts,
+    )
+    await asyncio.sleep(0.1)  # whatever the collector left running shows itself
+    [verdict] = check_all(observation, [get(KNOWN_BUGS[module])])
+    return verdict.status, verdict.render()
+
+
+def test_every_gym_style_known_bug_has_a_fault_here() -> None:
+    assert set(FAULTS) == set(KNOWN_BUGS) - ELSEWHERE
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("module", sorted(FAULTS))
+async def test_known_bug_fails_under_its_fault_and_names_the_bug(module: str) -> None:
+    status, text = await _judge(_factory(module), module, faulty=True)
+    assert status is Status.FAIL, text
+    assert FAULTS[module][2] in text
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("module", sorted(FAULTS))
+async def test_known_bug_passes_without_the_fault(module: str) -> None:
+    status, text = await _judge(_factory(module), module, faulty=False)
+    assert status is Status.PASS, text
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("module", sorted(FAULTS))
+async def test_reference_passes_under_the_same_fault(module: str) -> None:
+    status, text = await _judge(reference.factory, module, faulty=True)
+    assert status is Status.PASS, text

@@ -1,0 +1,41 @@
+"""The failure story names the scenario and line, the schedule, the error and a hint matching its type."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_rollout_chaos.engine import story
+from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError
+from pytest_rollout_chaos.scenario import load_scenario, parse_scenario
+
+DATA = Path(__file__).parent.parent / "scenario" / "data"
+
+
+def test_the_story_of_an_invariant_violation() -> None:
+    scenario = load_scenario(DATA / "validation_slow_env.yaml", shown_as=Path("v.chaos.yaml"))
+    text = story.tell(scenario, InvariantViolation("batched_env_eval: FAIL: 12 env.step calls, expected 2"))
+    assert text.splitlines() == [
+        "scenario 'validation-batched-env' failed (v.chaos.yaml:1)",
+        "  Validation with a slow environment and two task groups still evaluates the environment per batch.",
+        "  upstream: NVIDIA-NeMo/RL#1798, NVIDIA-NeMo/RL#2209",
+        "",
+        "fault schedule:",
+        "  line 15: slow_env(delay_ms=100.5) on resources at start for 2.5s",
+        "",
+        "InvariantViolation:",
+        "  batched_env_eval: FAIL: 12 env.step calls, expected 2",
+        "",
+        f"hint: {story.HINT_INVARIANT}",
+    ]
+
+
+def test_hints_follow_the_error_type() -> None:
+    scenario = parse_scenario("name: b\ndescription: d\nexpect: {invariants: [bounded]}\n", Path("b"))
+    assert "fault schedule: none (a baseline run)" in story.tell(scenario, FaultError("x"))
+    assert story.tell(scenario, FaultError("x")).endswith(story.HINT_FAULT)
+    assert story.tell(scenario, ScenarioError("x")).endswith(story.HINT_SCENARIO)
+    assert story.tell(scenario, RuntimeError("")).splitlines()[-3:] == [
+        "  (no message)",
+        "",
+        "hint: see the traceback",
+    ]

@@ -1,0 +1,99 @@
+"""compose: a crashing checker is UNKNOWN, never PASS; worst wins; the registry lists names."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pytest
+
+from pytest_rollout_chaos.errors import InvariantViolation
+from pytest_rollout_chaos.invariants import (
+    NAMES,
+    Observation,
+    Status,
+    Verdict,
+    assert_all_pass,
+    check_all,
+    get,
+    worst,
+)
+from tests.invariants._builders import all_ok, observe, rollout
+
+DESIGN_NAMES = (
+    "accounted",
+    "no_silent_short_count",
+    "isolated_failures",
+    "finite_logprobs",
+    "prefix_consistent",
+    "batched_env_eval",
+    "bounded",
+    "root_cause_visible",
+    "corroborated",
+    "turns_generated",
+    "logprobs_generated",
+    "rewards_recorded",
+    "attempts_bounded",
+    "no_empty_epoch",
+    "ends_promptly",
+    "quiet_after_end",
+    "cancel_honoured",
+)
+
+
+class _Crashing:
+    name: ClassVar[str] = "crashing"
+
+    def check(self, observation: Observation) -> Verdict:
+        raise ZeroDivisionError("checker bug")
+
+
+class _NotAVerdict:
+    name: ClassVar[str] = "sloppy"
+
+    def check(self, observation: Observation) -> Verdict:
+        return "PASS"  # type: ignore[return-value]
+
+
+def test_registry_has_exactly_the_design_names() -> None:
+    assert NAMES == DESIGN_NAMES
+    with pytest.raises(KeyError, match=r"unknown invariant 'acounted' \(known: accounted, "):
+        get("acounted")
+
+
+def test_a_crashing_checker_is_unknown_with_its_traceback() -> None:
+    verdicts = check_all(observe(2, all_ok(2)), [_Crashing(), "accounted"])
+    crashed, accounted = verdicts
+    assert crashed.status is Status.UNKNOWN
+    assert "checker crashed (ZeroDivisionError: checker bug)" in crashed.summary
+    assert any("ZeroDivisionError" in line for line in crashed.evidence)
+    assert any("Traceback" in line for line in crashed.evidence)
+    assert accounted.status is Status.PASS
+    assert worst(verdicts) is Status.UNKNOWN
+
+
+def test_a_checker_returning_garbage_is_unknown() -> None:
+    [verdict] = check_all(observe(1, all_ok(1)), [_NotAVerdict()])
+    assert verdict.status is Status.UNKNOWN
+
+
+def test_worst_wins_and_nothing_judged_is_unknown() -> None:
+    verdicts = check_all(observe(2, [rollout(0)]))
+    assert worst(verdicts) is Status.FAIL
+    assert worst([]) is Status.UNKNOWN
+    assert len(verdicts) == len(DESIGN_NAMES)
+
+
+def test_assert_all_pass_lists_every_failing_verdict() -> None:
+    verdicts = check_all(
+        observe(3, [rollout(0), rollout(0)]), ["accounted", "no_silent_short_count", "bounded"]
+    )
+    with pytest.raises(InvariantViolation) as caught:
+        assert_all_pass(verdicts)
+    text = str(caught.value)
+    assert "accounted: FAIL" in text
+    assert "no_silent_short_count: FAIL" in text
+    assert "bounded" not in text
+    assert_all_pass(check_all(observe(2, all_ok(2)), ["accounted", "bounded"]))
+    with pytest.raises(InvariantViolation, match="crashing: UNKNOWN"):
+        assert_all_pass(check_all(observe(1, all_ok(1)), [_Crashing()]))
+    assert_all_pass(check_all(observe(1, all_ok(1)), [_Crashing()]), allow_unknown=True)

@@ -1,0 +1,65 @@
+"""The ``rollout-chaos`` terminal-summary lines on hand-built records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_rollout_chaos.errors import FaultError
+from pytest_rollout_chaos.invariants.base import Status
+from pytest_rollout_chaos.report.summary import summary_lines
+from tests.report._builders import completed, record, result, verdict
+
+
+def test_totals_per_invariant_counts_and_one_line_per_scenario() -> None:
+    good = result(
+        "slow-link",
+        rollouts=completed(3),
+        verdicts=[verdict("accounted", Status.PASS), verdict("bounded", Status.PASS)],
+    )
+    bad = result(
+        "loses-a-row",
+        rollouts=completed(2),
+        elapsed_s=1.5,
+        verdicts=[verdict("accounted", Status.FAIL), verdict("bounded", Status.UNKNOWN)],
+    )
+    lines = summary_lines(
+        [record(good), record(bad, item_outcome="failed", name="loses-a-row")],
+        extra_lines=["toxiproxy: embedded at http://127.0.0.1:1"],
+        report_path=Path("out/report.html"),
+    )
+    assert lines == [
+        "scenarios: 2 run, 1 passed, 1 failed",
+        "faults injected: 2",
+        "invariants: 2 passed, 1 failed, 1 unknown",
+        "  accounted  1 passed, 1 failed",
+        "  bounded    1 passed, 1 unknown",
+        "per scenario:",
+        "  PASS   slow-link       0.55s  1 fault",
+        "  FAIL   loses-a-row     1.50s  1 fault  accounted FAIL, bounded UNKNOWN",
+        "toxiproxy: embedded at http://127.0.0.1:1",
+        "report: out/report.html",
+    ]
+
+
+def test_a_scenario_without_a_result_shows_the_last_line_pytest_said() -> None:
+    lines = summary_lines(
+        [record(None, item_outcome="error", name="no-stack", headline="ServerStartError: boom")]
+    )
+    assert lines[0] == "scenarios: 1 run, 0 passed, 0 failed, 1 error"
+    assert lines[-1] == "  ERROR  no-stack     0.70s  0 faults  ServerStartError: boom"
+
+
+def test_nothing_run() -> None:
+    assert summary_lines([], extra_lines=["toxiproxy: x"]) == ["scenarios: none run", "toxiproxy: x"]
+
+
+def test_a_harness_fault_error_is_named_before_the_verdicts_it_spoiled() -> None:
+    spoiled = result(
+        "oom-agent",
+        rollouts=completed(3),
+        verdicts=[verdict("accounted", Status.PASS)],
+    )
+    spoiled.fault_errors = [FaultError("injecting oom() on calculator_agent failed: no cgroup\nmore")]
+    spoiled.expectation_failures = ["the collector to raise Exception, but it returned 3 rollouts"]
+    line = summary_lines([record(spoiled, item_outcome="failed", name="oom-agent")])[-1]
+    assert line.endswith("1 fault  fault error: injecting oom() on calculator_agent failed: no cgroup")

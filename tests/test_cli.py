@@ -1,0 +1,127 @@
+"""``rollout-chaos`` as users run it: a real subprocess of the installed console script."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos.scenario import load_scenario
+from pytest_rollout_chaos.scenario.schema import scenario_schema
+from tests.scenario._broken import MANY, many_problems
+
+DATA = Path(__file__).parent / "scenario" / "data"
+SCRIPT = Path(sys.executable).with_name("rollout-chaos")
+BROKEN = (
+    "name: broken\ndescription: d\nfaults:\n  - kind: latncy\n    target: x\nexpect:\n  invariants: [nope]\n"
+)
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "pytest_rollout_chaos.cli"]
+    return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """Two good scenarios and one broken one, as ``*.chaos.yaml``."""
+    for name in ("agent_oom", "nan_logprobs"):
+        shutil.copy(DATA / f"{name}.yaml", tmp_path / f"{name}.chaos.yaml")
+    (tmp_path / "broken.chaos.yaml").write_text(BROKEN)
+    return tmp_path
+
+
+def test_help_names_every_command(tmp_path: Path) -> None:
+    result = run("--help", cwd=tmp_path)
+    assert result.returncode == 0
+    for command in ("validate", "list", "new", "schema"):
+        assert command in result.stdout
+    assert "pytest --rollout-chaos" in result.stdout
+
+
+def test_validate_good_files_exits_0(folder: Path) -> None:
+    result = run("validate", "agent_oom.chaos.yaml", "nan_logprobs.chaos.yaml", cwd=folder)
+    assert (result.returncode, result.stdout) == (0, "")
+    assert result.stderr == "2 file(s) checked, 0 with problems\n"
+
+
+def test_validate_prints_one_line_per_problem_and_exits_1(folder: Path) -> None:
+    result = run("validate", ".", cwd=folder)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("broken.chaos.yaml:4: faults[0].kind: unknown fault kind 'latncy' (valid: ")
+    assert lines[1].startswith("broken.chaos.yaml:7: expect.invariants[0]: unknown invariant 'nope' (valid: ")
+    assert result.stderr == "3 file(s) checked, 1 with problems\n"
+
+
+def test_one_validate_run_shows_every_problem_of_a_file_at_its_line(tmp_path: Path) -> None:
+    # Rules between fields (rows vs the workload, targets vs the stack, raises vs rollouts) are
+    # reported together with the field rules, not only once those are fixed.
+    (tmp_path / "many.chaos.yaml").write_text(MANY)
+    result = run("validate", "many.chaos.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == many_problems("many.chaos.yaml")
+    assert result.stderr == "1 file(s) checked, 1 with problems\n"
+
+
+def test_validate_a_missing_file(tmp_path: Path) -> None:
+    result = run("validate", "absent.chaos.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.startswith("absent.chaos.yaml:1: (file): cannot read: ")
+
+
+def test_validate_without_files_is_a_usage_error(tmp_path: Path) -> None:
+    result = run("validate", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "the following arguments are required: FILE" in result.stderr
+
+
+def test_list_shows_name_tags_and_description(folder: Path) -> None:
+    result = run("list", "--no-builtin", ".", cwd=folder)
+    assert result.returncode == 1  # the broken file
+    assert "broken.chaos.yaml: 2 problem(s); see rollout-chaos validate" in result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == ". (2 scenario(s))"
+    assert lines[1].split()[:2] == ["agent-oom-mid-collection", "process,hard_failure"]
+    assert lines[1].endswith("instead of returning fewer rollouts than rows.")
+    assert lines[2].split()[:2] == ["nan-logprobs-null", "semantic"]
+
+
+def test_list_includes_the_builtin_catalog(tmp_path: Path) -> None:
+    result = run("list", cwd=tmp_path)
+    catalog = bundled.catalog_dir()
+    count = len(list(catalog.rglob("*.chaos.yaml")))
+    assert result.stdout.splitlines()[0] == f"{catalog} ({count} scenario(s))"
+
+
+def test_new_writes_a_valid_commented_file_and_never_overwrites(tmp_path: Path) -> None:
+    result = run("new", "my-case", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, "my-case.chaos.yaml\n")
+    written = tmp_path / "my-case.chaos.yaml"
+    assert load_scenario(written).name == "my-case"
+    assert written.read_text().startswith("# A rollout-chaos scenario")
+    before = written.read_text()
+    again = run("new", "my-case", cwd=tmp_path)
+    assert again.returncode == 1
+    assert again.stderr == "rollout-chaos new: my-case.chaos.yaml exists; not overwriting it\n"
+    assert written.read_text() == before
+    assert run("validate", "my-case.chaos.yaml", cwd=tmp_path).returncode == 0
+
+
+def test_new_refuses_a_bad_name(tmp_path: Path) -> None:
+    result = run("new", "Bad Name", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "invalid name 'Bad Name' (valid: lowercase letters, digits, - and _)" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_schema_prints_the_json_schema(tmp_path: Path) -> None:
+    result = run("schema", cwd=tmp_path)
+    assert result.returncode == 0
+    assert json.loads(result.stdout) == scenario_schema()
