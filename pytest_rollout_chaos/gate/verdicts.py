@@ -1,7 +1,7 @@
 """One side's verdicts, read back from the JUnit XML its pytest wrote.
 
-The scenario runner records on each test case the scenario's name, its outcome and every
-invariant's status as JUnit properties; a skipped or broken case has only its message.
+Each scenario's test case carries its name, its outcome and every invariant's status as JUnit
+properties (``scenario_items.add_junit_properties``); a skipped or broken case has only its message.
 """
 
 from __future__ import annotations
