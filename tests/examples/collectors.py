@@ -1,4 +1,4 @@
-"""A collector for each workload style, written from the README's "Writing a collector" alone.
+"""A collector for each workload style, written from the docs' "Writing a collector" page alone.
 
 Run the catalog against it: pytest --rollout-chaos --rollout-chaos-target=my_collectors:make_collector
 """

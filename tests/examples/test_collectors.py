@@ -1,5 +1,6 @@
-"""The README's example collectors: the README shows them verbatim, and they pass catalog scenarios
-of both styles on the real stack (the gym and the native one, picked by the scenario's style)."""
+"""The docs' example collectors: the "Writing a collector" page shows them verbatim, and they pass
+catalog scenarios of both styles on the real stack (the gym and the native one, picked by the
+scenario's style)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from pytest_rollout_chaos import bundled
 
 EXAMPLE = Path(__file__).with_name("collectors.py")
-README = Path(__file__).parents[2] / "README.md"
+PAGE = Path(__file__).parents[2] / "docs" / "writing-a-collector.md"
 SCENARIOS = (
     "baseline",
     "short-results",
@@ -21,8 +22,9 @@ SCENARIOS = (
 )
 
 
-def test_the_readme_shows_the_example_collectors_verbatim() -> None:
-    assert EXAMPLE.read_text(encoding="utf-8") in README.read_text(encoding="utf-8")
+def test_the_docs_show_the_example_collectors_verbatim() -> None:
+    # The page includes the file itself (pymdownx.snippets), so what it shows is this file.
+    assert "    --8<--\n    tests/examples/collectors.py\n    --8<--\n" in PAGE.read_text(encoding="utf-8")
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The README's Python example: a chaos test written with the fixtures instead of YAML."""
+"""The docs' Python example ("Writing a scenario"): a chaos test written with the fixtures instead of YAML."""
 
 from __future__ import annotations
 
