@@ -27,6 +27,7 @@ from benchmarks import (
     policy_batching,
     ray_stack,
     stack_start,
+    toxics,
 )
 from benchmarks._result import Result, table
 
@@ -35,6 +36,7 @@ BENCHMARKS: dict[str, Callable[[bool], Result]] = {
     "policy_batching": lambda quick: policy_batching.run(rounds=1 if quick else 2),
     "overhead": lambda quick: overhead.run(rows=16 if quick else 32, rounds=2 if quick else 8),
     "fault_to_verdict": lambda quick: fault_latency.run(repeats=3 if quick else 10),
+    "toxics": lambda quick: toxics.run(repeats=2 if quick else 5),
     "batched_validation": lambda quick: batched_validation.run(batch=64),
     "catalog": lambda _quick: catalog.run(),
     "gate": lambda _quick: gate.run(),

@@ -1,7 +1,10 @@
 """``rollout-chaos gate``: check what was asked, run base then head, compare, write the outputs.
 
 Exit status: 0 when no scenario regressed and every ``--expect-fixed`` scenario went from red to
-green; 1 otherwise; 2 when the gate could not judge (bad usage, a side that ran no scenario).
+green; 1 when one regressed (red, skipped or missing on head after passing on base, unless
+``--allow-skip`` names it) or an expected fix is not there; 2 when the gate could not judge (bad
+usage, a side that ran no scenario, a trainer module the collector could not import, a scenario
+red on base and skipped on head).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Final, TextIO
 
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.gate import render
-from pytest_rollout_chaos.gate.compare import compare
+from pytest_rollout_chaos.gate.compare import EXIT_NOT_JUDGED, compare
 from pytest_rollout_chaos.gate.sides import (
     GateUsageError,
     SideRequest,
@@ -25,14 +28,18 @@ from pytest_rollout_chaos.gate.sides import (
     prepare_tree,
     run_side,
 )
+from pytest_rollout_chaos.gate.verdicts import missing_module
 from pytest_rollout_chaos.scenario.model import SUFFIX, ScenarioFileError, load_scenario
 
-EXIT_CANNOT_JUDGE: Final = 2
+EXIT_CANNOT_JUDGE: Final = EXIT_NOT_JUDGED
 DESCRIPTION: Final = (
     "Run the scenarios (the built-in catalog by default) against a trainer's base tree and its head "
     "tree, same seed, each in its own pytest; print scenario x base x head with the invariants that "
-    "flipped. Exit 1 when head turns a passing scenario red or an --expect-fixed scenario is not red "
-    "on base and green on head, 2 when a side could not be judged, 0 otherwise."
+    "flipped. Exit 1 when head turns a passing scenario red, skipped or missing (a skip is not a fix; "
+    "--allow-skip names an intended one) or an --expect-fixed scenario is not red on base and green "
+    "on head; 2 when something could not be judged: a side that ran no scenario, a trainer module "
+    "the collector could not import (named, with its install line), a scenario red on base and "
+    "skipped or missing on head; 0 otherwise."
 )
 
 
@@ -51,6 +58,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="A scenario the head must fix: red on base, passed on head (repeatable)",
+    )
+    parser.add_argument(
+        "--allow-skip",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="A scenario head may skip or leave out although base passed it; otherwise that is a "
+        "regression (repeatable)",
     )
     parser.add_argument("--seed", type=int, default=0, help="Seed of both sides (default: 0)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="Write the comparison as JSON")
@@ -103,7 +118,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(_cannot_judge(side), file=err)
         print(f"logs kept in {scratch}", file=err)
         return EXIT_CANNOT_JUDGE
-    decision = compare(base.verdicts, head.verdicts, args.expect_fixed)
+    decision = compare(base.verdicts, head.verdicts, args.expect_fixed, args.allow_skip)
     keep = keep or not decision.passed
     if not keep:
         base.log = head.log = None  # removed below: a passing gate leaves nothing behind
@@ -125,14 +140,22 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _request(args: argparse.Namespace) -> SideRequest:
-    """What both sides run; unknown ``--expect-fixed`` names are caught before two long runs."""
+    """What both sides run; unknown ``--expect-fixed`` and ``--allow-skip`` names are caught before
+    two long runs."""
     paths = [str(path) for path in args.scenarios] or [str(bundled.catalog_dir())]
     names = _scenario_names(args.scenarios or [bundled.catalog_dir()])
-    unknown = [name for name in args.expect_fixed if name not in names]
-    if unknown:
+    for option, given in (("--expect-fixed", args.expect_fixed), ("--allow-skip", args.allow_skip)):
+        unknown = [name for name in given if name not in names]
+        if unknown:
+            raise GateUsageError(
+                f"{option} {', '.join(unknown)}: no such scenario among those run "
+                f"(valid: {', '.join(sorted(names))})"
+            )
+    both = sorted(set(args.expect_fixed) & set(args.allow_skip))
+    if both:
         raise GateUsageError(
-            f"--expect-fixed {', '.join(unknown)}: no such scenario among those run "
-            f"(valid: {', '.join(sorted(names))})"
+            f"--expect-fixed and --allow-skip both name {', '.join(both)}: a scenario head must fix "
+            "cannot be one it may skip"
         )
     check_python(args.python)
     return SideRequest(
@@ -162,5 +185,9 @@ def _scenario_names(paths: Sequence[Path]) -> set[str]:
 
 def _cannot_judge(side: SideRun) -> str:
     why = "timed out" if side.timed_out else f"pytest exited {side.exit_code} with no scenario verdicts"
+    missing = missing_module("\n".join(side.output_tail))
+    if missing is not None:
+        install = f"; install it with: {missing.install}" if missing.install else ""
+        why += f": the trainer could not be imported, module {missing.module!r} is missing{install}"
     tail = "\n".join(f"  | {line}" for line in side.output_tail[-20:])
     return f"rollout-chaos gate: the {side.label} run ({side.tree}) {why}; its last lines:\n{tail}"

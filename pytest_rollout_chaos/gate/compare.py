@@ -1,8 +1,12 @@
 """Comparing the two sides scenario by scenario, and the gate's decision.
 
-A regression is a scenario that passed on base and is red on head. An ``--expect-fixed`` scenario
-must be red on base and pass on head. Everything else that changed is shown, not judged: a
-scenario skipped on one side only, or red on both for different invariants.
+A regression is a scenario that passed on base and is red, skipped or missing on head (a skip is
+not a fix: a head that stops running a scenario must not pass for having fixed it); a skip the PR
+means is named with ``--allow-skip``. An ``--expect-fixed`` scenario must be red on base and pass
+on head. What cannot be judged fails neither way but keeps the gate from passing: a scenario red
+on base and skipped or missing on head, and a side whose collector could not import a module of
+the trainer (every such verdict is about the environment, not the trainer). Everything else that
+changed is shown, not judged: red on both sides for different invariants, skipped on base only.
 """
 
 from __future__ import annotations
@@ -11,11 +15,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from pytest_rollout_chaos.gate.verdicts import ScenarioVerdicts
+from pytest_rollout_chaos.gate.verdicts import MissingModule, ScenarioVerdicts
 
-Change = Literal["regression", "fixed", "changed", "same", "base only", "head only"]
+Change = Literal[
+    "regression", "fixed", "not judged", "skip allowed", "changed", "same", "base only", "head only"
+]
+CHANGES: Final[tuple[Change, ...]] = (
+    "fixed",
+    "regression",
+    "not judged",
+    "skip allowed",
+    "changed",
+    "same",
+    "base only",
+    "head only",
+)
 EXIT_PASS: Final = 0
 EXIT_FAIL: Final = 1
+EXIT_NOT_JUDGED: Final = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,18 +59,29 @@ class ScenarioComparison:
 
 @dataclass(frozen=True, slots=True)
 class GateDecision:
-    """Every scenario compared, and why the gate fails (empty when it passes)."""
+    """Every scenario compared; why the gate fails, and what it could not judge.
+
+    A failure (exit 1) is evidence against head and outranks what was not judged (exit 2).
+    """
 
     scenarios: tuple[ScenarioComparison, ...]
     failures: tuple[str, ...] = field(default=())
+    not_judged: tuple[str, ...] = field(default=())
 
     @property
     def passed(self) -> bool:
-        return not self.failures
+        return not self.failures and not self.not_judged
 
     @property
     def exit_code(self) -> int:
-        return EXIT_PASS if self.passed else EXIT_FAIL
+        if self.failures:
+            return EXIT_FAIL
+        return EXIT_NOT_JUDGED if self.not_judged else EXIT_PASS
+
+    @property
+    def verdict(self) -> str:
+        """``PASS``, ``FAIL`` or ``NOT JUDGED``, as the exit code says."""
+        return {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL"}.get(self.exit_code, "NOT JUDGED")
 
     def count(self, change: Change) -> int:
         return sum(1 for scenario in self.scenarios if scenario.change == change)
@@ -63,29 +91,61 @@ def compare(
     base: Mapping[str, ScenarioVerdicts],
     head: Mapping[str, ScenarioVerdicts],
     expect_fixed: Iterable[str] = (),
+    allow_skip: Iterable[str] = (),
 ) -> GateDecision:
-    """Compare ``base`` with ``head``; regressions and unmet ``expect_fixed`` fail the gate."""
-    expected = set(expect_fixed)
+    """Compare ``base`` with ``head``; regressions and unmet ``expect_fixed`` fail the gate.
+
+    ``allow_skip`` names scenarios head may skip or leave out although base passed them.
+    """
+    expected, allowed = set(expect_fixed), set(allow_skip)
     scenarios = tuple(
-        _compare_one(name, base.get(name), head.get(name), name in expected)
+        _compare_one(name, base.get(name), head.get(name), name in expected, name in allowed)
         for name in sorted(set(base) | set(head))
     )
     failures = [
-        f"{s.name}: regression: passed on base, {s.head.outcome if s.head else '?'} on head"
-        + (f" ({s.head.message.splitlines()[0]})" if s.head and s.head.message else "")
+        f"{s.name}: regression: passed on base, {_on_head(s.head)}" + _skip_hint(s)
         for s in scenarios
         if s.change == "regression"
     ]
-    for name in sorted(expected):
-        failures += _unmet(name, base.get(name), head.get(name))
-    return GateDecision(scenarios=scenarios, failures=tuple(failures))
+    failures += [
+        problem
+        for s in scenarios
+        if s.expected_fixed and not _missing(s)  # the environment's fault: not judged below
+        for problem in _unmet(s.name, s.base, s.head)
+    ]
+    failures += [
+        f"{name}: --expect-fixed names a scenario that ran on neither side"
+        for name in sorted(expected - {s.name for s in scenarios})
+    ]
+    not_judged = _missing_on("base", base) + _missing_on("head", head)
+    not_judged += [
+        f"{s.name}: not judged: {s.base.outcome if s.base else '?'} on base, {_on_head(s.head)}; "
+        "a skip is not a fix"
+        for s in scenarios
+        if s.change == "not judged" and not _missing(s)
+    ]
+    return GateDecision(scenarios=scenarios, failures=tuple(failures), not_judged=tuple(not_judged))
 
 
 def _compare_one(
-    name: str, base: ScenarioVerdicts | None, head: ScenarioVerdicts | None, expected_fixed: bool
+    name: str,
+    base: ScenarioVerdicts | None,
+    head: ScenarioVerdicts | None,
+    expected_fixed: bool,
+    allowed_skip: bool,
 ) -> ScenarioComparison:
-    if base is None or head is None:
-        change: Change = "head only" if base is None else "base only"
+    change: Change
+    if (base is not None and base.missing) or (head is not None and head.missing):
+        return ScenarioComparison(name, base, head, "not judged", expected_fixed=expected_fixed)
+    if base is None:
+        return ScenarioComparison(name, base, head, "head only", expected_fixed=expected_fixed)
+    if head is None or head.outcome == "skipped":
+        if base.outcome == "passed":
+            change = "skip allowed" if allowed_skip else "regression"
+        elif base.red:
+            change = "not judged"
+        else:
+            change = "base only" if head is None else "same"
         return ScenarioComparison(name, base, head, change, expected_fixed=expected_fixed)
     flipped = tuple(
         f"{invariant} {base.invariants.get(invariant, '-')}→{head.invariants.get(invariant, '-')}"
@@ -103,16 +163,52 @@ def _compare_one(
     return ScenarioComparison(name, base, head, change, flipped, expected_fixed)
 
 
+def _missing(scenario: ScenarioComparison) -> bool:
+    return any(side is not None and side.missing for side in (scenario.base, scenario.head))
+
+
+def _missing_on(label: str, verdicts: Mapping[str, ScenarioVerdicts]) -> list[str]:
+    """One line per module the side's collector could not import: which scenarios, and how to
+    install it; none when every module was there."""
+    by_module: dict[MissingModule, list[str]] = {}
+    for name, scenario in sorted(verdicts.items()):
+        if scenario.missing is not None:
+            by_module.setdefault(scenario.missing, []).append(name)
+    lines = []
+    for missing, names in by_module.items():
+        install = missing.install or (
+            f"pip install the package that provides {missing.module.split('.')[0]!r} "
+            "into the trainer's environment (the gate's --python)"
+        )
+        lines.append(
+            f"{label}: not judged: the trainer could not be imported in {len(names)} scenario(s) "
+            f"({', '.join(names)}): module {missing.module!r} is missing; install it with: {install}"
+        )
+    return lines
+
+
+def _skip_hint(scenario: ScenarioComparison) -> str:
+    if scenario.head is not None and scenario.head.outcome != "skipped":
+        return ""
+    return f"; a skip is not a fix (if head means to stop running it: --allow-skip {scenario.name})"
+
+
 def _unmet(name: str, base: ScenarioVerdicts | None, head: ScenarioVerdicts | None) -> list[str]:
     """Why ``name`` does not count as fixed: it must be red on base and pass on head."""
-    if base is None and head is None:
-        return [f"{name}: --expect-fixed names a scenario that ran on neither side"]
     problems = []
     if base is None or not base.red:
         problems.append(f"on base it {_ended(base)}, not red")
     if head is None or head.outcome != "passed":
         problems.append(f"on head it {_ended(head)}, not passed")
     return [f"{name}: expected fixed, but " + "; ".join(problems)] if problems else []
+
+
+def _on_head(verdicts: ScenarioVerdicts | None) -> str:
+    """``failed on head (why)``, ``skipped on head (why)``, or ``did not run on head``."""
+    if verdicts is None:
+        return "did not run on head"
+    reason = f" ({verdicts.message.splitlines()[0]})" if verdicts.message else ""
+    return f"{verdicts.outcome} on head{reason}"
 
 
 def _ended(verdicts: ScenarioVerdicts | None) -> str:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_rollout_chaos.gate.compare import GateDecision, ScenarioComparison
+from pytest_rollout_chaos.gate.compare import CHANGES, EXIT_FAIL, EXIT_PASS, GateDecision, ScenarioComparison
 from pytest_rollout_chaos.gate.sides import SideRun
 from pytest_rollout_chaos.gate.verdicts import ScenarioVerdicts
 
@@ -23,13 +23,8 @@ def _change(scenario: ScenarioComparison) -> str:
 
 def summary(decision: GateDecision) -> str:
     """One line: how many scenarios moved which way, and the decision."""
-    counts = ", ".join(
-        f"{decision.count(change)} {change}"
-        for change in ("fixed", "regression", "changed", "same", "base only", "head only")
-        if decision.count(change)
-    )
-    verdict = "PASS" if decision.passed else "FAIL"
-    return f"gate {verdict}: {counts or 'no scenarios'}"
+    counts = ", ".join(f"{decision.count(change)} {change}" for change in CHANGES if decision.count(change))
+    return f"gate {decision.verdict}: {counts or 'no scenarios'}"
 
 
 def text(decision: GateDecision, base: SideRun, head: SideRun) -> str:
@@ -47,22 +42,22 @@ def text(decision: GateDecision, base: SideRun, head: SideRun) -> str:
     lines.append("")
     for side in (base, head):
         lines.append(f"{side.label}: {side.tree} ({side.wall_s:.0f} s, pytest exit {side.exit_code})")
-    lines += [f"  {failure}" for failure in decision.failures]
+    lines += [f"  {failure}" for failure in (*decision.failures, *decision.not_judged)]
     lines.append(summary(decision))
     return "\n".join(lines)
 
 
 def markdown(decision: GateDecision, base: SideRun, head: SideRun, target: str) -> str:
     """A PR comment: the decision first, then what changed, then the unchanged scenarios folded."""
-    mark = "✅" if decision.passed else "❌"
+    mark = {EXIT_PASS: "✅", EXIT_FAIL: "❌"}.get(decision.exit_code, "⚠️")
     lines = [
         f"### {mark} rollout-chaos gate (`{target}`): {summary(decision).removeprefix('gate ')}",
         "",
         f"base `{base.tree.name}` ({base.wall_s:.0f} s) → head `{head.tree.name}` ({head.wall_s:.0f} s)",
         "",
     ]
-    if decision.failures:
-        lines += [f"- **{failure}**" for failure in decision.failures] + [""]
+    if decision.failures or decision.not_judged:
+        lines += [f"- **{line}**" for line in (*decision.failures, *decision.not_judged)] + [""]
     moved = [s for s in decision.scenarios if s.change != "same"]
     still = [s for s in decision.scenarios if s.change == "same"]
     if moved:
@@ -96,7 +91,9 @@ def as_json(
         "head": head.to_json(),
         "passed": decision.passed,
         "exit_code": decision.exit_code,
+        "verdict": decision.verdict,
         "failures": list(decision.failures),
+        "not_judged": list(decision.not_judged),
         "scenarios": [scenario.to_json() for scenario in decision.scenarios],
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

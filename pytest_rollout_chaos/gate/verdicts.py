@@ -1,7 +1,10 @@
 """One side's verdicts, read back from the JUnit XML its pytest wrote.
 
 Each scenario's test case carries its name, its outcome and every invariant's status as JUnit
-properties (``scenario_items.add_junit_properties``); a skipped or broken case has only its message.
+properties (``scenario_items.add_junit_properties``); a skipped or broken case has only its message. A case
+whose collector could not import a module of the trainer keeps that module (and the install line
+an adapter gave): such a verdict says nothing about the trainer's behaviour, so the gate does not
+judge it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,29 @@ MESSAGE_CHARS: Final = 400
 _SKIP_LOCATION: Final = re.compile(r"^\S+:\d+: ")
 # A failing invariant's line in a scenario's story: ``    accounted: FAIL: rows [3] ...``.
 _INVARIANT_FAILED: Final = re.compile(r"^\s+[a-z_]+: (FAIL|UNKNOWN): ")
+# An adapter's ``Upstream.require``: ``module 'megatron' is missing (...); install it with: LINE; or``.
+_ADAPTER_MISSING: Final = re.compile(
+    r"module '(?P<module>[\w.]+)' is missing \(.*?\); install it with: (?P<install>.+?); or point"
+)
+# Python's own words, wherever the collector or its factory raised it.
+_NO_MODULE: Final = re.compile(r"No module named '(?P<module>[\w.]+)'")
+
+
+@dataclass(frozen=True, slots=True)
+class MissingModule:
+    """A module of the trainer that could not be imported, and how to install it when known."""
+
+    module: str
+    install: str = ""
+
+
+def missing_module(text: str) -> MissingModule | None:
+    """The module ``text`` (a failure story, an outcome, a log tail) says could not be imported."""
+    found = _ADAPTER_MISSING.search(text)
+    if found is not None:
+        return MissingModule(found["module"], found["install"].strip())
+    found = _NO_MODULE.search(text)
+    return MissingModule(found["module"]) if found is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +61,7 @@ class ScenarioVerdicts:
     outcome: Outcome
     invariants: Mapping[str, str] = field(default_factory=dict)
     message: str = ""
+    missing: MissingModule | None = None
 
     @property
     def red(self) -> bool:
@@ -45,6 +72,7 @@ class ScenarioVerdicts:
             "outcome": self.outcome,
             "invariants": dict(self.invariants),
             "message": self.message,
+            "missing_module": self.missing.module if self.missing else None,
         }
 
 
@@ -56,7 +84,7 @@ def read_junit(path: Path) -> dict[str, ScenarioVerdicts]:
         name = properties.get("scenario") or _scenario_name(case.get("name") or "")
         if not name:
             continue
-        outcome, message = _outcome(case)
+        outcome, message, text = _outcome(case)
         found[name] = ScenarioVerdicts(
             name=name,
             outcome=outcome,
@@ -66,6 +94,7 @@ def read_junit(path: Path) -> dict[str, ScenarioVerdicts]:
                 if key.startswith("invariant:")
             },
             message=message,
+            missing=missing_module(properties.get("outcome", "") + "\n" + text),
         )
     return found
 
@@ -75,13 +104,14 @@ def _scenario_name(case_name: str) -> str:
     return "" if "[" in case_name else case_name
 
 
-def _outcome(case: ElementTree.Element) -> tuple[Outcome, str]:
+def _outcome(case: ElementTree.Element) -> tuple[Outcome, str, str]:
+    """How the case ended, why in short, and its whole text."""
     for tag, outcome in _TAGS:
         element = case.find(tag)
         if element is not None:
             text = element.text or element.get("message") or ""
-            return outcome, _why(_SKIP_LOCATION.sub("", text) if outcome == "skipped" else text)
-    return "passed", ""
+            return outcome, _why(_SKIP_LOCATION.sub("", text) if outcome == "skipped" else text), text
+    return "passed", "", ""
 
 
 def _why(text: str) -> str:

@@ -14,7 +14,7 @@ from tests.integration.toxiproxy._toxiproxy_testlib import read_until_closed
 async def test_refused_and_closed_while_down(echo_net: NetRig) -> None:
     open_client = await echo_net.connect()
     try:
-        assert await open_client.roundtrip_s() < 0.05
+        assert await open_client.roundtrip_s() < 0.25
         async with applied(Down(target=LINK), echo_net.ctx):
             data, _ = await read_until_closed(open_client, timeout_s=5.0)
             assert data == b"", "the open connection is closed"
@@ -24,6 +24,6 @@ async def test_refused_and_closed_while_down(echo_net: NetRig) -> None:
         open_client.close()
     healed = await echo_net.connect()
     try:
-        assert await healed.roundtrip_s() < 0.05
+        assert await healed.roundtrip_s() < 0.25
     finally:
         healed.close()

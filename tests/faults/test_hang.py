@@ -22,7 +22,7 @@ async def test_client_gives_up_while_armed(hooked: Hooked) -> None:
         started = time.monotonic()
         with pytest.raises(asyncio.TimeoutError):
             await hooked.post("/run", {}, timeout_s=0.5)
-        assert time.monotonic() - started == pytest.approx(0.5, abs=0.25)
+        assert 0.45 <= time.monotonic() - started <= 2.25  # the client's own 0.5 s
     finally:
         await heal_recorded(fault, ctx)
     assert (await hooked.post("/run", {}))[0] == 200
@@ -55,6 +55,6 @@ async def test_max_hang_bounds_the_wait(hooked: Hooked) -> None:
         started = time.monotonic()
         status, _ = await hooked.post("/run", {}, timeout_s=5.0)
         assert status == 200
-        assert time.monotonic() - started == pytest.approx(0.4, abs=0.25)
+        assert 0.38 <= time.monotonic() - started <= 1.9  # max_hang_s, far below the client's 5 s
     finally:
         await heal_recorded(fault, ctx)

@@ -23,4 +23,4 @@ async def test_eof_arrives_late(blast_net: NetRig) -> None:
         finally:
             client.close()
     assert len(data) == 10
-    assert took_s == pytest.approx(0.3, rel=0.2)
+    assert 0.285 <= took_s <= 1.5  # delay_ms=300

@@ -24,7 +24,7 @@ async def test_zero_is_a_blackhole_seen_as_a_read_timeout(echo_net: NetRig) -> N
         client.close()
     fresh = await echo_net.connect()
     try:
-        assert await fresh.roundtrip_s() < 0.05, "healing lets data through again"
+        assert await fresh.roundtrip_s() < 0.25, "healing lets data through again"
     finally:
         fresh.close()
 
@@ -41,4 +41,4 @@ async def test_a_timeout_closes_the_connection_without_data(echo_net: NetRig) ->
         finally:
             client.close()
     assert data == b""
-    assert took_s == pytest.approx(0.3, rel=0.2)
+    assert 0.285 <= took_s <= 1.5  # timeout_ms=300

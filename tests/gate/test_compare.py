@@ -1,24 +1,36 @@
-"""The gate's decision: regressions and unmet --expect-fixed fail it; other changes are shown only."""
+"""The gate's decision: regressions (a skip on head included) and unmet --expect-fixed fail it; what
+cannot be judged (red on base and skipped on head, a trainer module missing) keeps it from passing;
+other changes are shown only."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
+from xml.sax.saxutils import escape
 
 import pytest
 
+from pytest_rollout_chaos.collector import contract
+from pytest_rollout_chaos.collector.adapters.upstream import Upstream
+from pytest_rollout_chaos.collector.protocol import Collector, CollectorContext
 from pytest_rollout_chaos.gate import render
 from pytest_rollout_chaos.gate.compare import compare
 from pytest_rollout_chaos.gate.sides import SideRun
-from pytest_rollout_chaos.gate.verdicts import ScenarioVerdicts, read_junit
+from pytest_rollout_chaos.gate.verdicts import MissingModule, ScenarioVerdicts, read_junit
 
 PASS = {"accounted": "PASS", "no_silent_short_count": "PASS"}
 FAIL = {"accounted": "FAIL", "no_silent_short_count": "FAIL"}
 
 
 def _v(
-    name: str, outcome: str, invariants: dict[str, str] | None = None, message: str = ""
+    name: str,
+    outcome: str,
+    invariants: dict[str, str] | None = None,
+    message: str = "",
+    missing: MissingModule | None = None,
 ) -> ScenarioVerdicts:
-    return ScenarioVerdicts(name, outcome, invariants or {}, message)  # type: ignore[arg-type]
+    return ScenarioVerdicts(name, outcome, invariants or {}, message, missing)  # type: ignore[arg-type]
 
 
 def test_a_fixed_scenario_passes_the_gate_and_names_the_flipped_invariants() -> None:
@@ -57,19 +69,95 @@ def test_an_expected_fix_that_is_green_on_both_sides_fails_the_gate() -> None:
 
 
 @pytest.mark.parametrize(
-    ("base", "head", "change"),
+    ("base", "head", "change", "exit_code"),
     [
-        ("passed", "skipped", "changed"),
-        ("failed", "error", "changed"),
-        ("error", "passed", "fixed"),
-        ("passed", "error", "regression"),
-        ("skipped", "skipped", "same"),
+        ("passed", "skipped", "regression", 1),
+        ("passed", None, "regression", 1),
+        ("failed", "error", "changed", 0),
+        ("error", "passed", "fixed", 0),
+        ("passed", "error", "regression", 1),
+        ("failed", "skipped", "not judged", 2),
+        ("error", None, "not judged", 2),
+        ("skipped", "skipped", "same", 0),
+        ("skipped", None, "base only", 0),
+        (None, "failed", "head only", 0),
     ],
 )
-def test_only_passed_to_red_is_a_regression(base: str, head: str, change: str) -> None:
-    decision = compare({"x": _v("x", base)}, {"x": _v("x", head)})
+def test_passed_to_red_skipped_or_missing_is_a_regression_and_red_to_skipped_is_not_judged(
+    base: str | None, head: str | None, change: str, exit_code: int
+) -> None:
+    decision = compare(
+        {"x": _v("x", base)} if base else {},
+        {"x": _v("x", head)} if head else {},
+    )
     assert decision.scenarios[0].change == change
-    assert decision.passed is (change != "regression")
+    assert decision.exit_code == exit_code
+    assert decision.passed is (exit_code == 0)
+
+
+def test_a_skip_is_not_a_fix() -> None:
+    base = {"x": _v("x", "passed"), "y": _v("y", "failed", FAIL), "z": _v("z", "passed")}
+    head = {"x": _v("x", "skipped", message="native-style scenario; gym only"), "y": _v("y", "skipped")}
+    decision = compare(base, head)
+    assert decision.exit_code == 1  # a regression outranks what was not judged
+    assert decision.failures == (
+        "x: regression: passed on base, skipped on head (native-style scenario; gym only); a skip is "
+        "not a fix (if head means to stop running it: --allow-skip x)",
+        "z: regression: passed on base, did not run on head; a skip is not a fix "
+        "(if head means to stop running it: --allow-skip z)",
+    )
+    assert decision.not_judged == ("y: not judged: failed on base, skipped on head; a skip is not a fix",)
+    assert render.summary(decision) == "gate FAIL: 2 regression, 1 not judged"
+
+    allowed = compare(base, head, allow_skip=["x", "z"])
+    assert {s.name: s.change for s in allowed.scenarios} == {
+        "x": "skip allowed",
+        "y": "not judged",
+        "z": "skip allowed",
+    }
+    assert allowed.failures == ()
+    assert allowed.exit_code == 2
+    assert allowed.verdict == "NOT JUDGED"
+    assert render.summary(allowed) == "gate NOT JUDGED: 1 not judged, 2 skip allowed"
+
+
+def test_an_expected_fix_that_head_skips_is_unmet() -> None:
+    decision = compare({"x": _v("x", "failed", FAIL)}, {"x": _v("x", "skipped")}, ["x"])
+    assert decision.scenarios[0].change == "not judged"
+    assert decision.failures == ("x: expected fixed, but on head it skipped, not passed",)
+    assert decision.exit_code == 1
+
+
+MEGATRON = MissingModule("megatron", "pip install megatron-core")
+
+
+def test_a_side_that_cannot_import_the_trainer_is_not_judged_naming_the_module() -> None:
+    """Red on both sides for a missing module used to read "same", and green on base then red on
+    head a regression of the trainer; neither says anything about the trainer."""
+    base = {
+        "x": _v("x", "passed", PASS),
+        "y": _v("y", "failed", FAIL, missing=MissingModule("megatron")),
+        "z": _v("z", "failed", FAIL),
+    }
+    head = {
+        "x": _v("x", "failed", FAIL, missing=MEGATRON),
+        "y": _v("y", "failed", FAIL, missing=MEGATRON),
+        "z": _v("z", "passed", PASS, missing=MEGATRON),
+    }
+    decision = compare(base, head, expect_fixed=["z"])
+    assert [s.change for s in decision.scenarios] == ["not judged"] * 3
+    assert decision.failures == ()
+    assert decision.exit_code == 2
+    assert decision.not_judged == (
+        "base: not judged: the trainer could not be imported in 1 scenario(s) (y): module 'megatron' is "
+        "missing; install it with: pip install the package that provides 'megatron' into the trainer's "
+        "environment (the gate's --python)",
+        "head: not judged: the trainer could not be imported in 3 scenario(s) (x, y, z): module "
+        "'megatron' is missing; install it with: pip install megatron-core",
+    )
+    table = render.text(decision, SideRun("base", Path("a")), SideRun("head", Path("b")))
+    assert "  head: not judged: the trainer could not be imported in 3 scenario(s)" in table
+    assert table.splitlines()[-1] == "gate NOT JUDGED: 3 not judged"
 
 
 def test_red_on_both_sides_for_other_invariants_is_shown_as_changed() -> None:
@@ -147,3 +235,65 @@ def test_the_markdown_leads_with_the_decision_and_folds_what_did_not_change(tmp_
         "flipped",
     ]
     assert table.splitlines()[-1] == "gate PASS: 1 fixed, 1 same"
+
+
+def _raised(call: Callable[[], object]) -> str:
+    try:
+        call()
+    except Exception as error:
+        return str(error)
+    raise AssertionError(f"{call} did not raise")
+
+
+def _missing_factory(ctx: CollectorContext) -> Collector:
+    import rollout_chaos_no_such_module  # type: ignore[import-not-found]  # noqa: F401
+
+    raise AssertionError("unreachable: the import above raises")
+
+
+def test_a_missing_trainer_module_is_read_from_any_of_the_three_ways_a_scenario_reports_it(
+    tmp_path: Path,
+) -> None:
+    """The factory raising (a contract error), the collector raising (the outcome), an adapter's
+    import check (with its install line): each message as the real code writes it."""
+    factory_raised = _raised(
+        lambda: contract.build_collector(_missing_factory, cast(CollectorContext, None), who="collector 'x'")
+    )
+    adapter = _raised(
+        Upstream("nemo_rl", ("rollout_chaos_no_such_adapter_module",), "pip install a-b").require
+    )
+    cases = [
+        (
+            "by-factory",
+            "",
+            f"<failure>scenario failed\n\nCollectorContractError:\n  {escape(factory_raised)}</failure>",
+        ),
+        (
+            "by-collect",
+            "the collector raised ModuleNotFoundError: No module named 'megatron.core'",
+            "<failure>scenario failed</failure>",
+        ),
+        (
+            "by-adapter",
+            f"the collector raised CollectorTargetError: {escape(adapter)}",
+            "<failure>x</failure>",
+        ),
+        ("unrelated", "the collector returned 4 rollouts for 4 rows (4 completed)", ""),
+    ]
+    path = tmp_path / "junit.xml"
+    path.write_text(
+        "<testsuites><testsuite>"
+        + "".join(
+            f'<testcase name="{name}"><properties><property name="scenario" value="{name}"/>'
+            f'<property name="outcome" value="{outcome}"/></properties>{body}</testcase>'
+            for name, outcome, body in cases
+        )
+        + "</testsuite></testsuites>"
+    )
+    verdicts = read_junit(path)
+    assert verdicts["by-factory"].missing == MissingModule("rollout_chaos_no_such_module")
+    assert verdicts["by-collect"].missing == MissingModule("megatron.core")
+    assert verdicts["by-adapter"].missing == MissingModule(
+        "rollout_chaos_no_such_adapter_module", "pip install a-b"
+    )
+    assert verdicts["unrelated"].missing is None

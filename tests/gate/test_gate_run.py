@@ -1,7 +1,9 @@
 """``rollout-chaos gate`` end to end: two real pytest runs over two trees, compared.
 
 The trees are tiny trainer packages whose collector is a known-bug collector on base and the
-reference on head, so a fix and (swapped) a regression are real verdicts of real runs.
+reference on head, so a fix and (swapped) a regression are real verdicts of real runs; a head whose
+collector skips every train-mode scenario, or cannot import a module it needs, is judged from what
+its pytest really reported.
 """
 
 from __future__ import annotations
@@ -23,13 +25,30 @@ SCENARIOS = [
 TARGET = "gated_trainer.collector:factory"
 
 
-def _tree(root: Path, collector_module: str) -> Path:
-    """A trainer tree whose ``gated_trainer.collector.factory`` is ``collector_module``'s."""
+def _tree(root: Path, collector_module: str, source: str = "") -> Path:
+    """A trainer tree whose ``gated_trainer.collector.factory`` is ``collector_module``'s, or the
+    one ``source`` defines."""
     package = root / "gated_trainer"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    (package / "collector.py").write_text(f"from {collector_module} import factory  # noqa: F401\n")
+    (package / "collector.py").write_text(source or f"from {collector_module} import factory  # noqa: F401\n")
     return root
+
+
+# The reference, declaring that it collects only in validation mode: every train scenario skips.
+SKIPS_TRAIN = """from pytest_rollout_chaos.collector.reference import factory as reference
+
+
+def factory(ctx):
+    return reference(ctx)
+
+
+factory.modes = ("validation",)
+"""
+# A trainer whose collection code imports a module its environment lacks.
+MISSING_MODULE = """def factory(ctx):
+    import rollout_chaos_gate_absent_module  # noqa: F401
+"""
 
 
 @pytest.fixture
@@ -101,3 +120,35 @@ def test_bad_usage_is_caught_before_anything_runs(
     )
     assert _gate(buggy, buggy.parent / "nowhere") == 2
     assert "nowhere: no such folder or archive" in capsys.readouterr().err
+
+
+def test_a_skip_on_head_is_a_regression_or_not_judged_never_a_fix(
+    trees: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    buggy, _ = trees
+    skipping = _tree(buggy.parent / "skips-train", "", SKIPS_TRAIN)
+    assert _gate(buggy, skipping) == 1
+    out, err = capsys.readouterr()
+    assert "baseline: regression: passed on base, skipped on head (train-mode scenario;" in out, out + err
+    assert "--allow-skip baseline" in out
+    assert "short-results: not judged: failed on base, skipped on head" in out
+    assert out.splitlines()[-1] == "gate FAIL: 1 regression, 1 not judged"
+
+    assert _gate(buggy, skipping, "--allow-skip", "baseline") == 2
+    out, err = capsys.readouterr()
+    assert out.splitlines()[-1] == "gate NOT JUDGED: 1 not judged, 1 skip allowed", out + err
+
+
+def test_a_head_that_cannot_import_the_trainer_is_not_judged_naming_the_module(
+    trees: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, fixed = trees
+    broken = _tree(fixed.parent / "missing-module", "", MISSING_MODULE)
+    assert _gate(fixed, broken) == 2
+    out, err = capsys.readouterr()
+    assert (
+        "head: not judged: the trainer could not be imported in 2 scenario(s) (baseline, short-results): "
+        "module 'rollout_chaos_gate_absent_module' is missing; install it with: pip install the package "
+        "that provides 'rollout_chaos_gate_absent_module'" in out
+    ), out + err
+    assert out.splitlines()[-1] == "gate NOT JUDGED: 2 not judged"

@@ -12,7 +12,7 @@ from tests.integration.toxiproxy._toxiproxy_testlib import Client, Rig, read_unt
 @pytest.mark.asyncio
 async def test_disable_refuses_new_and_closes_open_connections(echo_rig: Rig) -> None:
     client = await echo_rig.connect()
-    assert await client.roundtrip_s() < 0.05
+    assert await client.roundtrip_s() < 0.25
     disabled = await echo_rig.api.set_enabled(echo_rig.proxy.name, False)
     assert disabled.enabled is False
     _data, _error = await read_until_closed(client, timeout_s=2.0)  # EOF or reset, but closed
@@ -24,7 +24,7 @@ async def test_disable_refuses_new_and_closes_open_connections(echo_rig: Rig) ->
     assert enabled.listen == echo_rig.proxy.listen  # the same port again
     again = await echo_rig.connect()
     try:
-        assert await again.roundtrip_s() < 0.05
+        assert await again.roundtrip_s() < 0.25
     finally:
         again.close()
 
@@ -36,7 +36,7 @@ async def test_reset_enables_disabled_proxies(echo_rig: Rig) -> None:
     assert (await echo_rig.api.proxies())[echo_rig.proxy.name].enabled
     client = await echo_rig.connect()
     try:
-        assert await client.roundtrip_s() < 0.05
+        assert await client.roundtrip_s() < 0.25
     finally:
         client.close()
 

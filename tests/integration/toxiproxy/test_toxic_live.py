@@ -14,14 +14,16 @@ async def test_toxic_changes_apply_to_an_open_connection(echo_rig: Rig) -> None:
     api, name = echo_rig.api, echo_rig.proxy.name
     client = await echo_rig.connect()
     try:
-        assert await client.roundtrip_s() < 0.05
-        await api.add_toxic(name, type="latency", attributes={"latency": 300})
-        assert 0.300 <= await client.roundtrip_s() <= 0.360
-        updated = await api.update_toxic(name, "latency_downstream", attributes={"latency": 100})
-        assert updated.attributes["latency"] == 100
-        assert 0.100 <= await client.roundtrip_s() <= 0.120 + 0.02
+        assert await client.roundtrip_s() < 0.25
+        # Lower bounds show a toxic acts; 300 ms (at least 0.3 s) against the rest (under 0.25 s) tells
+        # the update and the removal apart.
+        await api.add_toxic(name, type="latency", attributes={"latency": 50})
+        assert 0.050 <= await client.roundtrip_s() < 0.25
+        updated = await api.update_toxic(name, "latency_downstream", attributes={"latency": 300})
+        assert updated.attributes["latency"] == 300
+        assert 0.300 <= await client.roundtrip_s() <= 1.5
         await api.remove_toxic(name, "latency_downstream")
-        assert await client.roundtrip_s() < 0.05
+        assert await client.roundtrip_s() < 0.25
     finally:
         client.close()
 
@@ -47,7 +49,7 @@ async def test_reset_peer_added_to_an_open_connection_ends_it(
 ) -> None:
     client = await echo_rig.connect()
     try:
-        assert await client.roundtrip_s() < 0.05
+        assert await client.roundtrip_s() < 0.25
         await echo_rig.api.add_toxic(echo_rig.proxy.name, type="reset_peer", attributes={"timeout": 0})
         client.writer.write(b"hello\n")
         data, error = await read_until_closed(client, timeout_s=2.0)

