@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from pytest_rollout_chaos.faults import registry
+from pytest_rollout_chaos.faults import families
 from pytest_rollout_chaos.scenario import vocabulary
 
 FAULTS_MARKER: Final = "<!-- generated: fault reference -->"
@@ -33,7 +34,7 @@ FAMILY_TITLES: Final = {
 def fault_facts(cls: type[Any]) -> tuple[str, str, tuple[str, ...]]:
     """``(kind, family, targets)`` of a registered fault class: the one place the page reads them."""
     kind = str(cls.kind)
-    return kind, vocabulary.category(kind) or "other", vocabulary.targets_for(kind)
+    return kind, families.category(kind) or "other", vocabulary.targets_for(kind)
 
 
 def render() -> str:

@@ -18,7 +18,18 @@ import pytest
 TESTS: Final = Path(__file__).resolve().parent
 PACKAGE: Final = TESTS.parent / "pytest_rollout_chaos"
 SUITES: Final = frozenset(
-    {"adapters", "catalog", "examples", "integration", "nemo_gym", "plugin", "programs", "reliability"}
+    {
+        "adapters",
+        "catalog",
+        "ci",
+        "docs",
+        "examples",
+        "integration",
+        "nemo_gym",
+        "plugin",
+        "programs",
+        "reliability",
+    }
 )
 FREE_NAMES: Final = frozenset({"programs", "examples"})  # folders whose files keep their own names
 DATA: Final = "data"
