@@ -17,8 +17,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, Final
 
-from pytest_rollout_chaos.faults import registry
-from pytest_rollout_chaos.faults import families
+from pytest_rollout_chaos.faults import families, registry
 from pytest_rollout_chaos.scenario import vocabulary
 
 FAULTS_MARKER: Final = "<!-- generated: fault reference -->"
