@@ -5,13 +5,23 @@ from __future__ import annotations
 from collections import Counter
 from typing import ClassVar
 
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, describe, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    describe,
+    not_judged,
+    story,
+    verdict,
+)
 
 
 class Accounted:
     name: ClassVar[str] = "accounted"
 
     def check(self, observation: Observation) -> Verdict:
+        if not observation.rows:
+            return not_judged(self.name, "no row was requested, so there is nothing to account for")
         if observation.raised is not None:
             return verdict(
                 self.name,

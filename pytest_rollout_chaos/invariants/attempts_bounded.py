@@ -7,13 +7,14 @@ row: the rollout's ``attempts`` is at most ``max_attempts`` (``CollectorSettings
 (the fault layer's record; a request cut before any answer does not count, since NeMo Gym's
 transport resends those by itself) are at most ``attempts``, and at most ``max_attempts`` also
 when the collector raised. Whether a completed row was answered at all is ``corroborated``'s.
+With no rollout handed back and no ``/run`` answer on record, there is nothing to count: NOT_JUDGED.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, story, verdict
+from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
 from pytest_rollout_chaos.invariants.served import Served, served
 
 
@@ -28,14 +29,18 @@ class AttemptsBounded:
             return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
         record = served(observation.history)
         answered = _answered(record) if record.style == "gym" else {}
+        handed = [rollout for rollout in observation.rollouts or () if rollout is not None]
+        if not handed and not answered:
+            return not_judged(
+                self.name,
+                "nothing to count: no rollout came back and the record holds no answered /run",
+            )
         problems = [
             f"row {row}: the servers answered {count} /run requests for it, above max_attempts={limit}"
             for row, count in sorted(answered.items())
             if count > limit
         ]
-        for rollout in observation.rollouts or ():
-            if rollout is None:
-                continue
+        for rollout in handed:
             row, attempts = rollout.row_index, rollout.attempts
             if attempts > limit:
                 problems.append(f"row {row}: attempts={attempts}, above max_attempts={limit}")

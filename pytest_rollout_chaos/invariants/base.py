@@ -2,7 +2,9 @@
 
 An invariant judges only from the History, the requested rows, what the collector returned or
 raised, and the timing; it never touches a server (faults inject, checkers judge). A checker
-returns a Verdict and never raises; ``compose.check_all`` turns one that does into UNKNOWN.
+returns a Verdict and never raises; ``compose.check_all`` turns one that does into UNKNOWN. One
+that finds nothing of what it judges returns NOT_JUDGED with the reason (``not_judged``), never a
+PASS over nothing: a raise, which hands the trainer nothing, is judged.
 The helpers here write the shared parts of a failure story: what was requested, what the
 faults did and when, and what came back.
 """
@@ -22,15 +24,23 @@ EVIDENCE_LIMIT = 12
 
 
 class Status(enum.Enum):
-    """Worst first when sorted by ``rank``: FAIL beats UNKNOWN beats PASS (Jepsen's merge)."""
+    """Worst first when sorted by ``rank``: FAIL beats UNKNOWN beats NOT_JUDGED beats PASS.
+
+    Jepsen's merge, with one more state below UNKNOWN: NOT_JUDGED is an invariant that found
+    nothing of what it judges (no failure to isolate, no multi-turn rollout, no server record),
+    and says why. It is no evidence against the collector, so it ranks under UNKNOWN; it is no
+    evidence for it either, so a merge that holds one is never PASS. Whether it fails a scenario
+    is the scenario's call: a listed invariant that was not judged makes it vacuous.
+    """
 
     PASS = "PASS"
+    NOT_JUDGED = "NOT_JUDGED"
     UNKNOWN = "UNKNOWN"
     FAIL = "FAIL"
 
     @property
     def rank(self) -> int:
-        return {"PASS": 0, "UNKNOWN": 1, "FAIL": 2}[self.value]
+        return {"PASS": 0, "NOT_JUDGED": 1, "UNKNOWN": 2, "FAIL": 3}[self.value]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +104,11 @@ class Checker(Protocol):
 
 def verdict(name: str, status: Status, summary: str, evidence: Sequence[str] = ()) -> Verdict:
     return Verdict(name, status, summary, tuple(evidence))
+
+
+def not_judged(name: str, reason: str) -> Verdict:
+    """The verdict of an invariant that found nothing of what it judges: NOT_JUDGED, and why."""
+    return Verdict(name, Status.NOT_JUDGED, reason)
 
 
 def requested_text(observation: Observation) -> str:

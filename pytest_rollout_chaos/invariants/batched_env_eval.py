@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from pytest_rollout_chaos.history import Event
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, story, verdict
+from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
 
 Group = tuple[int, str]  # (model turns so far, task group)
 
@@ -27,9 +27,7 @@ class BatchedEnvEval:
         history = observation.history
         served = history.events(source="resources", op="step_batch")
         if not served:
-            return verdict(
-                self.name, Status.UNKNOWN, "the environment served no step_batch call (gym style has none)"
-            )
+            return not_judged(self.name, "the environment served no step_batch call (gym style has none)")
         groups = [_groups(event) for event in served]
         if any(found is None for found in groups):
             return verdict(

@@ -7,7 +7,7 @@ nobody waits for, or returns rollouts as if nothing happened. When the History s
 itself (not swallowed it, not wrapped it in another error), within ``BOUND_S`` of the cancel,
 and started no request after it (``sends.sent_after``; NeMo Gym's transport resending an
 unanswered ``/run`` is left out). Without an outside
-cancellation there is nothing to judge.
+cancellation there is nothing to judge: NOT_JUDGED.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import ClassVar, Final
 
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, story, verdict
+from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
 from pytest_rollout_chaos.invariants.sends import sent_after
 
 BOUND_S: Final = 3.0
@@ -32,7 +32,7 @@ class CancelHonoured:
             if event.data.get("fault") == "cancel" and event.data.get("cancelled")
         ]
         if not cancels:
-            return verdict(self.name, Status.PASS, "nobody cancelled the collection from outside")
+            return not_judged(self.name, "nobody cancelled the collection from outside")
         cancelled_at = cancels[0].t
         ended = observation.ended_at
         if ended is None:

@@ -35,17 +35,24 @@ def check_all(observation: Observation, checkers: Iterable[Checker | str] | None
 
 
 def worst(verdicts: Sequence[Verdict]) -> Status:
-    """FAIL over UNKNOWN over PASS; no verdicts at all is UNKNOWN (nothing was judged)."""
+    """FAIL over UNKNOWN over NOT_JUDGED over PASS; no verdicts at all is UNKNOWN (nothing was judged)."""
     if not verdicts:
         return Status.UNKNOWN
     return max((verdict.status for verdict in verdicts), key=lambda status: status.rank)
 
 
-def assert_all_pass(verdicts: Sequence[Verdict], *, allow_unknown: bool = False) -> None:
-    """Raise ``InvariantViolation`` listing every verdict that is not PASS."""
+def assert_all_pass(
+    verdicts: Sequence[Verdict], *, allow_unknown: bool = False, allow_not_judged: bool = False
+) -> None:
+    """Raise ``InvariantViolation`` listing every verdict that is not PASS.
+
+    An invariant asked for by name that found nothing to judge (NOT_JUDGED) fails too, as it does
+    a scenario that lists it, unless ``allow_not_judged`` says the caller checks a generic list.
+    """
     __tracebackhide__ = True
-    bad = [
-        v for v in verdicts if v.status is Status.FAIL or (v.status is Status.UNKNOWN and not allow_unknown)
-    ]
+    allowed = {Status.PASS}
+    allowed |= {Status.UNKNOWN} if allow_unknown else set()
+    allowed |= {Status.NOT_JUDGED} if allow_not_judged else set()
+    bad = [v for v in verdicts if v.status not in allowed]
     if bad:
         raise InvariantViolation("\n".join(verdict.render() for verdict in bad))

@@ -4,13 +4,14 @@ Jepsen's checkers hold a client's claims against what the servers saw; here the 
 rollout's status. It needs at least one turn, and that row's successful ``/run`` (gym style) or
 model call (native style) in the fault layer's record (``served``): a row whose every ``/run``
 failed, reported as completed with a placeholder turn, is training data nobody generated.
+With no such claim, or no record to hold it against, nothing is judged (NOT_JUDGED).
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, story, verdict
+from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
 from pytest_rollout_chaos.invariants.served import served
 
 
@@ -24,12 +25,11 @@ class Corroborated:
             return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
         claimed = [r for r in observation.rollouts if r is not None and r.status != "aborted"]
         if not claimed:
-            return verdict(self.name, Status.PASS, "no rollout claims to have completed")
+            return not_judged(self.name, "no rollout claims to have completed: every one came back aborted")
         record = served(observation.history)
         if record.style is None:
-            return verdict(
+            return not_judged(
                 self.name,
-                Status.UNKNOWN,
                 f"{len(claimed)} rollouts claim to have run, but the History holds no server-side record "
                 "of /run or model calls (no fault layer in front of the servers?), so none can be "
                 "corroborated",

@@ -1,10 +1,22 @@
-"""``finite_logprobs``: no NaN, Inf or null logprob reaches the trainer in a non-aborted rollout."""
+"""``finite_logprobs``: no NaN, Inf or null logprob reaches the trainer in a non-aborted rollout.
+
+A returned batch whose rollouts hand back no logprob at all (every row aborted, no turns) holds
+nothing to judge: NOT_JUDGED. A raise hands the trainer nothing, which is judged and holds.
+"""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, describe, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    describe,
+    not_judged,
+    story,
+    verdict,
+)
 from pytest_rollout_chaos.invariants.rules import bad_logprob
 
 
@@ -16,17 +28,21 @@ class FiniteLogprobs:
             if observation.raised is not None:
                 return verdict(self.name, Status.PASS, "the collector raised; no logprob reached the trainer")
             return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
+        handed = [r for r in observation.rollouts if r is not None and r.status != "aborted" and r.turns]
+        if not handed:
+            return not_judged(
+                self.name, "no logprob was handed back: no rollout that is not aborted has a turn"
+            )
+        count = sum(len(turn.generation_log_probs) for rollout in handed for turn in rollout.turns)
         bad = []
-        for rollout in observation.rollouts:
-            if rollout is None or rollout.status == "aborted":
-                continue
+        for rollout in handed:
             reason = bad_logprob(rollout.turns)
             if reason is not None:
                 bad.append(
                     f"row {rollout.row_index} ({rollout.status}, {rollout.attempts} attempts): {reason}"
                 )
         if not bad:
-            return verdict(self.name, Status.PASS, "every logprob handed back is a finite number")
+            return verdict(self.name, Status.PASS, f"each of {count} logprobs handed back is a finite number")
         history = observation.history
         evidence = bad + describe(
             [event for event in history if event.source == "fault" or event.op == "retry"][-6:], history

@@ -11,7 +11,15 @@ from __future__ import annotations
 from typing import ClassVar, Final
 
 from pytest_rollout_chaos.history import Event
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, describe, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    describe,
+    not_judged,
+    story,
+    verdict,
+)
 
 TRAJECTORY_FAULTS: Final = frozenset(
     {"trajectory_exception", "http_error", "nan_logprobs", "prefix_drift", "malformed_json", "hang"}
@@ -52,7 +60,9 @@ class IsolatedFailures:
         bad = failed_rows(events) & set(observation.requested)
         infra = infrastructure_events(events)
         if not bad:
-            return verdict(self.name, Status.PASS, "no trajectory failed on a server; nothing to isolate")
+            return not_judged(
+                self.name, "no trajectory failed on a server, so there was no failure to isolate"
+            )
         siblings = sorted(set(observation.requested) - bad)
         evidence = describe([event for event in events if event.data.get("row") in bad][-8:], history)
         if observation.raised is not None:

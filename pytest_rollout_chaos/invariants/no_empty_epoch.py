@@ -12,19 +12,27 @@ from __future__ import annotations
 from collections import Counter
 from typing import ClassVar
 
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, describe, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    describe,
+    not_judged,
+    story,
+    verdict,
+)
 
 
 class NoEmptyEpoch:
     name: ClassVar[str] = "no_empty_epoch"
 
     def check(self, observation: Observation) -> Verdict:
+        if not observation.rows:
+            return not_judged(self.name, "no row was requested, so no batch could be empty")
         if observation.raised is not None:
             return verdict(self.name, Status.PASS, "the collector raised instead of handing back a batch")
         if observation.rollouts is None:
             return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
-        if not observation.rows:
-            return verdict(self.name, Status.PASS, "no row was requested")
         present = [rollout for rollout in observation.rollouts if rollout is not None]
         usable = [rollout for rollout in present if rollout.status != "aborted"]
         if usable:

@@ -12,7 +12,15 @@ import re
 from typing import ClassVar, Final
 
 from pytest_rollout_chaos.history import Event
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, describe, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    describe,
+    not_judged,
+    story,
+    verdict,
+)
 from pytest_rollout_chaos.invariants.rules import chain
 
 _NUMBER: Final = re.compile(r"\b\d+\b")
@@ -24,6 +32,8 @@ class NoSilentShortCount:
     name: ClassVar[str] = "no_silent_short_count"
 
     def check(self, observation: Observation) -> Verdict:
+        if not observation.rows:
+            return not_judged(self.name, "no row was requested, so no count can come up short")
         if observation.raised is not None:
             return self._judge_raised(observation, observation.raised)
         if observation.rollouts is None:

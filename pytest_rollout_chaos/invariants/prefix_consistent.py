@@ -1,10 +1,22 @@
-"""``prefix_consistent``: turn k+1's prompt extends turn k's prompt + generation, or the row is aborted."""
+"""``prefix_consistent``: turn k+1's prompt extends turn k's prompt + generation, or the row is aborted.
+
+Judged on every returned rollout that is not aborted and has two turns or more; with none of
+those (single-turn tasks, every row aborted) there is no prefix to keep: NOT_JUDGED.
+"""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, describe, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    describe,
+    not_judged,
+    story,
+    verdict,
+)
 from pytest_rollout_chaos.invariants.rules import prefix_mismatch
 
 
@@ -16,15 +28,24 @@ class PrefixConsistent:
             if observation.raised is not None:
                 return verdict(self.name, Status.PASS, "the collector raised; no tokens reached the trainer")
             return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
+        multi_turn = [
+            r for r in observation.rollouts if r is not None and r.status != "aborted" and len(r.turns) > 1
+        ]
+        if not multi_turn:
+            return not_judged(
+                self.name, "no returned rollout has two turns or more, so no prefix had to be kept"
+            )
         bad = []
-        for rollout in observation.rollouts:
-            if rollout is None or rollout.status == "aborted":
-                continue
+        for rollout in multi_turn:
             reason = prefix_mismatch(rollout.turns)
             if reason is not None:
                 bad.append(f"row {rollout.row_index}: {reason}")
         if not bad:
-            return verdict(self.name, Status.PASS, "every multi-turn rollout extends its own earlier tokens")
+            return verdict(
+                self.name,
+                Status.PASS,
+                f"each of {len(multi_turn)} multi-turn rollouts extends its own earlier tokens",
+            )
         history = observation.history
         return verdict(
             self.name,

@@ -2,6 +2,7 @@
 
 The one bare ``CancelledError`` that hides nothing is the caller's own: when the collection was
 cancelled from outside (the ``cancel`` fault), raising it is what ``cancel_honoured`` asks for.
+A collection that neither raised nor aborted a rollout showed no failure to name: NOT_JUDGED.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import ClassVar
 
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, story, verdict
+from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
 from pytest_rollout_chaos.invariants.rules import chain, hides_root_cause, informative
 
 
@@ -43,10 +44,15 @@ class RootCauseVisible:
             return verdict(self.name, Status.PASS, f"raised {type(raised).__name__}: {str(raised)[:160]}")
         if observation.rollouts is None:
             return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
+        aborted = [r for r in observation.rollouts if r is not None and r.status == "aborted"]
+        if not aborted:
+            return not_judged(
+                self.name, "nothing failed: the collector raised nothing and aborted no rollout"
+            )
         hidden = [
             f"row {rollout.row_index}: error={rollout.error!r}"
-            for rollout in observation.rollouts
-            if rollout is not None and rollout.status == "aborted" and not informative(rollout.error)
+            for rollout in aborted
+            if not informative(rollout.error)
         ]
         if hidden:
             return verdict(
@@ -59,7 +65,7 @@ class RootCauseVisible:
                 ),
                 hidden,
             )
-        return verdict(self.name, Status.PASS, "every aborted rollout names its cause")
+        return verdict(self.name, Status.PASS, f"each of {len(aborted)} aborted rollouts names its cause")
 
 
 def cancelled_from_outside(observation: Observation) -> bool:

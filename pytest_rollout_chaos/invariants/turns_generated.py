@@ -5,7 +5,8 @@ completed (or truncated) rollout's turns must be, in count and in order, what on
 successful ``/run`` answers generated (gym style), or each one a generation the policy answered
 for that row (native style; rows sharing a prompt may be untied, so the record is the pool of
 the row's and the untied answers). Dropped or truncated turns on drift, or a turn the model
-never produced, fail. Fingerprints (``history.fingerprint``) are compared, not the ids.
+never produced, fail. Fingerprints (``history.fingerprint``) are compared, not the ids. With no
+rollout handing back turns, or no record to hold them against, nothing is judged (NOT_JUDGED).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import ClassVar
 
 from pytest_rollout_chaos.collector.protocol import Rollout
 from pytest_rollout_chaos.history import fingerprint, fingerprint_length
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, story, verdict
+from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
 from pytest_rollout_chaos.invariants.served import Served, served
 
 
@@ -29,12 +30,11 @@ class TurnsGenerated:
             return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
         claimed = [r for r in observation.rollouts if r is not None and r.status != "aborted" and r.turns]
         if not claimed:
-            return verdict(self.name, Status.PASS, "no rollout hands back turns to train on")
+            return not_judged(self.name, "no rollout hands back turns to train on")
         record = served(observation.history)
         if record.style is None:
-            return verdict(
+            return not_judged(
                 self.name,
-                Status.UNKNOWN,
                 f"{len(claimed)} rollouts hand back turns, but the History holds no server-side record of "
                 "generations (no fault layer in front of the servers?), so none can be checked",
             )

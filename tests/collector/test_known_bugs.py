@@ -89,7 +89,8 @@ async def test_known_bug_fails_under_its_fault_and_names_the_bug(module: str) ->
 @pytest.mark.parametrize("module", sorted(FAULTS))
 async def test_known_bug_passes_without_the_fault(module: str) -> None:
     status, text = await _judge(_factory(module), module, faulty=False)
-    assert status is Status.PASS, text
+    # without the fault some invariants find nothing to judge (no failure to isolate): never a FAIL
+    assert status in (Status.PASS, Status.NOT_JUDGED), text
 
 
 @pytest.mark.asyncio

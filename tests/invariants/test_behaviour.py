@@ -59,8 +59,8 @@ def test_isolated_failures_allows_raising_when_most_rows_failed() -> None:
     )
 
 
-def test_isolated_failures_vacuous_pass_without_failures() -> None:
-    assert IsolatedFailures().check(observe(2, all_ok(2))).status is Status.PASS
+def test_isolated_failures_is_not_judged_without_failures() -> None:
+    assert IsolatedFailures().check(observe(2, all_ok(2))).status is Status.NOT_JUDGED
 
 
 def _served(history: History, tasks: list[str], turn: int) -> None:
@@ -113,8 +113,8 @@ def test_batched_env_eval_judges_what_was_served_not_what_the_collector_says() -
         assert "2 of task 'code' at turn 1, 2 of task 'math' at turn 1" in verdict.summary
 
 
-def test_batched_env_eval_unknown_without_a_served_record() -> None:
-    assert BatchedEnvEval().check(observe(2, all_ok(2))).status is Status.UNKNOWN
+def test_batched_env_eval_not_judged_without_a_served_record_unknown_with_a_bare_one() -> None:
+    assert BatchedEnvEval().check(observe(2, all_ok(2))).status is Status.NOT_JUDGED
     history = History()
     history.append("collector", "info", "env_step", {"task": "math", "batch_size": 1, "turn": 0})
     history.append("resources", "info", "step_batch", {"batch_size": 1, "tasks": ["math"]})

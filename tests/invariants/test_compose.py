@@ -97,3 +97,10 @@ def test_assert_all_pass_lists_every_failing_verdict() -> None:
     with pytest.raises(InvariantViolation, match="crashing: UNKNOWN"):
         assert_all_pass(check_all(observe(1, all_ok(1)), [_Crashing()]))
     assert_all_pass(check_all(observe(1, all_ok(1)), [_Crashing()]), allow_unknown=True)
+
+
+def test_assert_all_pass_fails_an_invariant_that_judged_nothing_unless_allowed() -> None:
+    verdicts = check_all(observe(2, all_ok(2)), ["accounted", "isolated_failures"])
+    with pytest.raises(InvariantViolation, match="isolated_failures: NOT_JUDGED: no trajectory failed"):
+        assert_all_pass(verdicts)
+    assert_all_pass(verdicts, allow_not_judged=True)

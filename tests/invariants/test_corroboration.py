@@ -118,13 +118,13 @@ def test_aborted_rollouts_are_not_claims() -> None:
     history = History()
     run_answered(history, 0, [], status=500)
     observation = observe(1, [rollout(0, "aborted", error="HTTP 500 from the agent")], history=history)
-    assert Corroborated().check(observation).status is Status.PASS
-    assert TurnsGenerated().check(observation).status is Status.PASS
+    assert Corroborated().check(observation).status is Status.NOT_JUDGED
+    assert TurnsGenerated().check(observation).status is Status.NOT_JUDGED
 
 
 @pytest.mark.parametrize("checker", [Corroborated(), TurnsGenerated()], ids=lambda checker: checker.name)
 def test_without_a_server_record_nothing_can_be_corroborated(checker: Corroborated | TurnsGenerated) -> None:
-    assert checker.check(observe(1, [rollout(0)])).status is Status.UNKNOWN
+    assert checker.check(observe(1, [rollout(0)])).status is Status.NOT_JUDGED
     assert checker.check(observe(1, None, raised=RuntimeError("agent down"))).status is Status.PASS
 
 

@@ -129,8 +129,8 @@ def test_invented_logprobs_in_native_style_fail() -> None:
     assert result.evidence[0].startswith("row 0 (count:sum:weighted sum): turn 0: 3:0.000000:0.000000")
 
 
-def test_without_a_record_of_logprobs_it_is_unknown() -> None:
-    assert LogprobsGenerated().check(observe(1, [rollout(0)])).status is Status.UNKNOWN
+def test_without_a_record_of_logprobs_it_is_not_judged() -> None:
+    assert LogprobsGenerated().check(observe(1, [rollout(0)])).status is Status.NOT_JUDGED
 
 
 def test_digests_agree_within_the_tolerance_and_at_the_same_bad_position() -> None:
@@ -166,16 +166,26 @@ def test_a_reward_from_another_row_fails_with_both_values() -> None:
     )
 
 
-def test_rewards_are_not_judged_for_turns_no_answer_generated_or_in_native_style() -> None:
+def test_turns_no_answer_generated_are_held_against_every_answer_of_the_row() -> None:
     other = [Turn([1], [40, 41], [-0.1, -0.2])]
+    same = RewardsRecorded().check(observe(1, [rollout(0, turns=other, reward=1.0)], history=answered(1)))
+    assert same.status is Status.PASS
+    assert "all 1 completed or truncated rollouts" in same.summary
     result = RewardsRecorded().check(observe(1, [rollout(0, turns=other, reward=5.0)], history=answered(1)))
-    assert result.status is Status.PASS
-    assert "0 of 1 rollouts" in result.summary
-    native = History()
-    native.append("policy", "ok", "POST /v1/chat/completions", {"link": "collector->policy", "row": 0})
-    result = RewardsRecorded().check(observe(1, [rollout(0)], history=native))
-    assert result.status is Status.PASS
-    assert result.summary.startswith("not judged in native style")
+    assert result.status is Status.FAIL
+    assert result.evidence == (
+        "row 0: reward 5.0, but no /run answered row 0 with it (its /run answered rewards [1.0])",
+    )
+
+
+def test_a_completed_rollout_with_a_reward_and_no_turns_fails_when_its_row_never_answered() -> None:
+    history = answered(5)
+    run_answered(history, 5, status=500)
+    outcome = [rollout(row) for row in range(5)] + [rollout(5, turns=[], reward=0.0)]
+    result = RewardsRecorded().check(observe(6, outcome, history=history))
+    assert result.status is Status.FAIL
+    assert result.evidence == ("row 5: reward 0.0, but no /run answered row 5 with a reward",)
+    assert "1 rollouts carry a reward" in result.summary
 
 
 # -- attempts_bounded -------------------------------------------------------------------------

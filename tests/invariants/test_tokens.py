@@ -40,8 +40,8 @@ def test_prefix_consistent_fails_on_drift_passed_through() -> None:
     assert verdict.evidence[0].startswith("row 1: prefix mismatch at turn 1")
 
 
-def test_prefix_consistent_passes_consistent_or_aborted() -> None:
+def test_prefix_consistent_passes_consistent_and_leaves_aborted_unjudged() -> None:
     assert PrefixConsistent().check(observe(3, all_ok(3))).status is Status.PASS
     aborted = [rollout(0, "aborted", turns=turns(drift=True), error="prefix mismatch at turn 1")]
-    assert PrefixConsistent().check(observe(1, aborted)).status is Status.PASS
+    assert PrefixConsistent().check(observe(1, aborted)).status is Status.NOT_JUDGED
     assert PrefixConsistent().check(observe(1, None)).status is Status.UNKNOWN

@@ -151,7 +151,8 @@ async def test_known_bug_fails_under_its_fault(run: Run, module: str) -> None:
 async def test_known_bug_passes_without_its_fault(run: Run, module: str) -> None:
     observation = await _observe(run, _factory(module), deadline_s=FAULTS[module][2] + 10.0)
     [verdict] = check_all(observation, [get(KNOWN_BUGS[module])])
-    assert verdict.status is Status.PASS, verdict.render()
+    # without the fault some invariants find nothing to judge (no failure to isolate): never a FAIL
+    assert verdict.status in (Status.PASS, Status.NOT_JUDGED), verdict.render()
 
 
 def _native(run: Run) -> Run:
