@@ -4,7 +4,8 @@ The fault layer sits in front of every server and writes one event per request u
 server's source: ``invoke``, then ``ok``/``fail`` with the HTTP status, or ``info`` when the
 connection was cut; an ``ok`` lists a ``history.fingerprint`` per model call its answer
 generated (``generations``), a ``history.logprob_digest`` of each one's logprobs
-(``logprobs``) and, for a ``/run``, its ``reward``. That record is the judge's witness,
+(``logprobs``) and, for a ``/run``, its ``reward`` and the model calls whose prompt ids drifted
+(``drifted``). That record is the judge's witness,
 independent of the collector: in gym style the agents' ``/run`` answers (one per attempt,
 ``_rowidx`` in the request), in native style the policy's chat or completions answers on the
 collector's own link (tied to a row by its prompt; several rows sharing a prompt may leave some
@@ -35,6 +36,7 @@ class Call:
     logprobs: tuple[str, ...] = ()  # one ``history.logprob_digest`` per generation, when recorded
     reward: float | None = None  # a ``/run`` answer's reward
     t: float = 0.0  # when the request ended
+    drifted: tuple[int, ...] = ()  # a ``/run`` answer's model calls whose prompt ids drifted
 
     @property
     def succeeded(self) -> bool:
@@ -94,6 +96,7 @@ def _by_row(style: Literal["gym", "native"], events: Sequence[Event]) -> Served:
             logprobs=tuple(str(value) for value in event.data.get("logprobs") or ()),
             reward=_number(event.data.get("reward")),
             t=event.t,
+            drifted=tuple(int(index) for index in event.data.get("drifted") or () if isinstance(index, int)),
         )
         row = event.data.get("row")
         if isinstance(row, int) and not isinstance(row, bool):

@@ -6,7 +6,8 @@ leaves, ``info`` when the connection was cut), with the row when the layer can t
 (``rows.RowIndex``). An ``ok`` whose answer, as it leaves, carries generated token ids (a
 ``/run`` result, a ``/v1/responses`` or chat/completions answer) lists one ``fingerprint`` per
 model call under ``generations`` and one ``logprob_digest`` under ``logprobs``, and a ``/run``
-result its ``reward``: the servers' side of what a collector may hand back as turns, at a fixed
+result its ``reward`` (and under ``drifted`` the model calls whose prompt ids do not extend the
+previous call's): the servers' side of what a collector may hand back as turns, at a fixed
 ~25 bytes per generation and one pass over a body already decoded. Then, in this
 order, the effects of the rules it hits:
 
@@ -189,7 +190,8 @@ async def _send_upstream(
 
 
 def _generated(document: Any) -> dict[str, Any]:
-    """What an answer generated, as recorded: fingerprints, logprob digests and a ``/run`` reward."""
+    """What an answer generated, as recorded: fingerprints, logprob digests and, for a ``/run``, its
+    reward and which model calls' prompt ids drifted."""
     calls = rewrite.answer_calls(document)
     facts: dict[str, Any] = {}
     if calls:
@@ -198,6 +200,9 @@ def _generated(document: Any) -> dict[str, Any]:
     reward = rewrite.answer_reward(document)
     if reward is not None:
         facts["reward"] = reward
+        drifted = rewrite.answer_drift(document)
+        if drifted:
+            facts["drifted"] = drifted
     return facts
 
 

@@ -8,7 +8,8 @@ they are nested: chat ``choices[].logprobs.content[].logprob``, completions
 answer's ``tokens``, and generated ids in ``token_ids``, ``generation_token_ids`` or chat
 logprob tokens spelled ``token_id:N`` (vLLM's ``return_tokens_as_token_ids``).
 ``answer_calls`` reads what one answer generated and the logprobs it reported, per model call,
-and ``answer_reward`` a ``/run`` result's reward, for the History.
+``answer_reward`` a ``/run`` result's reward, and ``answer_drift`` which of its model calls' prompt
+ids drifted from the previous call's, for the History.
 """
 
 from __future__ import annotations
@@ -235,6 +236,31 @@ def answer_calls(document: Any) -> list[tuple[list[int], list[Any]]]:
         if ids:
             found.append((ids, values))
     return found
+
+
+def answer_drift(document: Any) -> list[int]:
+    """The model calls of a Gym answer (a ``/run`` result) whose prompt ids do not start with the
+    previous call's prompt + generation ids: where the row's prompt drifted. Calls whose items
+    carry no ``prompt_token_ids`` are not compared."""
+    if not isinstance(document, dict):
+        return []
+    response = document.get("response")
+    output = response.get("output") if isinstance(response, dict) else document.get("output")
+    items = output if isinstance(output, list) else []
+    calls = [
+        (_ids(item.get("prompt_token_ids")), ids)
+        for item in items
+        if isinstance(item, dict) and (ids := _ids(item.get("generation_token_ids")))
+    ]
+    drifted = []
+    for index in range(1, len(calls)):
+        (before, generated), (prompt, _) = calls[index - 1], calls[index]
+        if before is None or prompt is None:
+            continue
+        expected = before + generated
+        if prompt[: len(expected)] != expected:
+            drifted.append(index)
+    return drifted
 
 
 def answer_reward(document: Any) -> float | None:

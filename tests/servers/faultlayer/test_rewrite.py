@@ -115,3 +115,20 @@ def test_answer_calls_pairs_each_generation_with_the_logprobs_it_reported() -> N
     assert rewrite.answer_calls(completions) == [([4, 5], [-1.0, None])]
     assert rewrite.answer_reward(chat) is None
     assert rewrite.answer_reward({"reward": True, "response": {}}) is None
+
+
+def test_answer_drift_names_the_model_calls_whose_prompt_does_not_extend_the_previous_one() -> None:
+    def run(*calls: tuple[list[int], list[int]]) -> dict[str, object]:
+        items = [
+            {"prompt_token_ids": prompt, "generation_token_ids": generated} for prompt, generated in calls
+        ]
+        return {"reward": 1.0, "response": {"output": items}}
+
+    kept = run(([1, 5], [7, 2]), ([1, 5, 7, 2, 9], [8, 2]), ([1, 5, 7, 2, 9, 8, 2, 4], [3]))
+    assert rewrite.answer_drift(kept) == []
+    drifted = run(([1, 5], [7, 2]), ([1, 5, 7, 3, 9], [8, 2]), ([1, 5, 7, 3, 9, 8, 2, 4], [3]))
+    assert rewrite.answer_drift(drifted) == [1]
+    assert rewrite.answer_drift(run(([1, 5], [7, 2]))) == []
+    no_prompts = {"response": {"output": [{"generation_token_ids": [5, 2]}, {"generation_token_ids": [7]}]}}
+    assert rewrite.answer_drift(no_prompts) == []
+    assert rewrite.answer_drift({"choices": []}) == []
