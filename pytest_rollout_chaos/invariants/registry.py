@@ -1,7 +1,16 @@
-"""The built-in invariants by name (DESIGN 3.5); an explicit tuple, greppable, no import magic."""
+"""The built-in invariants by name (DESIGN 3.5); an explicit tuple, greppable, no import magic.
+
+``STANDING`` names the invariants every scenario is judged by, listed in ``expect.invariants``
+or not: what no collector may get away with anywhere. Those that hold the collector's claims
+against the servers' records (every row accounted for, finite logprobs, rollouts that happened,
+turns, logprobs and rewards the servers produced, bounded retries) and the empty-epoch check.
+A scenario lists what is specific to it; ``judged`` gives its full list. A standing invariant
+that finds nothing to judge says NOT_JUDGED silently; a listed one makes the scenario vacuous.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 from pytest_rollout_chaos.invariants.accounted import Accounted
@@ -44,6 +53,22 @@ CHECKERS: Final[tuple[Checker, ...]] = (
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)
+STANDING: Final[tuple[str, ...]] = (
+    "accounted",
+    "finite_logprobs",
+    "corroborated",
+    "turns_generated",
+    "logprobs_generated",
+    "rewards_recorded",
+    "attempts_bounded",
+    "no_empty_epoch",
+)
+
+
+def judged(listed: Iterable[str]) -> tuple[str, ...]:
+    """The invariants a scenario is judged by: those it lists, in its order, then each standing
+    one it does not list, in ``STANDING`` order; each name once."""
+    return tuple(dict.fromkeys([*listed, *STANDING]))
 
 
 def get(name: str) -> Checker:

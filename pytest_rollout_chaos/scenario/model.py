@@ -136,10 +136,15 @@ class RolloutConditions:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Expectation:
+    """``expect:``; ``not_judged`` maps a listed invariant to why it may judge nothing here, and
+    ``witness`` a witness name to the least count the run must show."""
+
     invariants: tuple[str, ...]
     raises: Raises | None = None
     rollouts: RolloutConditions | None = None
     within_s: float = 60.0
+    not_judged: Mapping[str, str] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
+    witness: Mapping[str, int] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -271,9 +276,12 @@ def _expectation(parsed: s.Parsed) -> Expectation:
         if values["aborted_rows"] is not None:
             values["aborted_rows"] = tuple(values["aborted_rows"])
         conditions = RolloutConditions(**values)
+    not_judged, witness = parsed["not_judged"], parsed["witness"]
     return Expectation(
         invariants=tuple(parsed["invariants"]),
         raises=Raises(**raises.values) if raises is not None else None,
         rollouts=conditions,
         within_s=parsed["within_s"],
+        not_judged=types.MappingProxyType(dict(not_judged.values) if not_judged is not None else {}),
+        witness=types.MappingProxyType(dict(witness.values) if witness is not None else {}),
     )

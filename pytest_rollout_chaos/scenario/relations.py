@@ -4,7 +4,10 @@ The workload fixes the rows: ``len(tasks) x rows_per_task x generations_per_prom
 task by task, with ``_rowidx`` 0..N-1 (as ``engine.run.build_rows`` makes them). The stack
 fixes which servers run. A fault's target, ``row``, ``nth`` and trigger, and the counts of
 ``expect.rollouts``, must fit those, and ``expect`` must not contradict itself: such a
-scenario could pass only by never testing what it says.
+scenario could pass only by never testing what it says. For the same reason a scenario with no
+fault step names a witness (``expect.witness``: what must have happened for it to test
+anything), each witness must be one the workload can show, and ``expect.not_judged`` names only
+invariants the scenario lists (an unlisted one that finds nothing to judge is already silent).
 
 The rules read whatever of the file could be read (``spec.Parsed`` leaves out the keys that
 were wrong), so one ``rollout-chaos validate`` shows every problem. A rule whose inputs are
@@ -28,6 +31,12 @@ TASK_OF_AGENT: Final = dict(zip(v.AGENT_INSTANCES, v.TASK_NAMES, strict=True))
 # Targets that are not servers of ``stack.servers``: nothing has to be started for them.
 _NOT_STARTED: Final = (v.COLLECTOR, v.GYM_CLIENT)
 RETRY_HINT: Final = "; to aim at a retry, give the fault a row: nth then counts that row's attempts"
+# Witnesses that count rows, and those a workload style can never show (with why).
+_ROW_WITNESSES: Final = ("rows_answered", "prompt_ids_drifted", "multi_turn_rows")
+_NEVER_IN_STYLE: Final = {
+    "prompt_ids_drifted": ("native", "drift is read from /run answers, and native style sends none"),
+    "task_groups_stepped": ("gym", "the agents step the environment per row; only native style batches it"),
+}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -127,6 +136,14 @@ def check(scenario: s.Parsed, problems: s.Problems) -> None:
     expect = scenario.part("expect")
     if isinstance(expect, s.Parsed):
         rules.expect(expect)
+        faults = scenario.part("faults")
+        if faults is not None and not faults and "witness" not in expect.lines:
+            problems.add(
+                scenario.lines.get("expect", expect.line),
+                "expect.witness",
+                "a scenario with no fault step must name what has to happen for it to test anything "
+                f"(valid: {', '.join(v.WITNESSES)}; e.g. witness: {{multi_turn_rows: 1}})",
+            )
 
 
 def _known_values(scenario: s.Parsed, key: str, table: s.Section) -> Mapping[str, Any]:
@@ -269,6 +286,45 @@ class _Rules:
         if isinstance(rollouts, s.Parsed):
             self.counts(rollouts)
             self.conditions(rollouts)
+        not_judged = expect.part("not_judged")
+        listed = expect.values.get("invariants")
+        if isinstance(not_judged, s.Parsed) and listed is not None:
+            self.not_judged(not_judged, listed, lines.get("invariants", expect.line))
+        witness = expect.part("witness")
+        if isinstance(witness, s.Parsed):
+            self.witnesses(witness)
+
+    def not_judged(self, not_judged: s.Parsed, listed: Sequence[str], listed_line: int) -> None:
+        """``expect.not_judged`` excuses only invariants the scenario lists."""
+        for name in not_judged.values:
+            if name not in listed:
+                self.problems.add(
+                    not_judged.lines[name],
+                    f"expect.not_judged.{name}",
+                    f"{name} is not in expect.invariants (line {listed_line}): an invariant the scenario "
+                    "does not list is not judged silently already; list it, or remove it here",
+                )
+
+    def witnesses(self, witness: s.Parsed) -> None:
+        """Each witness must be one the workload can show, as often as asked."""
+        shape = self.shape
+        total = shape.total
+        for name, least in witness.values.items():
+            at = _At(witness.lines[name], f"expect.witness.{name}")
+            if name in _ROW_WITNESSES and total is not None and least > total:
+                self.problems.add(
+                    at.line, at.field, f"{least} exceeds the workload's {total} rows {shape.valid(1, total)}"
+                )
+            never = _NEVER_IN_STYLE.get(name)
+            if never is not None and shape.style == never[0]:
+                self.problems.add(at.line, at.field, f"never seen in {never[0]} style: {never[1]}")
+            if name == "task_groups_stepped" and shape.tasks is not None and least > len(shape.tasks):
+                self.problems.add(
+                    at.line,
+                    at.field,
+                    f"{least} exceeds the workload's {len(shape.tasks)} task groups "
+                    f"(valid: 1..{len(shape.tasks)}; workload.tasks)",
+                )
 
     def counts(self, rollouts: s.Parsed) -> None:
         """Counts and rows of ``expect.rollouts`` against the workload."""

@@ -449,3 +449,64 @@ class Section:
         if self.doc:
             schema["description"] = self.doc
         return schema
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MappingOf:
+    """A mapping whose keys are names from a closed set, each with a value read by ``value``.
+
+    Read into a ``Parsed`` holding only the keys given, so rules can name each key's line.
+    """
+
+    keys: tuple[str, ...]
+    value: Spec
+    what: str = "name"
+    min_items: int = 0
+
+    def parse(self, node: yaml.Node, field: str, problems: Problems) -> Parsed:
+        values: dict[str, Any] = {}
+        lines: dict[str, int] = {}
+        bad: set[str] = set()
+        items, doubtful = readable_items(node, field, problems)
+        failed = doubtful is not None
+        for key, key_node, value_node in items:
+            if key not in self.keys:
+                problems.reject(
+                    key_node,
+                    join(field, key),
+                    f"unknown {self.what} {key!r} (valid: {choices_text(self.keys)})",
+                )
+                failed = True
+                continue
+            lines[key] = line_of(key_node)
+            try:
+                values[key] = self.value.parse(value_node, join(field, key), problems)
+            except Rejected:
+                failed = True
+                bad.add(key)
+        for key in doubtful or ():
+            values.pop(key, None)
+            bad.add(key)
+        parsed = Parsed(values, line_of(node), lines, frozenset(bad))
+        if not failed and len(values) < self.min_items:
+            raise problems.reject(
+                node,
+                field,
+                f"expected at least {self.min_items} {self.what} name(s), got {len(values)} "
+                f"(valid: {choices_text(self.keys)})",
+                parsed,
+            )
+        if failed:
+            raise Rejected(parsed)
+        return parsed
+
+    def json_schema(self) -> JsonSchema:
+        value = self.value.json_schema()
+        schema: JsonSchema = {
+            "type": "object",
+            "properties": {key: dict(value) for key in self.keys},
+            "additionalProperties": False,
+        }
+        if self.min_items:
+            schema["minProperties"] = self.min_items
+        return schema

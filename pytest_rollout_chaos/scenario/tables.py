@@ -101,8 +101,21 @@ EXPECT: Final = s.Section(
         s.Field(
             "invariants",
             s.ListOf(s.Choice(v.INVARIANTS, "invariant"), min_items=1, unique=True),
-            "invariants that must hold, by name",
+            "invariants that must hold and must find something to judge, by name (besides the standing "
+            f"ones every scenario is judged by: {', '.join(v.STANDING_INVARIANTS)})",
             True,
+        ),
+        s.Field(
+            "not_judged",
+            s.MappingOf(v.INVARIANTS, s.Text(what="the reason"), "invariant", min_items=1),
+            "listed invariants that may find nothing to judge on this scenario, each with the reason "
+            "(otherwise one that judged nothing fails the scenario as vacuous)",
+        ),
+        s.Field(
+            "witness",
+            s.MappingOf(v.WITNESSES, s.Integer(1), "witness", min_items=1),
+            "what must have happened for the scenario to test anything: witness name -> the least "
+            "count seen (required when there is no fault step)",
         ),
         s.Field("within_s", s.Number(0.0, exclusive=True), "deadline of the whole scenario", default=60.0),
     ),

@@ -1,4 +1,5 @@
-"""The closed sets of names the scenario format uses: fault kinds, servers, links, invariants, triggers.
+"""The closed sets of names the scenario format uses: fault kinds, servers, links, invariants,
+witnesses, triggers.
 
 These names are part of the scenario format and of the plugin's interface. Fault kinds and their
 families come from ``faults.families``; fault *parameters* from the fault registry (see ``params``).
@@ -10,6 +11,7 @@ from typing import Final, Literal
 
 from pytest_rollout_chaos.faults import families
 from pytest_rollout_chaos.invariants import registry as invariant_registry
+from pytest_rollout_chaos.invariants import witnesses
 from pytest_rollout_chaos.servers.gym.tasks import AGENT_FOR_TASK, TASKS
 
 FAULT_KINDS: Final = families.FAULT_KINDS
@@ -37,6 +39,8 @@ FIXED_TARGETS: Final[dict[str, tuple[str, ...]]] = {
 
 # The invariants' own registry names them; the format accepts exactly those.
 INVARIANTS: Final = invariant_registry.NAMES
+STANDING_INVARIANTS: Final = invariant_registry.STANDING
+WITNESSES: Final = witnesses.NAMES
 
 TriggerKind = Literal["start", "after_completed", "after_s", "on_request"]
 TRIGGERS: Final = ("start", "after_completed", "after_s", "on_request")

@@ -81,7 +81,8 @@ def test_native_style_and_environment_latency_run_on_real_servers(tmp_path: Path
     scenario.write_text(
         "name: x\ndescription: d\nstack: {env_latency_ms_per_call: 5, env_latency_ms_per_item: 1}\n"
         "workload: {tasks: [calculator], style: native}\n"
-        "expect: {invariants: [accounted, batched_env_eval], within_s: 5}\n"
+        "expect: {invariants: [accounted, batched_env_eval], within_s: 5,\n"
+        "  witness: {task_groups_stepped: 1}}\n"
     )
     assert not_applicable(load_scenario(scenario), _stack(REAL, tmp_path)) is None
 

@@ -22,6 +22,7 @@ workload: {rows_per_task: 2, tasks: [calculator, echo]}
 expect:
   rollouts: {all_completed: true}
   invariants: [accounted, no_silent_short_count, finite_logprobs, prefix_consistent, bounded]
+  witness: {rows_answered: 4}
   within_s: 20
 """
 
@@ -56,6 +57,7 @@ workload: {rows_per_task: 3, tasks: [calculator, echo], mode: validation, style:
 expect:
   rollouts: {min_completed: 3}
   invariants: [accounted, batched_env_eval, finite_logprobs, bounded]
+  witness: {task_groups_stepped: 2}
   within_s: 30
 """
 

@@ -13,6 +13,7 @@ description: the project's own scenario
 upstream: ["example/repo#1"]
 expect:
   invariants: [accounted]
+  witness: {rows_answered: 1}
 """
 BUILTIN = sorted(path.name.removesuffix(".chaos.yaml") for path in bundled.catalog_dir().glob("*.chaos.yaml"))
 

@@ -17,6 +17,7 @@ workload:
   rows_per_task: 2
 expect:
   invariants: [accounted]
+  witness: {rows_answered: 1}
 """
 
 

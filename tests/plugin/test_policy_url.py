@@ -34,7 +34,7 @@ SCENARIO = """
 name: tiny
 description: one echo row
 workload: {rows_per_task: 1, tasks: [echo]}
-expect: {invariants: [accounted], within_s: 30}
+expect: {invariants: [accounted], within_s: 30, witness: {rows_answered: 1}}
 """
 
 

@@ -16,6 +16,7 @@ name: {name}
 description: Nothing but a baseline.
 expect:
   invariants: [accounted]
+  witness: {{rows_answered: 1}}
 """
 
 

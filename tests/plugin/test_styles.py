@@ -14,6 +14,7 @@ workload:
   style: native
 expect:
   invariants: [accounted, batched_env_eval]
+  witness: {task_groups_stepped: 1}
 """
 
 COLLECTORS = """

@@ -30,6 +30,8 @@ description: a base scenario
 expect:
   invariants: [accounted]
 """
+# A file with no fault step names what must happen for it to test anything (a line of ``expect``).
+WITNESS = "  witness: {multi_turn_rows: 1}\n"
 
 
 def problems(text: str) -> list[str]:
@@ -86,8 +88,10 @@ def test_the_nan_example_keeps_only_the_parameters_written() -> None:
 
 
 def test_defaults_of_a_minimal_file() -> None:
-    scenario = load(BASE)
+    scenario = load(BASE + WITNESS)
     assert scenario.faults == ()
+    assert dict(scenario.expect.witness) == {"multi_turn_rows": 1}
+    assert dict(scenario.expect.not_judged) == {}
     assert scenario.stack.servers == ("policy", "model", "resources", "agent", "head")
     assert scenario.workload.tasks == ("calculator",)
     assert scenario.expect.within_s == 60.0
@@ -95,8 +99,8 @@ def test_defaults_of_a_minimal_file() -> None:
 
 
 def test_unknown_top_level_key_lists_the_valid_ones() -> None:
-    assert problems(BASE + "tagz: [x]\n") == [
-        "s.chaos.yaml:5: tagz: unknown key (valid: name, description, tags, upstream, stack, workload, "
+    assert problems(BASE + WITNESS + "tagz: [x]\n") == [
+        "s.chaos.yaml:6: tagz: unknown key (valid: name, description, tags, upstream, stack, workload, "
         "faults, expect)"
     ]
 
@@ -190,16 +194,16 @@ def test_bad_triggers(trigger: str, expected: str) -> None:
 
 
 def test_wrong_types() -> None:
-    text = BASE + "workload:\n  rows_per_task: four\n  tasks: calculator\nstack:\n  agents: true\n"
+    text = BASE + WITNESS + "workload:\n  rows_per_task: four\n  tasks: calculator\nstack:\n  agents: true\n"
     assert problems(text) == [
-        "s.chaos.yaml:6: workload.rows_per_task: invalid value 'four' (valid: an integer >= 1)",
-        "s.chaos.yaml:7: workload.tasks: expected a list, got 'calculator'",
-        "s.chaos.yaml:9: stack.agents: invalid value True (valid: an integer >= 1)",
+        "s.chaos.yaml:7: workload.rows_per_task: invalid value 'four' (valid: an integer >= 1)",
+        "s.chaos.yaml:8: workload.tasks: expected a list, got 'calculator'",
+        "s.chaos.yaml:10: stack.agents: invalid value True (valid: an integer >= 1)",
     ]
 
 
 def test_unknown_invariant_and_repeated_one() -> None:
-    text = "name: x\ndescription: d\nexpect:\n  invariants: [acounted, bounded, bounded]\n"
+    text = "name: x\ndescription: d\nexpect:\n  invariants: [acounted, bounded, bounded]\n" + WITNESS
     assert problems(text) == [
         "s.chaos.yaml:4: expect.invariants[0]: unknown invariant 'acounted' (valid: accounted, "
         "no_silent_short_count, isolated_failures, finite_logprobs, prefix_consistent, batched_env_eval, "
@@ -219,7 +223,7 @@ def test_missing_required_keys_point_at_the_mapping() -> None:
 
 def test_raises_and_rollouts_exclude_each_other() -> None:
     text = "name: x\ndescription: d\nexpect:\n  raises: {type: E}\n  rollouts: {all_completed: true}\n"
-    text += "  invariants: [accounted]\n"
+    text += "  invariants: [accounted]\n" + WITNESS
     assert problems(text) == [
         "s.chaos.yaml:5: expect.rollouts: give either raises or rollouts, not both (expect.raises is on "
         "line 4): raises says the collector must fail, rollouts that it must return"
@@ -228,7 +232,7 @@ def test_raises_and_rollouts_exclude_each_other() -> None:
 
 def test_rollout_counts_are_checked_against_the_workload() -> None:
     text = "name: x\ndescription: d\nexpect:\n  rollouts: {aborted_rows: [1, 4], min_completed: 5}\n"
-    text += "  invariants: [accounted]\n"
+    text += "  invariants: [accounted]\n" + WITNESS
     assert problems(text) == [
         "s.chaos.yaml:4: expect.rollouts.min_completed: 5 exceeds the workload's 4 rows (valid: 0..4; "
         "rows = tasks x rows_per_task x generations_per_prompt = 1 x 4 x 1)",
@@ -258,7 +262,7 @@ def test_fixed_target_kinds_default_and_refuse_others() -> None:
 
 def test_names_tags_and_regexes() -> None:
     text = "name: Bad Name\ndescription: ''\ntags: [and, Network]\n"
-    text += "expect:\n  raises: {type: E, match: '(unclosed'}\n  invariants: [accounted]\n"
+    text += "expect:\n  raises: {type: E, match: '(unclosed'}\n  invariants: [accounted]\n" + WITNESS
     assert problems(text) == [
         "s.chaos.yaml:1: name: invalid value 'Bad Name' (valid: lowercase letters, digits, - and _)",
         "s.chaos.yaml:2: description: expected a non-empty string, got '' (valid: a non-empty string)",
@@ -275,7 +279,7 @@ def test_yaml_level_problems() -> None:
         "stack, workload, faults, expect)"
     ]
     assert problems("- a list\n") == ["s.chaos.yaml:1: (top level): expected a mapping, got a list"]
-    assert problems(BASE + "name: again\n") == ["s.chaos.yaml:5: name: key given twice"]
+    assert problems(BASE + WITNESS + "name: again\n") == ["s.chaos.yaml:6: name: key given twice"]
     assert problems("name: x\n---\nname: y\n") == [
         "s.chaos.yaml:2: (yaml): not valid YAML: expected a single document in the stream, but found another "
         "document"
@@ -284,7 +288,7 @@ def test_yaml_level_problems() -> None:
         "s.chaos.yaml:2: (yaml): not valid YAML: while parsing a flow sequence, expected ',' or ']', but got "
         "'<stream end>'"
     ]
-    assert problems(BASE + "1: x\n") == ["s.chaos.yaml:5: (top level): keys must be names, got '1'"]
+    assert problems(BASE + WITNESS + "1: x\n") == ["s.chaos.yaml:6: (top level): keys must be names, got '1'"]
 
 
 def test_a_missing_file_is_a_scenario_error(tmp_path: Path) -> None:

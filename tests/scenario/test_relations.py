@@ -20,11 +20,17 @@ def problems(text: str) -> list[str]:
     return [str(problem) for problem in caught.value.problems]
 
 
-def scenario(faults: str = "", *, workload: str = "  rows_per_task: 2\n", expect: str = "") -> str:
+def scenario(
+    faults: str = "", *, workload: str = "  rows_per_task: 2\n", expect: str = "", witness: str | None = None
+) -> str:
+    """A file; with no fault step it names a witness last (``witness`` replaces that line's value)."""
     text = f"name: x\ndescription: d\nworkload:\n{workload}"
     if faults:
         text += f"faults:\n{faults}"
-    return text + f"expect:\n{expect}  invariants: [accounted]\n"
+    text += f"expect:\n{expect}  invariants: [accounted]\n"
+    if witness is None and not faults:
+        witness = "{multi_turn_rows: 1}"
+    return text + (f"  witness: {witness}\n" if witness else "")
 
 
 def test_one_pass_reports_every_problem_of_the_file() -> None:
@@ -239,3 +245,57 @@ def test_the_shape_lays_rows_out_task_by_task() -> None:
         ValueError, match=r"5 rows cannot be spread evenly over the tasks \['calculator', 'echo'\]"
     ):
         Shape.for_rows(5, ("calculator", "echo"))
+
+
+def test_a_scenario_with_no_fault_step_must_name_a_witness() -> None:
+    assert problems(scenario(witness="")) == [
+        "s.chaos.yaml:5: expect.witness: a scenario with no fault step must name what has to happen for it "
+        "to test anything (valid: rows_answered, prompt_ids_drifted, multi_turn_rows, task_groups_stepped, "
+        "policy_refused_at_start; e.g. witness: {multi_turn_rows: 1})"
+    ]
+    drift = parse_scenario(scenario(witness="{prompt_ids_drifted: 2}"), SHOWN)
+    assert dict(drift.expect.witness) == {"prompt_ids_drifted": 2}
+    with_a_fault = parse_scenario(scenario("  - {kind: kill, target: policy}\n"), SHOWN)
+    assert dict(with_a_fault.expect.witness) == {}
+
+
+def test_witness_names_counts_and_what_the_workload_can_show() -> None:
+    assert problems(scenario(witness="{prompt_ids_drift: 1, multi_turn_rows: 0}")) == [
+        "s.chaos.yaml:7: expect.witness.prompt_ids_drift: unknown witness 'prompt_ids_drift' (valid: "
+        "rows_answered, prompt_ids_drifted, multi_turn_rows, task_groups_stepped, policy_refused_at_start)",
+        "s.chaos.yaml:7: expect.witness.multi_turn_rows: invalid value 0 (valid: an integer >= 1)",
+    ]
+    assert problems(scenario(witness="{}")) == [
+        "s.chaos.yaml:7: expect.witness: expected at least 1 witness name(s), got 0 (valid: "
+        "rows_answered, prompt_ids_drifted, multi_turn_rows, task_groups_stepped, policy_refused_at_start)"
+    ]
+    assert problems(scenario(witness="{multi_turn_rows: 3}")) == [
+        "s.chaos.yaml:7: expect.witness.multi_turn_rows: 3 exceeds the workload's 2 rows "
+        f"(valid: 1..2; {ROWS_2})"
+    ]
+    native = "  rows_per_task: 2\n  style: native\n"
+    assert problems(scenario(workload=native, witness="{prompt_ids_drifted: 1, task_groups_stepped: 2}")) == [
+        "s.chaos.yaml:8: expect.witness.prompt_ids_drifted: never seen in native style: drift is read from "
+        "/run answers, and native style sends none",
+        "s.chaos.yaml:8: expect.witness.task_groups_stepped: 2 exceeds the workload's 1 task groups "
+        "(valid: 1..1; workload.tasks)",
+    ]
+    assert problems(scenario(witness="{task_groups_stepped: 1}")) == [
+        "s.chaos.yaml:7: expect.witness.task_groups_stepped: never seen in gym style: the agents step the "
+        "environment per row; only native style batches it"
+    ]
+
+
+def test_not_judged_names_a_listed_invariant_with_a_reason() -> None:
+    fine = parse_scenario(scenario(expect="  not_judged: {accounted: nothing is requested here}\n"), SHOWN)
+    assert dict(fine.expect.not_judged) == {"accounted": "nothing is requested here"}
+    text = scenario(expect="  not_judged:\n    bounded: why\n    accountd: x\n    accounted: ''\n")
+    assert problems(text) == [
+        "s.chaos.yaml:7: expect.not_judged.bounded: bounded is not in expect.invariants (line 10): an "
+        "invariant the scenario does not list is not judged silently already; list it, or remove it here",
+        "s.chaos.yaml:8: expect.not_judged.accountd: unknown invariant 'accountd' (valid: accounted, "
+        "no_silent_short_count, isolated_failures, finite_logprobs, prefix_consistent, batched_env_eval, "
+        "bounded, root_cause_visible, corroborated, turns_generated, logprobs_generated, rewards_recorded, "
+        "attempts_bounded, no_empty_epoch, ends_promptly, quiet_after_end, cancel_honoured)",
+        "s.chaos.yaml:9: expect.not_judged.accounted: expected the reason, got '' (valid: the reason)",
+    ]

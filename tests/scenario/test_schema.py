@@ -53,7 +53,7 @@ def test_the_new_template_passes_the_schema() -> None:
     assert schema_errors(yaml.safe_load(text)) == []
 
 
-# Each bad addition and the field the validator names for it (on line 5, where it is added).
+# Each bad addition and the field the validator names for it (on line 6, where it is added).
 BAD = {
     "unknown top-level key": ("tagz: [x]\n", "tagz"),
     "unknown fault kind": ("faults: [{kind: latncy, target: agent->model}]\n", "faults[0].kind"),
@@ -75,8 +75,12 @@ BAD = {
     "wrong type": ("workload: {rows_per_task: four}\n", "workload.rows_per_task"),
     "bool for an integer": ("stack: {agents: true}\n", "stack.agents"),
     "bad tag": ("tags: [Network]\n", "tags[0]"),
+    "unknown invariant not judged": ("  not_judged: {acounted: why}\n", "expect.not_judged.acounted"),
 }
-BASE = "name: base\ndescription: a base scenario\nexpect:\n  invariants: [accounted]\n"
+BASE = (
+    "name: base\ndescription: a base scenario\nexpect:\n  invariants: [accounted]\n"
+    "  witness: {multi_turn_rows: 1}\n"
+)
 
 
 @pytest.mark.parametrize(("extra", "field"), BAD.values(), ids=list(BAD))
@@ -85,7 +89,7 @@ def test_bad_files_fail_both_the_schema_and_the_validator(extra: str, field: str
     with pytest.raises(ScenarioFileError) as caught:
         parse_scenario(text, Path("s.chaos.yaml"))
     (problem,) = caught.value.problems
-    assert (problem.line, problem.field) == (5, field)
+    assert (problem.line, problem.field) == (6, field)
     assert "valid: " in problem.message
     assert schema_errors(yaml.safe_load(text)) != []
 
@@ -94,6 +98,15 @@ def test_bad_invariant_fails_the_schema() -> None:
     data = yaml.safe_load(BASE)
     data["expect"]["invariants"] = ["acounted"]
     assert not validator().is_valid(data)
+
+
+def test_witness_and_not_judged_are_in_the_schema() -> None:
+    data = yaml.safe_load(BASE)
+    data["expect"]["not_judged"] = {"accounted": "nothing is requested here"}
+    assert schema_errors(data) == []
+    for bad in ({"prompt_ids_drift": 1}, {"multi_turn_rows": 0}, {}):
+        assert not validator().is_valid({**data, "expect": {**data["expect"], "witness": bad}}), bad
+    assert not validator().is_valid({**data, "expect": {**data["expect"], "not_judged": {"accounted": ""}}})
 
 
 def test_every_table_key_is_in_the_schema() -> None:
