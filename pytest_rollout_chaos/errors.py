@@ -16,6 +16,12 @@ class ScenarioError(ChaosError):
     """A scenario file is invalid; the message starts with ``path:line: field:``."""
 
 
+class VacuousScenarioError(ScenarioError):
+    """A scenario ran but judged nothing of what it says it tests: an invariant it lists found
+    nothing to judge (NOT_JUDGED) without ``expect.not_judged`` saying why, or a witness it names in
+    ``expect.witness`` was not seen. Such a run proves nothing, so it fails."""
+
+
 class ServerStartError(ChaosError):
     """A managed server exited early or did not become ready before its deadline."""
 

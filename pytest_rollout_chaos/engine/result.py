@@ -16,6 +16,7 @@ from pytest_rollout_chaos.collector.protocol import Rollout
 from pytest_rollout_chaos.engine.acted import Touches
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.base import Status, Verdict
+from pytest_rollout_chaos.invariants.witnesses import Sighting
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario
 
 RESULT_KEY: Final = pytest.StashKey["ScenarioResult"]()
@@ -40,13 +41,18 @@ class ScenarioResult:
     unacted: list[str] = field(default_factory=list)  # faults that touched not what their step said
     verdicts: list[Verdict] = field(default_factory=list)
     expectation_failures: list[str] = field(default_factory=list)
+    witnesses: list[Sighting] = field(default_factory=list)  # what ``expect.witness`` asked to see
+    vacuous: list[str] = field(default_factory=list)  # listed invariants not judged, witnesses not seen
 
     @property
     def passed(self) -> bool:
+        """No miss, no fault error, nothing vacuous, and every verdict PASS or NOT_JUDGED (a listed
+        NOT_JUDGED the scenario does not excuse is in ``vacuous``)."""
         return (
             not self.expectation_failures
             and not self.fault_errors
-            and all(verdict.status is Status.PASS for verdict in self.verdicts)
+            and not self.vacuous
+            and all(verdict.status in (Status.PASS, Status.NOT_JUDGED) for verdict in self.verdicts)
         )
 
     def outcome(self) -> str:

@@ -5,9 +5,11 @@ The plugin side (``scenario_items.run_scenario``) gets the session's settings an
 in its own event loop with the scenario's deadline (``expect.within_s``); a collector that
 does not finish by then is cancelled and judged by ``bounded``, it never becomes a CI timeout.
 Every fault is healed before judging, on every path. Judging is pure: the invariants named by
-the scenario read the History and the outcome, and the expectations (``raises`` or
-``rollouts``) are compared with what came back. Anything not PASS raises ``InvariantViolation``
-whose text lists every failing verdict, the outcome and the timeline.
+the scenario and the standing ones (``invariants.registry.STANDING``) read the History and the
+outcome, the witnesses it names are counted, and the expectations (``raises`` or ``rollouts``)
+are compared with what came back. A FAIL, an UNKNOWN or a missed expectation raises
+``InvariantViolation`` whose text lists them, the outcome and the timeline; a run that judged
+nothing of what the scenario lists (``engine.vacuity``) raises ``VacuousScenarioError``.
 """
 
 from __future__ import annotations
@@ -30,16 +32,19 @@ from pytest_rollout_chaos.collector.protocol import (
     supported_styles,
 )
 from pytest_rollout_chaos.collector.target import load_factory
+from pytest_rollout_chaos.engine import vacuity
 from pytest_rollout_chaos.engine.acted import count_touches, problems, settle
 from pytest_rollout_chaos.engine.expectations import check_expectations
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.engine.schedule import Schedule
-from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError
+from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError, VacuousScenarioError
 from pytest_rollout_chaos.faults import families
 from pytest_rollout_chaos.faults._ray_fault import not_removable_reason
 from pytest_rollout_chaos.history import History
-from pytest_rollout_chaos.invariants.base import Observation, Status
+from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict
 from pytest_rollout_chaos.invariants.compose import check_all
+from pytest_rollout_chaos.invariants.registry import judged
+from pytest_rollout_chaos.invariants.witnesses import look
 from pytest_rollout_chaos.scenario.model import Scenario, Workload
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 from pytest_rollout_chaos.servers.gym.stack import GymStack
@@ -89,8 +94,11 @@ def raise_for(result: ScenarioResult) -> None:
         raise ScenarioError(unfired_text(result))
     if result.unacted:
         raise ScenarioError(unacted_text(result))
-    if not result.passed:
-        raise InvariantViolation(failure_text(result))
+    if result.passed:
+        return
+    if result.vacuous and not result.expectation_failures and not _failing(result):
+        raise VacuousScenarioError(vacuous_text(result))
+    raise InvariantViolation(failure_text(result))
 
 
 def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
@@ -303,10 +311,12 @@ def judge(result: ScenarioResult) -> None:
         request_timeout_s=settings.request_timeout_s,
         max_attempts=settings.max_logprob_attempts,
     )
-    result.verdicts = check_all(observation, scenario.expect.invariants)
+    result.verdicts = check_all(observation, judged(scenario.expect.invariants))
+    result.witnesses = look(result.history, scenario.expect.witness)
     result.expectation_failures = check_expectations(
         scenario.expect, result.rollouts, result.raised, result.timed_out
     )
+    result.vacuous = vacuity.vacuous(scenario.expect, result.verdicts, result.witnesses)
 
 
 def unfired_text(result: ScenarioResult) -> str:
@@ -330,18 +340,31 @@ def unacted_text(result: ScenarioResult) -> str:
     )
 
 
+def vacuous_text(result: ScenarioResult) -> str:
+    """A run that judged nothing of what the scenario lists proves nothing, pass or fail."""
+    outcome = f"outcome: {result.outcome()} after {result.elapsed_s:.2f}s"
+    return "\n".join([outcome, "", *vacuity.section(result.vacuous), "", vacuity.REMEDY])
+
+
+def _failing(result: ScenarioResult) -> list[Verdict]:
+    """The verdicts against the collector: FAIL and UNKNOWN (a NOT_JUDGED is in ``vacuous`` or silent)."""
+    return [verdict for verdict in result.verdicts if verdict.status in (Status.FAIL, Status.UNKNOWN)]
+
+
 def failure_text(result: ScenarioResult) -> str:
-    """Outcome, every failed expectation and verdict, then the timeline of faults and outcomes."""
+    """Outcome, every failed expectation and verdict, what was not judged, then the timeline."""
     lines = [f"outcome: {result.outcome()} after {result.elapsed_s:.2f}s", ""]
     if result.expectation_failures:
         lines.append("expected:")
         lines += [f"  {failure}" for failure in result.expectation_failures]
         lines.append("")
-    bad = [verdict for verdict in result.verdicts if verdict.status is not Status.PASS]
+    bad = _failing(result)
     if bad:
         lines.append("invariants:")
         lines += ["  " + line for verdict in bad for line in verdict.render().splitlines()]
         lines.append("")
+    if result.vacuous:
+        lines += [*vacuity.section(result.vacuous), ""]
     lines.append("timeline (faults, process exits, collection):")
     lines.append(_indent(timeline(result.history)))
     return "\n".join(lines)

@@ -8,7 +8,13 @@ from __future__ import annotations
 import textwrap
 from typing import Final
 
-from pytest_rollout_chaos.errors import CollectorContractError, FaultError, InvariantViolation, ScenarioError
+from pytest_rollout_chaos.errors import (
+    CollectorContractError,
+    FaultError,
+    InvariantViolation,
+    ScenarioError,
+    VacuousScenarioError,
+)
 from pytest_rollout_chaos.scenario.model import Scenario
 
 HINT_INVARIANT: Final = (
@@ -20,6 +26,10 @@ HINT_FAULT: Final = (
     "(check the proxy backend and process permissions, then rerun)"
 )
 HINT_SCENARIO: Final = "fix the scenario file; `rollout-chaos validate FILE` checks it without running"
+HINT_VACUOUS: Final = (
+    "the run did not produce what the scenario tests, so it proves nothing about the collector either "
+    "way; see what was not judged or not seen above"
+)
 HINT_CONTRACT: Final = (
     "the collector under test does not keep its contract (README, Writing a collector); fix the "
     "collector or the factory named above, nothing was judged"
@@ -44,9 +54,10 @@ def tell(scenario: Scenario, error: BaseException) -> str:
 
 
 def schedule_lines(scenario: Scenario) -> list[str]:
-    """The declared fault schedule, one step per line with its YAML line."""
+    """The declared fault schedule, one step per line with its YAML line; without one, the witnesses."""
     if not scenario.faults:
-        return ["fault schedule: none (a baseline run)"]
+        witnessed = [f"witness: {name}, at least {least}" for name, least in scenario.expect.witness.items()]
+        return ["fault schedule: none (a baseline run)", *witnessed]
     lines = ["fault schedule:"]
     for step in scenario.faults:
         lines.append(f"  line {step.line}: {step.describe()}")
@@ -58,6 +69,8 @@ def hint_for(error: BaseException) -> str:
         return HINT_INVARIANT
     if isinstance(error, FaultError):
         return HINT_FAULT
+    if isinstance(error, VacuousScenarioError):
+        return HINT_VACUOUS
     if isinstance(error, ScenarioError):
         return HINT_SCENARIO
     if isinstance(error, CollectorContractError):

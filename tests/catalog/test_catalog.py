@@ -113,7 +113,8 @@ def test_reference_collector_passes_the_whole_catalog(
         if result.skipped is not None:
             continue
         assert result.invariants, f"{result.name}: no invariant verdicts recorded"
-        assert set(result.invariants.values()) == {"PASS"}, result
+        # a standing invariant may find nothing to judge; one the scenario lists may not (vacuous)
+        assert set(result.invariants.values()) <= {"PASS", "NOT_JUDGED"}, result
 
 
 @pytest.mark.parametrize("collector", sorted(CAUGHT_BY))
@@ -134,7 +135,7 @@ def test_known_bug_collector_fails_its_scenario_and_passes_the_baseline(
         f"{exposed.invariants}\n{exposed.message}"
     )
     baseline = verdicts["baseline"]
-    failing = {name for name, status in baseline.invariants.items() if status != "PASS"}
+    failing = {name for name, status in baseline.invariants.items() if status in ("FAIL", "UNKNOWN")}
     if chaos_settings.gym == "nemo-gym" and failing == {"prefix_consistent"}:
         # Real NeMo Gym's vllm_model re-renders every earlier turn, so even the baseline has real
         # retokenization drift there (what retokenization-drift sets up on our servers). A known-bug

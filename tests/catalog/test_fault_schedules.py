@@ -50,8 +50,9 @@ def test_reference_collector_under_any_single_fault(
     step = schedule[0].describe()
     assert not result.fault_errors, f"{step}: the harness could not apply it: {result.fault_errors}"
     assert not result.timed_out, f"{step}: the reference collector hung past {WITHIN_S}s"
-    for verdict in result.verdicts:
-        assert verdict.status is Status.PASS, f"{step}: {verdict.render()}"
+    for verdict in result.verdicts:  # the standing ones may find nothing to judge under some faults
+        assert verdict.status in (Status.PASS, Status.NOT_JUDGED), f"{step}: {verdict.render()}"
+    assert not result.vacuous, f"{step}: {result.vacuous}"
     if result.raised is not None:
         assert isinstance(result.raised, NAMED_ERRORS), f"{step}: unnamed error {result.raised!r}"
         assert not isinstance(result.raised, asyncio.CancelledError)

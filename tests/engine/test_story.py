@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_rollout_chaos.engine import story
-from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError
+from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError, VacuousScenarioError
 from pytest_rollout_chaos.scenario import load_scenario, parse_scenario
 
 DATA = Path(__file__).parent.parent / "scenario" / "data"
@@ -30,10 +30,13 @@ def test_the_story_of_an_invariant_violation() -> None:
 
 
 def test_hints_follow_the_error_type() -> None:
-    scenario = parse_scenario("name: b\ndescription: d\nexpect: {invariants: [bounded]}\n", Path("b"))
-    assert "fault schedule: none (a baseline run)" in story.tell(scenario, FaultError("x"))
+    text = "name: b\ndescription: d\nexpect: {invariants: [bounded], witness: {multi_turn_rows: 2}}\n"
+    scenario = parse_scenario(text, Path("b"))
+    told = story.tell(scenario, FaultError("x"))
+    assert "fault schedule: none (a baseline run)\nwitness: multi_turn_rows, at least 2" in told
     assert story.tell(scenario, FaultError("x")).endswith(story.HINT_FAULT)
     assert story.tell(scenario, ScenarioError("x")).endswith(story.HINT_SCENARIO)
+    assert story.tell(scenario, VacuousScenarioError("x")).endswith(story.HINT_VACUOUS)
     assert story.tell(scenario, RuntimeError("")).splitlines()[-3:] == [
         "  (no message)",
         "",
