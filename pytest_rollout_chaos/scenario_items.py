@@ -98,7 +98,9 @@ def add_junit_properties(item: pytest.Item) -> None:
 
     From the file: ``scenario``, ``scenario_file``, ``upstream``, ``tags``. From the stashed
     result, when the runner left one: ``outcome``, ``faults_injected``, one ``invariant:NAME``
-    per verdict, ``rows``, ``elapsed_s``, ``passed`` (``rollout-chaos gate`` reads them back).
+    per verdict (PASS, FAIL, UNKNOWN or NOT_JUDGED), one ``witness:NAME`` per witness the
+    scenario names (``seen N`` or ``NOT_SEEN N``), ``rows``, ``elapsed_s``, ``passed``
+    (``rollout-chaos gate`` reads them back).
     """
     scenario = getattr(item, "scenario", None)
     if not isinstance(scenario, Scenario):
@@ -108,6 +110,10 @@ def add_junit_properties(item: pytest.Item) -> None:
     if result is not None:
         properties += [("outcome", result.outcome()), ("faults_injected", result.faults_injected)]
         properties += [(f"invariant:{verdict.name}", verdict.status.value) for verdict in result.verdicts]
+        properties += [
+            (f"witness:{sighting.name}", f"{'seen' if sighting.seen else 'NOT_SEEN'} {sighting.count.seen}")
+            for sighting in result.witnesses
+        ]
     properties += [
         ("scenario_file", f"{scenario.path}:{scenario.line}"),
         ("upstream", ", ".join(scenario.upstream)),

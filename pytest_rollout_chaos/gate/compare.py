@@ -4,9 +4,12 @@ A regression is a scenario that passed on base and is red, skipped or missing on
 not a fix: a head that stops running a scenario must not pass for having fixed it); a skip the PR
 means is named with ``--allow-skip``. An ``--expect-fixed`` scenario must be red on base and pass
 on head. What cannot be judged fails neither way but keeps the gate from passing: a scenario red
-on base and skipped or missing on head, and a side whose collector could not import a module of
-the trainer (every such verdict is about the environment, not the trainer). Everything else that
-changed is shown, not judged: red on both sides for different invariants, skipped on base only.
+on base and skipped or missing on head, a scenario red on base that passes on head only because
+the invariants that failed on base found nothing to judge there (NOT_JUDGED: a pass over nothing
+is not a fix), and a side whose collector could not import a module of the trainer (every such
+verdict is about the environment, not the trainer). Everything else that changed is shown, not
+judged: red on both sides for different invariants, skipped on base only, an invariant judged on
+one side and NOT_JUDGED on the other.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ CHANGES: Final[tuple[Change, ...]] = (
 EXIT_PASS: Final = 0
 EXIT_FAIL: Final = 1
 EXIT_NOT_JUDGED: Final = 2
+NOT_JUDGED: Final = "NOT_JUDGED"  # an invariant's status when it found nothing to judge
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,12 +122,7 @@ def compare(
         for name in sorted(expected - {s.name for s in scenarios})
     ]
     not_judged = _missing_on("base", base) + _missing_on("head", head)
-    not_judged += [
-        f"{s.name}: not judged: {s.base.outcome if s.base else '?'} on base, {_on_head(s.head)}; "
-        "a skip is not a fix"
-        for s in scenarios
-        if s.change == "not judged" and not _missing(s)
-    ]
+    not_judged += [_not_judged(s) for s in scenarios if s.change == "not judged" and not _missing(s)]
     return GateDecision(scenarios=scenarios, failures=tuple(failures), not_judged=tuple(not_judged))
 
 
@@ -155,12 +154,35 @@ def _compare_one(
     if base.outcome == "passed" and head.red:
         change = "regression"
     elif base.red and head.outcome == "passed":
-        change = "fixed"
+        change = "not judged" if _unjudged_on_head(base, head) else "fixed"
     elif base.outcome != head.outcome or flipped:
         change = "changed"
     else:
         change = "same"
     return ScenarioComparison(name, base, head, change, flipped, expected_fixed)
+
+
+def _unjudged_on_head(base: ScenarioVerdicts, head: ScenarioVerdicts) -> list[str]:
+    """The invariants that were against the collector on base and judged nothing on head."""
+    return [
+        name
+        for name, status in sorted(base.invariants.items())
+        if status in ("FAIL", "UNKNOWN") and head.invariants.get(name) == NOT_JUDGED
+    ]
+
+
+def _not_judged(scenario: ScenarioComparison) -> str:
+    base, head = scenario.base, scenario.head
+    if base is not None and head is not None and head.outcome == "passed":
+        names = ", ".join(f"{name} NOT_JUDGED" for name in _unjudged_on_head(base, head))
+        return (
+            f"{scenario.name}: not judged: {base.outcome} on base, passed on head without judging what "
+            f"failed on base ({names} on head); a pass that judged nothing is not a fix"
+        )
+    return (
+        f"{scenario.name}: not judged: {base.outcome if base else '?'} on base, {_on_head(head)}; "
+        "a skip is not a fix"
+    )
 
 
 def _missing(scenario: ScenarioComparison) -> bool:

@@ -26,8 +26,9 @@ _TAGS: Final[tuple[tuple[str, Outcome], ...]] = (
 MESSAGE_CHARS: Final = 400
 # Where pytest.skip was called, in front of a skip's reason: ``/path/run.py:170: ``.
 _SKIP_LOCATION: Final = re.compile(r"^\S+:\d+: ")
-# A failing invariant's line in a scenario's story: ``    accounted: FAIL: rows [3] ...``.
-_INVARIANT_FAILED: Final = re.compile(r"^\s+[a-z_]+: (FAIL|UNKNOWN): ")
+# A failing invariant's line in a scenario's story: ``    accounted: FAIL: rows [3] ...``, and
+# what made a run vacuous: ``    prefix_consistent: NOT_JUDGED: ...``, ``    multi_turn_rows: NOT_SEEN: ...``.
+_INVARIANT_FAILED: Final = re.compile(r"^\s+[a-z_]+: (FAIL|UNKNOWN|NOT_JUDGED|NOT_SEEN): ")
 # An adapter's ``Upstream.require``: ``module 'megatron' is missing (...); install it with: LINE; or``.
 _ADAPTER_MISSING: Final = re.compile(
     r"module '(?P<module>[\w.]+)' is missing \(.*?\); install it with: (?P<install>.+?); or point"

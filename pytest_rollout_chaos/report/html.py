@@ -135,7 +135,7 @@ def _totals(records: Sequence[ScenarioRecord]) -> str:
     skipped = sum(record.outcome == "skipped" for record in records)
     fault_errors = sum(bool(record.result and record.result.fault_errors) for record in records)
     faults = sum(record.faults_injected for record in records)
-    verdicts = {"PASS": 0, "FAIL": 0, "UNKNOWN": 0}
+    verdicts = {"PASS": 0, "FAIL": 0, "UNKNOWN": 0, "NOT_JUDGED": 0}
     for counter in verdict_totals(records).values():
         for status, count in counter.items():
             verdicts[status] = verdicts.get(status, 0) + count
@@ -149,6 +149,7 @@ def _totals(records: Sequence[ScenarioRecord]) -> str:
         ("invariants passed", str(verdicts["PASS"]), "good" if verdicts["PASS"] else ""),
         ("invariants failed", str(verdicts["FAIL"]), "bad" if verdicts["FAIL"] else ""),
         ("invariants unknown", str(verdicts["UNKNOWN"]), "warn" if verdicts["UNKNOWN"] else ""),
+        ("invariants not judged", str(verdicts["NOT_JUDGED"]), ""),
     ]
     return (
         '<div class="cards">'
@@ -230,22 +231,7 @@ def _scenario_section(position: int, record: ScenarioRecord) -> str:
                 '<details class="message"><summary>the whole outcome</summary>'
                 f"<pre>{escape(outcome)}</pre></details>"
             )
-        if result.fault_errors:
-            parts.append('<div class="problems"><b>fault errors:</b><ul>')
-            parts += [f"<li>{escape(error)}</li>" for error in result.fault_errors]
-            parts.append("</ul></div>")
-        if result.expectation_failures:
-            parts.append('<div class="problems"><b>expected:</b><ul>')
-            parts += [f"<li>{escape(text)}</li>" for text in result.expectation_failures]
-            parts.append("</ul></div>")
-        if result.unfired:
-            parts.append('<div class="problems"><b>fault steps that never fired:</b><ul>')
-            parts += [f"<li><code>{escape(step)}</code></li>" for step in result.unfired]
-            parts.append("</ul></div>")
-        if result.unacted:
-            parts.append('<div class="problems"><b>faults that did not act:</b><ul>')
-            parts += [f"<li>{escape(text)}</li>" for text in result.unacted]
-            parts.append("</ul></div>")
+        parts += _problems(result)
     if scenario is not None and scenario.fault_steps:
         parts.append('<div class="schedule"><b>fault schedule</b><ol>')
         parts += [f"<li><code>{escape(step)}</code></li>" for step in scenario.fault_steps]
@@ -253,6 +239,10 @@ def _scenario_section(position: int, record: ScenarioRecord) -> str:
     if result is not None and result.touches:
         parts.append('<div class="schedule"><b>what each fault touched</b><ul>')
         parts += [f"<li><code>{escape(touch)}</code></li>" for touch in result.touches]
+        parts.append("</ul></div>")
+    if result is not None and result.witnesses:
+        parts.append('<div class="schedule"><b>witnesses</b><ul>')
+        parts += [f"<li><code>{escape(sighting)}</code></li>" for sighting in result.witnesses]
         parts.append("</ul></div>")
     if result is not None:
         parts.append(_verdict_table(result))
@@ -264,6 +254,27 @@ def _scenario_section(position: int, record: ScenarioRecord) -> str:
         )
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def _problems(result: ResultFacts) -> list[str]:
+    """One list per kind of problem the run had, in the order a reader fixes them."""
+    kinds = (
+        ("fault errors", result.fault_errors, False),
+        ("expected", result.expectation_failures, False),
+        ("fault steps that never fired", result.unfired, True),
+        ("faults that did not act", result.unacted, False),
+        ("not judged (the scenario tested nothing there)", result.vacuous, False),
+    )
+    parts = []
+    for title, items, code in kinds:
+        if not items:
+            continue
+        parts.append(f'<div class="problems"><b>{escape(title)}:</b><ul>')
+        parts += [
+            f"<li><code>{escape(item)}</code></li>" if code else f"<li>{escape(item)}</li>" for item in items
+        ]
+        parts.append("</ul></div>")
+    return parts
 
 
 def _verdict_table(result: ResultFacts) -> str:
@@ -282,7 +293,7 @@ def _verdict_table(result: ResultFacts) -> str:
             shown = list(verdict.evidence[:EVIDENCE_LIMIT])
             if len(verdict.evidence) > EVIDENCE_LIMIT:
                 shown.append(f"... {len(verdict.evidence) - EVIDENCE_LIMIT} more")
-            opened = " open" if verdict.status != "PASS" else ""
+            opened = " open" if verdict.status in ("FAIL", "UNKNOWN") else ""
             rows.append(
                 f'<tr class="evidence {status}"><td></td><td colspan="2"><details{opened}>'
                 f"<summary>evidence ({len(verdict.evidence)} lines)</summary>"

@@ -22,12 +22,12 @@ if TYPE_CHECKING:
     from pytest_rollout_chaos.scenario.model import Scenario
 
 ItemOutcome = Literal["passed", "failed", "error", "skipped"]
-VerdictStatus = Literal["PASS", "FAIL", "UNKNOWN"]
+VerdictStatus = Literal["PASS", "NOT_JUDGED", "FAIL", "UNKNOWN"]
 
 
 @dataclass(frozen=True, slots=True)
 class VerdictFacts:
-    """One invariant's verdict: name, PASS / FAIL / UNKNOWN, summary and evidence lines."""
+    """One invariant's verdict: name, PASS / NOT_JUDGED / FAIL / UNKNOWN, summary and evidence lines."""
 
     name: str
     status: VerdictStatus
@@ -78,6 +78,8 @@ class ResultFacts:
     unfired: tuple[str, ...] = ()  # fault steps the collection ended before
     unacted: tuple[str, ...] = ()  # faults that touched not what their step said
     touches: tuple[str, ...] = ()  # ``latency(...) on agent->model: 12 requests on ...`` per fault
+    witnesses: tuple[str, ...] = ()  # ``prompt_ids_drifted: seen 3 (at least 1): ...`` per witness
+    vacuous: tuple[str, ...] = ()  # listed invariants not judged, witnesses not seen
 
     @classmethod
     def of(cls, result: ScenarioResult) -> ResultFacts:
@@ -100,10 +102,14 @@ class ResultFacts:
             unfired=tuple(f"line {step.line}: {step.describe()}" for step in result.unfired),
             unacted=tuple(result.unacted),
             touches=tuple(touch.describe() for touch in result.touches),
+            witnesses=tuple(sighting.describe() for sighting in result.witnesses),
+            vacuous=tuple(result.vacuous),
         )
 
     def not_passed(self) -> list[VerdictFacts]:
-        return [verdict for verdict in self.verdicts if verdict.status != "PASS"]
+        """The verdicts against the collector: FAIL and UNKNOWN. A NOT_JUDGED is none: it is
+        silent, or, for an invariant the scenario lists, in ``vacuous``."""
+        return [verdict for verdict in self.verdicts if verdict.status in ("FAIL", "UNKNOWN")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +208,8 @@ def _result_facts(data: Mapping[str, Any]) -> ResultFacts:
         unfired=tuple(data.get("unfired", ())),
         unacted=tuple(data.get("unacted", ())),
         touches=tuple(data.get("touches", ())),
+        witnesses=tuple(data.get("witnesses", ())),
+        vacuous=tuple(data.get("vacuous", ())),
     )
 
 

@@ -39,6 +39,7 @@ table.index { border: 1px solid var(--line); border-radius: 10px; overflow: hidd
   border: 1px solid currentColor; }
 .chip.pass { color: var(--good); } .chip.fail { color: var(--bad); background: #fdeeee; }
 .chip.unknown { color: var(--warn); background: #fdf6e7; }
+.chip.not_judged { color: var(--unknown); border-style: dashed; }
 .badge { display: inline-block; padding: 1px 8px; border-radius: 6px; font-size: 12px; font-weight: 700;
   letter-spacing: .04em; color: #fff; vertical-align: 2px; }
 .badge.passed { background: var(--good); } .badge.failed, .badge.error { background: var(--bad); }
@@ -69,6 +70,7 @@ tr.evidence pre { background: #fff; border: 1px solid #f0d5d5; border-radius: 6p
 tr.unknown td { background: #fffbef; }
 .status { font-weight: 700; font-size: 12px; } .status.pass { color: var(--good); }
 .status.fail { color: var(--bad); } .status.unknown { color: var(--warn); }
+.status.not_judged { color: var(--unknown); } tr.not_judged td { color: var(--muted); }
 details summary { cursor: pointer; color: var(--muted); font-size: 12px; }
 details.message { margin-top: 10px; }
 details.message pre { background: #f8f9fb; padding: 8px; border-radius: 6px; }

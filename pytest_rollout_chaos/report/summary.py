@@ -13,8 +13,9 @@ from typing import Final
 
 from pytest_rollout_chaos.report.record import ResultFacts, ScenarioRecord
 
-STATUS_ORDER: Final = ("PASS", "FAIL", "UNKNOWN")
-STATUS_WORDS: Final = {"PASS": "passed", "FAIL": "failed", "UNKNOWN": "unknown"}
+STATUS_ORDER: Final = ("PASS", "FAIL", "UNKNOWN", "NOT_JUDGED")
+STATUS_WORDS: Final = {"PASS": "passed", "FAIL": "failed", "UNKNOWN": "unknown", "NOT_JUDGED": "not judged"}
+ALWAYS_SHOWN: Final = ("PASS", "FAIL", "UNKNOWN")
 OUTCOME_CHARS: Final = 160  # a progress line stays readable; the failure story has the whole text
 ITEM_MARKS: Final = {"passed": "PASS ", "failed": "FAIL ", "error": "ERROR", "skipped": "SKIP "}
 
@@ -66,7 +67,7 @@ def progress_lines(record: ScenarioRecord) -> list[str]:
 
 
 def verdict_totals(records: Sequence[ScenarioRecord]) -> dict[str, Counter[str]]:
-    """``{invariant name: Counter(PASS=.., FAIL=.., UNKNOWN=..)}`` over every scenario with a result."""
+    """``{invariant name: Counter(PASS=.., FAIL=.., ...)}`` over every scenario with a result."""
     totals: dict[str, Counter[str]] = {}
     for record in records:
         if record.result is None:
@@ -96,8 +97,12 @@ def _invariant_lines(records: Sequence[ScenarioRecord]) -> list[str]:
 
 
 def _counts_text(counter: Counter[str], *, always: bool = False) -> str:
+    """``2 passed, 1 failed, 0 unknown``; with ``always``, those three even at 0 (not judged only
+    when some were)."""
     return ", ".join(
-        f"{counter[status]} {STATUS_WORDS[status]}" for status in STATUS_ORDER if always or counter[status]
+        f"{counter[status]} {STATUS_WORDS[status]}"
+        for status in STATUS_ORDER
+        if counter[status] or (always and status in ALWAYS_SHOWN)
     )
 
 
@@ -127,6 +132,8 @@ def why(result: ResultFacts) -> str:
         return ", ".join(bad)
     if result.expectation_failures:
         return f"expectation: {result.expectation_failures[0]}"
+    if result.vacuous:
+        return f"vacuous: {result.vacuous[0]}"
     return ""
 
 

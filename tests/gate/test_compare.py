@@ -160,6 +160,31 @@ def test_a_side_that_cannot_import_the_trainer_is_not_judged_naming_the_module()
     assert table.splitlines()[-1] == "gate NOT JUDGED: 3 not judged"
 
 
+def test_passing_on_head_without_judging_what_failed_on_base_is_not_a_fix() -> None:
+    base = {"one-row-hangs": _v("one-row-hangs", "failed", {"rewards_recorded": "FAIL", "accounted": "PASS"})}
+    judged_nothing = {"rewards_recorded": "NOT_JUDGED", "accounted": "PASS"}
+    head = {"one-row-hangs": _v("one-row-hangs", "passed", judged_nothing)}
+    decision = compare(base, head, ["one-row-hangs"])
+    assert decision.exit_code == 2
+    [scenario] = decision.scenarios
+    assert scenario.change == "not judged"
+    assert scenario.flipped == ("rewards_recorded FAIL→NOT_JUDGED",)
+    assert decision.not_judged == (
+        "one-row-hangs: not judged: failed on base, passed on head without judging what failed on base "
+        "(rewards_recorded NOT_JUDGED on head); a pass that judged nothing is not a fix",
+    )
+    assert not decision.failures
+
+
+def test_not_judged_on_one_side_is_a_change_shown_never_a_pass() -> None:
+    base = {"baseline": _v("baseline", "passed", {"prefix_consistent": "PASS"})}
+    head = {"baseline": _v("baseline", "passed", {"prefix_consistent": "NOT_JUDGED"})}
+    decision = compare(base, head)
+    assert decision.exit_code == 0
+    [scenario] = decision.scenarios
+    assert (scenario.change, scenario.flipped) == ("changed", ("prefix_consistent PASS→NOT_JUDGED",))
+
+
 def test_red_on_both_sides_for_other_invariants_is_shown_as_changed() -> None:
     decision = compare(
         {"x": _v("x", "failed", {"accounted": "FAIL", "bounded": "PASS"})},
@@ -213,6 +238,37 @@ def test_verdicts_are_read_back_from_the_junit_xml(tmp_path: Path) -> None:
     assert verdicts["baseline"].outcome == "passed"
     assert verdicts["native-train"].outcome == "skipped"
     assert verdicts["native-train"].message.startswith("native-style scenario")
+
+
+VACUOUS_JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest">
+ <testcase classname="scenarios.retokenization-drift.chaos.yaml" name="retokenization-drift" time="1.0">
+  <properties><property name="scenario" value="retokenization-drift"/>
+   <property name="invariant:prefix_consistent" value="NOT_JUDGED"/>
+   <property name="witness:prompt_ids_drifted" value="NOT_SEEN 0"/></properties>
+  <failure message="scenario 'retokenization-drift' failed">scenario 'retokenization-drift' failed (x:1)
+
+VacuousScenarioError:
+  outcome: the collector returned 16 rollouts for 16 rows (16 completed) after 0.80s
+
+  not judged (the scenario tested nothing there):
+    prefix_consistent: NOT_JUDGED: no returned rollout has two turns or more
+    prompt_ids_drifted: NOT_SEEN: 0 rows whose prompt ids drifted between turns, at least 1 needed
+</failure></testcase>
+</testsuite></testsuites>
+"""
+
+
+def test_a_vacuous_scenario_reads_back_as_red_naming_what_was_not_judged(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text(VACUOUS_JUNIT)
+    [verdicts] = read_junit(path).values()
+    assert verdicts.outcome == "failed"
+    assert verdicts.invariants == {"prefix_consistent": "NOT_JUDGED"}
+    assert verdicts.message == (
+        "prefix_consistent: NOT_JUDGED: no returned rollout has two turns or more; "
+        "prompt_ids_drifted: NOT_SEEN: 0 rows whose prompt ids drifted between turns, at least 1 needed"
+    )
 
 
 def test_the_markdown_leads_with_the_decision_and_folds_what_did_not_change(tmp_path: Path) -> None:

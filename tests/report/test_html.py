@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -159,3 +160,22 @@ def test_totals_tell_skips_and_harness_fault_errors_apart_from_failures() -> Non
     assert "show only failing scenarios (1)" in page
     assert '<tr class="skipped">' in page
     assert '<section class="scenario skipped"' in page
+
+
+def test_not_judged_verdicts_witnesses_and_what_made_a_run_vacuous_are_shown() -> None:
+    vacuous = result(
+        "no-drift",
+        rollouts=completed(3),
+        verdicts=[verdict("prefix_consistent", Status.NOT_JUDGED, "no multi-turn rollout")],
+    )
+    vacuous.vacuous = ["prefix_consistent: NOT_JUDGED: no multi-turn rollout"]
+    facts = record(vacuous, item_outcome="failed", name="no-drift")
+    assert facts.result is not None
+    facts = replace(facts, result=replace(facts.result, witnesses=("prompt_ids_drifted: NOT_SEEN: 0 rows",)))
+    page = render_report([facts])
+    assert '<span class="status not_judged">NOT_JUDGED</span>' in page
+    assert '<span class="chip not_judged" title="no multi-turn rollout">prefix_consistent</span>' in page
+    assert "<b>not judged (the scenario tested nothing there):</b>" in page
+    assert "<li>prefix_consistent: NOT_JUDGED: no multi-turn rollout</li>" in page
+    assert "<code>prompt_ids_drifted: NOT_SEEN: 0 rows</code>" in page
+    assert '<div class="num">1</div><div class="what">invariants not judged</div>' in page

@@ -63,3 +63,30 @@ def test_a_harness_fault_error_is_named_before_the_verdicts_it_spoiled() -> None
     spoiled.expectation_failures = ["the collector to raise Exception, but it returned 3 rollouts"]
     line = summary_lines([record(spoiled, item_outcome="failed", name="oom-agent")])[-1]
     assert line.endswith("1 fault  fault error: injecting oom() on calculator_agent failed: no cgroup")
+
+
+def test_not_judged_is_counted_apart_and_a_vacuous_run_says_why() -> None:
+    quiet = result(
+        "slow-link",
+        rollouts=completed(3),
+        verdicts=[
+            verdict("bounded", Status.PASS),
+            verdict("rewards_recorded", Status.NOT_JUDGED, "native style"),
+        ],
+    )
+    vacuous = result(
+        "no-drift",
+        rollouts=completed(3),
+        verdicts=[verdict("prefix_consistent", Status.NOT_JUDGED, "no multi-turn rollout")],
+    )
+    vacuous.vacuous = ["prefix_consistent: NOT_JUDGED: no multi-turn rollout"]
+    lines = summary_lines([record(quiet), record(vacuous, item_outcome="failed", name="no-drift")])
+    assert lines[2:6] == [
+        "invariants: 1 passed, 0 failed, 0 unknown, 2 not judged",
+        "  bounded            1 passed",
+        "  prefix_consistent  1 not judged",
+        "  rewards_recorded   1 not judged",
+    ]
+    assert lines[-1] == (
+        "  FAIL   no-drift      0.55s  1 fault  vacuous: prefix_consistent: NOT_JUDGED: no multi-turn rollout"
+    )
