@@ -20,6 +20,7 @@ import yaml
 from pytest_rollout_chaos import plugin, settings
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.invariants import registry as invariant_registry
+from pytest_rollout_chaos.invariants import witnesses
 
 ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs"
@@ -79,6 +80,15 @@ def test_the_invariants_page_has_one_section_per_registered_invariant() -> None:
     page = (DOCS / "invariants.md").read_text(encoding="utf-8")
     sections = re.findall(r"^## `(\w+)`$", page, flags=re.MULTILINE)
     assert sections == list(invariant_registry.NAMES)
+
+
+def test_the_invariants_page_and_the_format_reference_list_every_witness_and_the_standing_ones() -> None:
+    for page in (DOCS / "invariants.md", ROOT / "scenarios" / "README.md"):
+        text = page.read_text(encoding="utf-8")
+        rows = re.findall(r"^\| `(\w+)` \|", text, flags=re.MULTILINE)
+        assert [name for name in rows if name in witnesses.NAMES] == list(witnesses.NAMES), page
+        standing = ", ".join(f"`{name}`" for name in invariant_registry.STANDING)
+        assert standing in " ".join(text.split()), page
 
 
 def readme_option_rows() -> list[str]:
