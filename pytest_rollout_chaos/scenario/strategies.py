@@ -25,6 +25,9 @@ from pytest_rollout_chaos.scenario.relations import Shape
 
 _DEFAULT_TASKS = (v.TASK_NAMES[0],)
 _SPAN = 1000
+# Request paths the stack's servers answer: a fault-layer ``route`` is a path (it starts with
+# ``/``), which free text drawn for a string parameter is not, so the layer would refuse it.
+_ROUTES = ("/run", "/v1/responses", "/v1/chat/completions", "/v1/completions", "/tokenize", "/v1/*")
 
 
 def fault_schedules(
@@ -134,6 +137,8 @@ def _within_workload(kind: str, name: str, target: str, shape: Shape) -> st.Sear
     if name == "row":
         rows = shape.rows_of(target) or range(_total(shape))
         return st.integers(rows.start, rows.stop - 1)
+    if name == "route":
+        return st.sampled_from(_ROUTES)
     runs = shape.runs_per_fault(target)
     if name == "nth" and runs:
         return st.integers(1, runs)
