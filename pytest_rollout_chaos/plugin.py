@@ -87,6 +87,12 @@ _OPTIONS: Final = (
     ),
     (_settings.OPT_SEED, "N", "Seed for every random choice: fault schedules, sampling (default: 0)"),
     (_settings.OPT_REPORT, "PATH", "Write the HTML report (a timeline per scenario) to PATH"),
+    (
+        _settings.OPT_JSON,
+        "PATH",
+        "Write the results as one JSON document to PATH: the run's settings and versions, and per "
+        "scenario its outcome, verdicts, faults and what they touched, and timings",
+    ),
 )
 
 
