@@ -36,6 +36,7 @@ OPT_GYM_PYTHON: Final = "rollout_chaos_gym_python"
 OPT_VLLM_PYTHON: Final = "rollout_chaos_vllm_python"
 OPT_SEED: Final = "rollout_chaos_seed"
 OPT_REPORT: Final = "rollout_chaos_report"
+OPT_JSON: Final = "rollout_chaos_json"
 OPT_POLICY_URL: Final = "rollout_chaos_policy_url"
 OPT_UPSTREAM: Final = "rollout_chaos_upstream"
 OPT_RAY: Final = "rollout_chaos_ray"
@@ -62,6 +63,7 @@ class ChaosSettings:
     vllm_python: Path | None = None
     seed: int = 0
     report: Path | None = None
+    json_report: Path | None = None  # the JSON results document (--rollout-chaos-json)
     # An already-running OpenAI-compatible policy server (its root, ``http://host:port``, no
     # ``/v1``): the harness starts no policy and ``backend`` is unused.
     policy_url: str | None = None
@@ -87,6 +89,8 @@ class ChaosSettings:
             parts.append(f"ray={self.ray.describe()}")
         if self.report is not None:
             parts.append(f"report={self.report}")
+        if self.json_report is not None:
+            parts.append(f"json={self.json_report}")
         return "rollout-chaos: " + ", ".join(parts)
 
 
@@ -125,6 +129,7 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         )
     seed = _parse_seed(raw.get(OPT_SEED), raw.source(OPT_SEED))
     report = raw.path(OPT_REPORT) if raw.get(OPT_REPORT) else None
+    json_report = raw.path(OPT_JSON) if raw.get(OPT_JSON) else None
     policy_text = raw.get(OPT_POLICY_URL)
     policy_url = None
     if policy_text:
@@ -159,6 +164,7 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         vllm_python=vllm_python,
         seed=seed,
         report=report,
+        json_report=json_report,
         policy_url=policy_url,
         policy_ready_timeout_s=_parse_timeout(config),
         upstream=upstream,
