@@ -37,6 +37,7 @@ DESIGN_NAMES = (
     "ends_promptly",
     "quiet_after_end",
     "cancel_honoured",
+    "raise_has_cause",
 )
 
 
