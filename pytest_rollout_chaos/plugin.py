@@ -36,7 +36,8 @@ _OPTIONS: Final = (
     (
         _settings.OPT_TARGET,
         "MODULE:FACTORY",
-        "Collector under test: MODULE:FACTORY, or reference, nemo_rl, slime, verl (default: reference)",
+        "Collector under test: MODULE:FACTORY, or reference, nemo_rl, slime, verl, skyrl, "
+        "skyrl_skip_failed_rollouts (default: reference)",
     ),
     (
         _settings.OPT_BACKEND,
@@ -78,7 +79,7 @@ _OPTIONS: Final = (
     (
         _settings.OPT_UPSTREAM,
         "PATH",
-        "A checkout or unpacked tree of the trainer that --rollout-chaos-target=nemo_rl|slime|verl "
+        "A checkout or unpacked tree of the trainer that --rollout-chaos-target=nemo_rl|slime|verl|skyrl "
         "drives, put first on sys.path (default: the installed package)",
     ),
     (

@@ -23,7 +23,7 @@ GymBackend = Literal["embedded", "nemo-gym"]
 BACKENDS: Final = ("tiny", "vllm")
 GYM_BACKENDS: Final = ("embedded", "nemo-gym")
 TOXIPROXY_MODES: Final = ("auto", "embedded", "binary", "docker")
-BUILTIN_TARGETS: Final = ("reference", "nemo_rl", "slime", "verl")
+BUILTIN_TARGETS: Final = ("reference", "nemo_rl", "slime", "verl", "skyrl", "skyrl_skip_failed_rollouts")
 
 # Option destinations double as ini names; the tests import these constants.
 OPT_ENABLED: Final = "rollout_chaos"

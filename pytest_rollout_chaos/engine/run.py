@@ -33,6 +33,7 @@ from pytest_rollout_chaos.collector.protocol import (
 from pytest_rollout_chaos.collector.target import load_factory
 from pytest_rollout_chaos.engine.acted import count_touches, problems, settle
 from pytest_rollout_chaos.engine.expectations import check_expectations
+from pytest_rollout_chaos.engine.reach import skip_unreachable_faults
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.engine.schedule import Schedule
 from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError
@@ -56,11 +57,13 @@ SETTLE_S: Final = 2.0
 
 def collector_for(scenario: Scenario, target: str) -> CollectorFactory:
     """The factory of the collector under test (``--rollout-chaos-collector``); the scenario
-    skips when the collector declares styles or modes that leave this one out."""
+    skips when the collector declares styles or modes that leave this one out, or fault targets
+    (``reaches``) that leave out one of its faults."""
     factory = load_factory(target)
     # A collector class used as its own factory declares its styles before anything starts.
     skip_unsupported_style(factory, scenario.workload.style)
     skip_unsupported_mode(factory, scenario.workload.mode)
+    skip_unreachable_faults(factory, scenario)
     return factory
 
 

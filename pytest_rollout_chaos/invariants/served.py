@@ -6,8 +6,8 @@ connection was cut; an ``ok`` lists a ``history.fingerprint`` per model call its
 generated (``generations``), a ``history.logprob_digest`` of each one's logprobs
 (``logprobs``) and, for a ``/run``, its ``reward``. That record is the judge's witness,
 independent of the collector: in gym style the agents' ``/run`` answers (one per attempt,
-``_rowidx`` in the request), in native style the policy's chat or completions answers on the
-collector's own link (tied to a row by its prompt; several rows sharing a prompt may leave some
+``_rowidx`` in the request), in native style the policy's chat, completions or token-in,
+token-out ``/inference/v1/generate`` answers on the collector's own link (tied to a row by its prompt; several rows sharing a prompt may leave some
 untied).
 """
 
@@ -20,7 +20,7 @@ from typing import Literal
 from pytest_rollout_chaos.history import Event, History, fingerprint_length
 
 RUN_OP = "POST /run"
-MODEL_CALL_OPS = ("POST /v1/chat/completions", "POST /v1/completions")
+MODEL_CALL_OPS = ("POST /v1/chat/completions", "POST /v1/completions", "POST /inference/v1/generate")
 NATIVE_LINK_PREFIX = "collector->"
 
 
