@@ -7,8 +7,8 @@ generated (``generations``), a ``history.logprob_digest`` of each one's logprobs
 (``logprobs``) and, for a ``/run``, its ``reward``. That record is the judge's witness,
 independent of the collector: in gym style the agents' ``/run`` answers (one per attempt,
 ``_rowidx`` in the request), in native style the policy's chat, completions or token-in,
-token-out ``/inference/v1/generate`` answers on the collector's own link (tied to a row by its prompt; several rows sharing a prompt may leave some
-untied).
+token-out ``/inference/v1/generate`` answers on the collector's own link (tied to a row by its
+prompt or its trajectory's session header; several rows sharing a prompt may leave some untied).
 """
 
 from __future__ import annotations

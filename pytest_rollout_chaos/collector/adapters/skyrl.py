@@ -150,7 +150,8 @@ class SkyRLCollector:
                 "the skyrl adapter loads the tokenizer from the policy's model directory and steps its "
                 "environment on the resources server; the context lacks "
                 + " and ".join(
-                    name for name, value in (("model_dir", ctx.model_dir), ("resources_url", ctx.resources_url))
+                    name
+                    for name, value in (("model_dir", ctx.model_dir), ("resources_url", ctx.resources_url))
                     if value is None
                 )
             )
@@ -232,16 +233,20 @@ class SkyRLCollector:
         """``prepare_generator_input`` over one SkyRL prompt per row, as the trainer's step builds it."""
         utils: Any = importlib.import_module(GENERATOR_UTILS_MODULE)
         engine_utils: Any = importlib.import_module(ENGINE_UTILS_MODULE)
-        extras = {
+        extras: dict[str, Any] = {
             skyrl_env.RESOURCES_URL: self.resources_url,
             skyrl_env.TIMEOUT_S: self.ctx.settings.request_timeout_s,
             skyrl_env.EOS_TEXT: self.tokenizer.eos_token,
         }
-        prompts = [
+        prompts: list[dict[str, Any]] = [
             {
                 "prompt": messages_of(row),
                 "env_class": skyrl_env.ENV_ID,
-                "env_extras": {**extras, skyrl_env.ROW: dict(row)},
+                "env_extras": {
+                    **extras,
+                    skyrl_env.ROW: dict(row),
+                    skyrl_env.SESSION_ID: session_id(row_index(row, position)),
+                },
                 "uid": str(row_index(row, position)),
             }
             for position, row in enumerate(rows)
@@ -264,6 +269,12 @@ class SkipFailedRolloutsCollector(SkyRLCollector):
 factory = SkyRLCollector
 """``--rollout-chaos-target=skyrl``; the class is its own factory, so its ``modes`` and ``reaches``
 skip early."""
+
+
+def session_id(index: int) -> str:
+    """The ``session_id`` SkyRL's ``agent_loop`` gives row ``index``'s trajectory: its
+    ``TrajectoryID`` (``uid`` = ``_rowidx``, the one repetition 0) as ``instance_id_repetition_id``."""
+    return f"{index}_0"
 
 
 def messages_of(row: Row) -> list[dict[str, Any]]:

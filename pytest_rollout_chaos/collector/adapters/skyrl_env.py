@@ -12,6 +12,11 @@ too, as NeMo Gym passes it to the model), or, when the output calls no tool or t
 that fails, or a server that cannot be reached, raises out of ``init``/``step``: inside SkyRL's
 ``agent_loop``, the one trajectory's exception, for SkyRL to handle as it does.
 
+Every call carries the trajectory's ``X-Session-ID``, the header SkyRL's inference client puts on
+each model call of that trajectory (``agent_loop``'s ``session_id``), beside the row's
+``_rowidx`` in ``/seed_session``: the fault layer learns from it which row SkyRL's token-id model
+calls belong to. SkyRL's own environments send no such header; nothing in SkyRL reads it here.
+
 SkyRL runs ``init``, ``step`` and ``close`` in its environment thread pool
 (``environment.skyrl_gym.max_env_workers``), so the calls are synchronous, each with the
 context's request deadline. The class is built on first use (``env_class``): importing this
@@ -36,6 +41,8 @@ ROW: Final = "row"
 RESOURCES_URL: Final = "resources_url"
 TIMEOUT_S: Final = "request_timeout_s"
 EOS_TEXT: Final = "eos_text"
+SESSION_ID: Final = "session_id"
+SESSION_HEADER: Final = "X-Session-ID"
 _SERVER: Final = "resources"
 
 
@@ -55,6 +62,7 @@ class GymRowEnvironment:
         self.resources_url = str(given[RESOURCES_URL]).rstrip("/")
         self.timeout_s = float(given[TIMEOUT_S])
         self.eos_text = str(given.get(EOS_TEXT) or "")
+        self.session_id = str(given.get(SESSION_ID) or "")
         self.max_turns = int(given["max_turns"])
         self.cookie = ""
 
@@ -91,7 +99,9 @@ class GymRowEnvironment:
         try:
             reward = float(json.loads(answer)["reward"])
         except (ValueError, KeyError, TypeError) as error:
-            raise GymRequestError(_SERVER, url, status, f"answer has no number 'reward': {error!r}") from error
+            raise GymRequestError(
+                _SERVER, url, status, f"answer has no number 'reward': {error!r}"
+            ) from error
         return {"observations": [], "reward": reward, "done": True, "metadata": {}}
 
     def _post(self, path: str, body: Mapping[str, Any]) -> tuple[int, str, str]:
@@ -99,7 +109,11 @@ class GymRowEnvironment:
         request = urllib.request.Request(
             self.resources_url + path,
             data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json", **({"Cookie": self.cookie} if self.cookie else {})},
+            headers={
+                "Content-Type": "application/json",
+                **({"Cookie": self.cookie} if self.cookie else {}),
+                **({SESSION_HEADER: self.session_id} if self.session_id else {}),
+            },
             method="POST",
         )
         try:

@@ -40,6 +40,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from pytest_rollout_chaos.history import EventKind, fingerprint, logprob_digest
 from pytest_rollout_chaos.servers.faultlayer import rewrite
+from pytest_rollout_chaos.servers.faultlayer.rows import SESSION_HEADER
 from pytest_rollout_chaos.servers.faultlayer.rules import Rule
 from pytest_rollout_chaos.servers.faultlayer.state import LayerState, Link
 
@@ -125,7 +126,12 @@ async def forward(
     """Record, apply the rules, forward (unless a rule answers), rewrite, record the answer."""
     body = await request.read()
     document = _json_document(body, request.content_type)
-    row = state.rows.row_of(document, request.headers.get("Cookie"), stream=f"{link.name} {request.path}")
+    row = state.rows.row_of(
+        document,
+        request.headers.get("Cookie"),
+        stream=f"{link.name} {request.path}",
+        session=request.headers.get(SESSION_HEADER),
+    )
     request_id = request.headers.get(REQUEST_ID_HEADER) or f"{link.source}-{os.getpid()}-{next(_counter)}"
     writer = state.writer(link.source)
     op = f"{request.method} {request.path}"

@@ -246,14 +246,14 @@ class Engine:
 
     def _mask_until_min_tokens(self, requests: list[_Request], logits: torch.Tensor) -> torch.Tensor:
         """``logits`` with EOS and the stop ids at -inf for requests short of their ``min_tokens``."""
-        short = [
-            (row, r) for row, r in enumerate(requests) if len(r.token_ids) < r.params.min_tokens
-        ]
+        short = [(row, r) for row, r in enumerate(requests) if len(r.token_ids) < r.params.min_tokens]
         if not short:
             return logits
         masked = logits.clone()
         for row, request in short:
-            ids = {self._eos, *request.params.stop_token_ids} - ({self._eos} if request.params.ignore_eos else set())
+            ids = {self._eos, *request.params.stop_token_ids} - (
+                {self._eos} if request.params.ignore_eos else set()
+            )
             masked[row, sorted(ids)] = -math.inf
         return masked
 
