@@ -181,7 +181,7 @@ class SkyRLCollector:
         failures = LoggedFailures()
         try:
             with failures.listening():
-                output = await generator.generate(batch)
+                output = await self.generate(generator, batch)
         except BaseException as error:
             history.append(SOURCE, "fail", "generate", {**call, "error": root_cause(error)})
             raise
@@ -193,6 +193,10 @@ class SkyRLCollector:
             rollout_of(output, position, row_index(row, position), failures)
             for position, row in enumerate(rows)
         ]
+
+    async def generate(self, generator: Any, batch: Any) -> Any:
+        """What the trainer's step does with the batch: ``generator.generate(batch)``."""
+        return await generator.generate(batch)
 
     def config(self) -> Any:
         """``SkyRLTrainConfig()`` with the run's settings and the policy as an external proxy."""
