@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any
 
+from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.faults import families, registry
-from pytest_rollout_chaos.faults._ray_fault import not_hosted_reason
+from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.faults.apply import heal_recorded, inject_recorded
 from pytest_rollout_chaos.faults.base import Fault
 from pytest_rollout_chaos.trial import Trial
@@ -37,17 +37,7 @@ class FaultInjector:
     def cannot_act(self, kind: str, target: str) -> str | None:
         """Why a ``kind`` fault on ``target`` cannot act in this run (a process fault on a server
         this run did not start, a Ray fault on a server not in a Ray actor), or None."""
-        family = families.category(kind)
-        if family not in ("process", "ray"):
-            return None
-        unmanaged = self._stack.unmanaged()
-        servers = self._stack.servers()
-        for one in self._stack.expand_target(target):
-            if one in unmanaged:
-                return unmanaged[one]
-            if family == "ray" and (reason := not_hosted_reason(servers.get(one))) is not None:
-                return reason
-        return None
+        return acting.cannot_act(self._stack, kind, target)
 
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None

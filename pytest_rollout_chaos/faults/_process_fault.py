@@ -1,8 +1,9 @@
-"""Shared steps of the process faults: wait for an exit (of a whole group too), bring a server back.
+"""The shared shape of process faults, and their steps: wait for an exit, bring a server back.
 
-A server killed by a fault is restarted on heal on the same port (``ManagedProcess.restart``),
-so proxies pointing at it keep working and later tests have it back; the restart is recorded
-as ``fault``/``info``/``restart``.
+``ProcessFault`` is what kill, oom, freeze, exit_zero and restart have in common: a server this
+run started as the target, and what they touched: its process. A server killed by a fault is
+restarted on heal on the same port (``ManagedProcess.restart``), so proxies pointing at it keep
+working and later tests have it back; the restart is recorded as ``fault``/``info``/``restart``.
 """
 
 from __future__ import annotations
@@ -10,13 +11,33 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from dataclasses import dataclass
+from typing import ClassVar
 
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.faults.base import FaultContext
+from pytest_rollout_chaos.faults.base import Exposure, Family, FaultContext, Need, Targets, Touched
 from pytest_rollout_chaos.servers.process import ManagedProcess
 from pytest_rollout_chaos.servers.procfs import alive, group_pids
 
 EXIT_WAIT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessFault:
+    """Base of the process faults: the target server, checked alive first, and what it touched."""
+
+    kind: ClassVar[str] = ""
+    family: ClassVar[Family] = "process"
+    targets: ClassVar[Targets] = "servers"
+    needs: ClassVar[tuple[Need, ...]] = (Need.PROCESS,)
+
+    target: str
+
+    def preflight(self, ctx: FaultContext) -> None:
+        alive_pid(ctx.process(self.target))
+
+    def touched(self, exposure: Exposure) -> Touched:
+        return Touched(1, "process")  # its inject refuses a target that is already gone
 
 
 async def wait_for_exit(process: ManagedProcess, *, timeout_s: float = EXIT_WAIT_S) -> int:

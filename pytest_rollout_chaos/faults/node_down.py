@@ -17,20 +17,23 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.faults._process_fault import alive_pid, restart_if_down, wait_for_exit
-from pytest_rollout_chaos.faults._ray_fault import hosted, not_removable_reason, on_same_node
-from pytest_rollout_chaos.faults.base import FaultContext
+from pytest_rollout_chaos.faults._process_fault import (
+    alive_pid,
+    restart_if_down,
+    wait_for_exit,
+)
+from pytest_rollout_chaos.faults._ray_fault import RayFault, hosted, not_removable_reason, on_same_node
+from pytest_rollout_chaos.faults.base import FaultContext, Need
 from pytest_rollout_chaos.ray.cluster import RayClusterError
 
 
 @dataclass(frozen=True, slots=True)
-class NodeDown:
+class NodeDown(RayFault):
     """Remove the server's node (SIGKILL of all it runs); heal starts a node in its place."""
 
     kind: ClassVar[str] = "node_down"
+    needs: ClassVar[tuple[Need, ...]] = (Need.RAY_NODE,)
     terminates_target: ClassVar[bool] = True
-
-    target: str
 
     def preflight(self, ctx: FaultContext) -> None:
         process = hosted(ctx, self.target)

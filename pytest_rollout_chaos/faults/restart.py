@@ -8,20 +8,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from pytest_rollout_chaos.faults._process_fault import alive_pid, restart_if_down
+from pytest_rollout_chaos.faults._process_fault import ProcessFault, alive_pid, restart_if_down
 from pytest_rollout_chaos.faults.base import FaultContext
 
 
 @dataclass(frozen=True, slots=True)
-class Restart:
+class Restart(ProcessFault):
     """In-flight requests are cut; the server is back on its port when inject returns."""
 
     kind: ClassVar[str] = "restart"
-
-    target: str
-
-    def preflight(self, ctx: FaultContext) -> None:
-        alive_pid(ctx.process(self.target))
 
     async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
         process = ctx.process(self.target)
