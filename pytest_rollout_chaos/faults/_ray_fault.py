@@ -2,7 +2,8 @@
 there is none.
 
 ``RayFault`` is what actor_kill and node_down have in common: a server in a Ray actor as the
-target, and what they touched, counted as for a process fault (``_process_fault``).
+target, and what they touched, counted as for a process fault (``_process_fault``): the
+requests into the servers they took down, in flight when they came or sent while they held.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.faults._process_fault import alive_pid
+from pytest_rollout_chaos.faults._process_fault import alive_pid, touched_servers
 from pytest_rollout_chaos.faults.base import Exposure, Family, FaultContext, Need, Targets, Touched
 from pytest_rollout_chaos.ray.cluster import RayClusterError
 from pytest_rollout_chaos.ray.hosted import RayHostedProcess
@@ -33,7 +34,7 @@ class RayFault:
         alive_pid(hosted(ctx, self.target))
 
     def touched(self, exposure: Exposure) -> Touched:
-        return Touched(1, "process")
+        return touched_servers(exposure, (self.target,), until=exposure.healed_at, holds="was down")
 
 
 def not_hosted_reason(process: ManagedProcess | None) -> str | None:

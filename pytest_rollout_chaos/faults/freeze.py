@@ -25,6 +25,7 @@ class Freeze(ProcessFault):
     """Stop every process of the server's group; heal continues them."""
 
     kind: ClassVar[str] = "freeze"
+    holds: ClassVar[str] = "was frozen"
 
     async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
         process = ctx.process(self.target)
