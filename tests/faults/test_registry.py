@@ -56,34 +56,6 @@ def test_every_fault_declares_its_family_targets_and_needs() -> None:
         assert cls.targets in ("links", "servers") or (isinstance(cls.targets, tuple) and cls.targets), cls
         assert cls.needs, cls
         assert all(isinstance(need, Need) for need in cls.needs), cls
-    by_family: dict[str, list[str]] = {}
-    for kind, cls in registry.FAULTS.items():
-        by_family.setdefault(cls.family, []).append(kind)
-    assert by_family == {
-        "network": [
-            "latency",
-            "bandwidth",
-            "slow_close",
-            "timeout",
-            "reset_peer",
-            "slicer",
-            "limit_data",
-            "down",
-        ],
-        "process": ["kill", "oom", "freeze", "exit_zero", "restart"],
-        "ray": ["actor_kill", "node_down"],
-        "semantic": [
-            "http_error",
-            "nan_logprobs",
-            "prefix_drift",
-            "malformed_json",
-            "trajectory_exception",
-            "hang",
-            "short_results",
-            "slow_env",
-            "cancel",
-        ],
-    }
 
 
 def test_unknown_kind_lists_the_known_ones() -> None:
