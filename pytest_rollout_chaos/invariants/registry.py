@@ -1,4 +1,7 @@
-"""The built-in invariants by name (DESIGN 3.5); an explicit tuple, greppable, no import magic."""
+"""The built-in invariants by name; an explicit tuple, greppable, no import magic.
+
+The names are an interface (ARCHITECTURE.md#history-and-invariants).
+"""
 
 from __future__ import annotations
 
