@@ -50,7 +50,7 @@ class ChaosHarness:
         self._log_dir: Path | None = None
         self._previous_sigterm: Callable[[int, FrameType | None], Any] | int | None = None
         self.summary_lines: list[str] = []
-        self.reports = ScenarioReports(settings.report)
+        self.reports = ScenarioReports(settings.report, settings.json_report)
 
     # -- resources ------------------------------------------------------------------------------
     def set_log_dir(self, path: Path) -> None:

@@ -18,6 +18,7 @@ from pytest_rollout_chaos import settings as _settings
 from pytest_rollout_chaos.harness import ChaosHarness
 
 if TYPE_CHECKING:
+    from pytest_rollout_chaos.default_run import DefaultRun
     from pytest_rollout_chaos.servers.policy.spec import PolicyServer
 
 pytest_plugins = ["pytest_rollout_chaos.fixtures"]
@@ -36,6 +37,8 @@ NOT_RUN_LINE: Final = (
     "rollout-chaos: {count} chaos {tests} skipped: --rollout-chaos is off "
     "(add --rollout-chaos or rollout_chaos = true)"
 )
+# Set when ``pytest --rollout-chaos`` was given no paths: only scenario files are collected.
+DEFAULT_RUN_KEY: Final[pytest.StashKey[DefaultRun]] = pytest.StashKey()
 ASYNCIO_LOOP_SCOPE_INI: Final = "asyncio_default_fixture_loop_scope"  # pytest-asyncio's
 
 _OPTIONS: Final = (
@@ -97,6 +100,12 @@ _OPTIONS: Final = (
     ),
     (_settings.OPT_SEED, "N", "Seed for every random choice: fault schedules, sampling (default: 0)"),
     (_settings.OPT_REPORT, "PATH", "Write the HTML report (a timeline per scenario) to PATH"),
+    (
+        _settings.OPT_JSON,
+        "PATH",
+        "Write the results as one JSON document to PATH: the run's settings and versions, and per "
+        "scenario its outcome, verdicts, faults and what they touched, and timings",
+    ),
 )
 
 
@@ -113,7 +122,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(_settings.OPT_ENABLED, "Enable rollout chaos (twin of --rollout-chaos)", default="")
     parser.addini(
         CATALOG_INI,
-        "Collect the built-in scenario catalog when --rollout-chaos is given without paths",
+        "With --rollout-chaos and no paths, collect the built-in catalog and the *.chaos.yaml files "
+        "only, not the other tests (false: pytest's usual collection)",
         type="bool",
         default=True,
     )
@@ -166,28 +176,24 @@ def pytest_configure(config: pytest.Config) -> None:
         harness.install_sigterm_handler()
         config.stash[HARNESS_KEY] = harness
         config.pluginmanager.register(harness, HARNESS_PLUGIN_NAME)
-        _add_builtin_catalog(config)
+        from pytest_rollout_chaos import default_run
+
+        run = default_run.start(
+            config,
+            flag_given=config.getoption(_settings.OPT_ENABLED, default=None) is True,
+            switched_on=bool(config.getini(CATALOG_INI)),
+        )
+        if run is not None:
+            config.stash[DEFAULT_RUN_KEY] = run
 
 
-def _add_builtin_catalog(config: pytest.Config) -> None:
-    """``pytest --rollout-chaos`` with no paths runs the built-in catalog too (DESIGN 2.1).
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """``pytest --rollout-chaos`` without paths collects scenario files only (see ``default_run``)."""
+    if DEFAULT_RUN_KEY not in config.stash:
+        return None
+    from pytest_rollout_chaos.default_run import leaves_out
 
-    Only when the flag is on the command line (an ini switch keeps a suite as it is), no paths
-    were given (naming paths means: just these), and ``rollout_chaos_catalog`` is not false.
-    """
-    if config.getoption(_settings.OPT_ENABLED, default=None) is not True:
-        return
-    if config.args_source is pytest.Config.ArgsSource.ARGS or not config.getini(CATALOG_INI):
-        return
-    from pytest_rollout_chaos import bundled
-
-    catalog = bundled.catalog_dir()
-    if not catalog.is_dir():
-        return
-    already = [Path(arg).resolve() for arg in config.args]
-    if any(catalog == path or catalog.is_relative_to(path) for path in already):
-        return
-    config.args.append(str(catalog))
+    return True if leaves_out(collection_path) else None
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -234,11 +240,12 @@ def _check_vllm(settings: _settings.ChaosSettings) -> None:
         raise pytest.UsageError(f"--rollout-chaos-backend=vllm: {error}") from error
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
     settings = config.stash.get(SETTINGS_KEY, None)
     if settings is None or not settings.enabled:
         return None
-    return settings.header_line()
+    run = config.stash.get(DEFAULT_RUN_KEY, None)
+    return [settings.header_line()] + ([run.header_line()] if run is not None else [])
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

@@ -5,9 +5,10 @@ The plugin side (``scenario_items.run_scenario``) gets the session's settings an
 in its own event loop with the scenario's deadline (``expect.within_s``); a collector that
 does not finish by then is cancelled and judged by ``bounded``, it never becomes a CI timeout.
 Every fault is healed before judging, on every path. Judging is pure: the invariants named by
-the scenario read the History and the outcome, and the expectations (``raises`` or
-``rollouts``) are compared with what came back. Anything not PASS raises ``InvariantViolation``
-whose text lists every failing verdict, the outcome and the timeline.
+the scenario, and the standing ones (``registry.STANDING``), read the History and the outcome,
+and the expectations (``raises`` or ``rollouts``) are compared with what came back. Anything not
+PASS raises ``InvariantViolation`` whose text lists every failing verdict, the outcome and the
+timeline.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pytest_rollout_chaos.errors import FaultError, InvariantViolation, Scenario
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.base import Observation, Status
 from pytest_rollout_chaos.invariants.compose import check_all
+from pytest_rollout_chaos.invariants.registry import judged
 from pytest_rollout_chaos.scenario.model import Scenario, Workload
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 from pytest_rollout_chaos.servers.gym.stack import GymStack
@@ -281,8 +283,9 @@ def judge(result: ScenarioResult) -> None:
         started_at=result.started_at,
         request_timeout_s=settings.request_timeout_s,
         max_attempts=settings.max_logprob_attempts,
+        collect_timeout_s=settings.collect_timeout_s,
     )
-    result.verdicts = check_all(observation, scenario.expect.invariants)
+    result.verdicts = check_all(observation, judged(scenario.expect.invariants))
     result.expectation_failures = check_expectations(
         scenario.expect, result.rollouts, result.raised, result.timed_out
     )

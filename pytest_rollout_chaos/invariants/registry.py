@@ -1,7 +1,13 @@
-"""The built-in invariants by name (DESIGN 3.5); an explicit tuple, greppable, no import magic."""
+"""The built-in invariants by name; an explicit tuple, greppable, no import magic.
+
+The names are an interface (ARCHITECTURE.md#history-and-invariants). ``STANDING`` names the
+invariants every scenario is judged by, listed in ``expect.invariants`` or not: what no collector
+may get away with anywhere. ``judged`` gives a scenario's full list.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 from pytest_rollout_chaos.invariants.accounted import Accounted
@@ -19,6 +25,7 @@ from pytest_rollout_chaos.invariants.no_empty_epoch import NoEmptyEpoch
 from pytest_rollout_chaos.invariants.no_silent_short_count import NoSilentShortCount
 from pytest_rollout_chaos.invariants.prefix_consistent import PrefixConsistent
 from pytest_rollout_chaos.invariants.quiet_after_end import QuietAfterEnd
+from pytest_rollout_chaos.invariants.raise_has_cause import RaiseHasCause
 from pytest_rollout_chaos.invariants.rewards_recorded import RewardsRecorded
 from pytest_rollout_chaos.invariants.root_cause_visible import RootCauseVisible
 from pytest_rollout_chaos.invariants.turns_generated import TurnsGenerated
@@ -41,9 +48,17 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     EndsPromptly(),
     QuietAfterEnd(),
     CancelHonoured(),
+    RaiseHasCause(),
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)
+STANDING: Final[tuple[str, ...]] = ("raise_has_cause",)
+
+
+def judged(listed: Iterable[str]) -> tuple[str, ...]:
+    """The invariants a scenario is judged by: those it lists, in its order, then each standing
+    one it does not list, in ``STANDING`` order; each name once."""
+    return tuple(dict.fromkeys([*listed, *STANDING]))
 
 
 def get(name: str) -> Checker:

@@ -39,6 +39,7 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
     "empty_epoch": ({row: ["error"] for row in range(4)}, 0, "an empty epoch"),
     "collection_deadline_only": ({}, 1, "every request was answered, so nothing was left to wait for"),
     "detached_after_raise": ({}, 1, "the collector kept working after the collection ended"),
+    "drift_fails_batch": ({0: ["drift"]}, 0, "the batch failed for no batch-level cause"),
 }
 # Checked elsewhere: the native-style ones by test_reference_native, the cancelled one by
 # test_cancellation.

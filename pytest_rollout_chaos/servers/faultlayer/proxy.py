@@ -65,6 +65,9 @@ _PRE_EFFECTS: Final = ("delay", "hang")
 _TERMINAL_EFFECTS: Final = ("http_error", "trajectory_exception")
 _REWRITE_EFFECTS: Final = ("nan_logprobs", "prefix_drift", "malformed_json")
 
+# Recorded for a request whose client went away first: the client's doing, not the server's.
+CLIENT_CLOSED: Final = "the client closed the connection"
+
 _counter = itertools.count(1)
 
 
@@ -162,7 +165,7 @@ async def forward(
             request.transport.abort()
         raise asyncio.CancelledError from None
     except asyncio.CancelledError:
-        finish("info", error="the client closed the connection")
+        finish("info", error=CLIENT_CLOSED)
         raise
     if answer.status >= 400:
         finish("fail", status=answer.status)
