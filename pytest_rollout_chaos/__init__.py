@@ -1,9 +1,10 @@
 """pytest-rollout-chaos: chaos testing for the rollout collection of LLM RL trainers.
 
-The public API is ``__all__``: what a collector under test is given and returns (DESIGN 3.2
-and 3.3), the History it may write to, and the exceptions. Importing this package has no side
-effects and stays light (no pytest, aiohttp, torch): the names whose modules pull in more are
-loaded on first use, ``__version__`` (read from the installed metadata) included. Deep imports
+The public API is ``__all__``: what a collector under test is given and returns
+(ARCHITECTURE.md#rollout-data and #the-collector-contract), the History it may write to, and
+the exceptions. Importing this package has no side effects and stays light (no pytest,
+aiohttp, torch): the names whose modules pull in more are loaded on first use, ``__version__``
+(read from the installed metadata) included. Deep imports
 (``pytest_rollout_chaos.collector.protocol``) keep working.
 """
 

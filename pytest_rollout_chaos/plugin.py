@@ -1,8 +1,10 @@
 """pytest hook implementations only: options, settings, markers, header, harness wiring.
 
 Without ``--rollout-chaos`` (or its ini twin) the plugin is inert: no ``*.chaos.yaml`` is
-collected and every chaos fixture skips before starting anything. Heavy modules (torch, the
-servers) are imported lazily by the fixtures that need them.
+collected and every chaos fixture skips before starting anything, so a trainer's ordinary
+``pytest`` is not broken by it. The run then ends with one line counting the chaos tests that
+did not run and why, so a CI job that forgot the flag cannot look green by accident. Heavy
+modules (torch, the servers) are imported lazily by the fixtures that need them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,14 @@ HARNESS_KEY: Final = pytest.StashKey[ChaosHarness]()
 EXTERNAL_POLICY_KEY: Final[pytest.StashKey[PolicyServer]] = pytest.StashKey()
 HARNESS_PLUGIN_NAME: Final = "rollout-chaos-harness"
 CATALOG_INI: Final = "rollout_chaos_catalog"
+# Why a chaos fixture skips when the plugin is off, and the run's last line about those skips.
+NOT_ENABLED: Final = (
+    "rollout-chaos is off: pass --rollout-chaos (or set rollout_chaos = true) to start servers"
+)
+NOT_RUN_LINE: Final = (
+    "rollout-chaos: {count} chaos {tests} skipped: --rollout-chaos is off "
+    "(add --rollout-chaos or rollout_chaos = true)"
+)
 # Set when ``pytest --rollout-chaos`` was given no paths: only scenario files are collected.
 DEFAULT_RUN_KEY: Final[pytest.StashKey[DefaultRun]] = pytest.StashKey()
 ASYNCIO_LOOP_SCOPE_INI: Final = "asyncio_default_fixture_loop_scope"  # pytest-asyncio's
@@ -246,3 +256,16 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     from pytest_rollout_chaos.scenario_items import ScenarioFile
 
     return ScenarioFile.from_parent(parent, path=file_path)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """With the plugin off, one line: how many chaos tests were skipped for it (none: no line)."""
+    settings = terminalreporter.config.stash.get(SETTINGS_KEY, None)
+    if settings is None or settings.enabled:
+        return  # on, the harness writes the rollout-chaos section
+    count = sum(
+        1 for report in terminalreporter.stats.get("skipped", ()) if NOT_ENABLED in str(report.longrepr)
+    )
+    if count:
+        line = NOT_RUN_LINE.format(count=count, tests="test" if count == 1 else "tests")
+        terminalreporter.write_line(line, yellow=True, bold=True)

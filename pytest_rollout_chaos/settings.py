@@ -1,4 +1,6 @@
-"""ChaosSettings: every option of DESIGN 3.1, resolved once from command line or ini and validated.
+"""ChaosSettings: every option, resolved once from command line or ini and validated.
+
+The options are an interface (ARCHITECTURE.md#options).
 
 The command line wins over ``[tool.pytest.ini_options]``; both win over the defaults. A bad
 value is a ``pytest.UsageError`` naming the value, where it came from and what is valid.

@@ -1,4 +1,6 @@
-"""The collector-under-test contract (DESIGN 3.2 and 3.3): rows in, one Rollout per row out.
+"""The collector-under-test contract: rows in, one Rollout per row out.
+
+ARCHITECTURE.md#rollout-data and #the-collector-contract state it.
 
 A trainer's collector is adapted to ``Collector``; ``factory(ctx)`` builds it from a
 ``CollectorContext`` holding what a trainer has (the Gym client, the policy URL, the

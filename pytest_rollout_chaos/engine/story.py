@@ -21,7 +21,7 @@ HINT_FAULT: Final = (
 )
 HINT_SCENARIO: Final = "fix the scenario file; `rollout-chaos validate FILE` checks it without running"
 HINT_CONTRACT: Final = (
-    "the collector under test does not keep its contract (README, Writing a collector); fix the "
+    "the collector under test does not keep its contract (docs/writing-a-collector.md); fix the "
     "collector or the factory named above, nothing was judged"
 )
 HINT_OTHER: Final = "see the traceback"

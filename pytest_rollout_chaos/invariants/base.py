@@ -87,7 +87,7 @@ class Observation:
 
 
 class Checker(Protocol):
-    """An invariant: a name from DESIGN 3.5 and a pure ``check``."""
+    """An invariant: a name from ARCHITECTURE.md#history-and-invariants and a pure ``check``."""
 
     name: ClassVar[str]
 

@@ -1,7 +1,8 @@
-"""The built-in invariants by name (DESIGN 3.5); an explicit tuple, greppable, no import magic.
+"""The built-in invariants by name; an explicit tuple, greppable, no import magic.
 
-``STANDING`` names the invariants every scenario is judged by, listed in ``expect.invariants``
-or not: what no collector may get away with anywhere. ``judged`` gives a scenario's full list.
+The names are an interface (ARCHITECTURE.md#history-and-invariants). ``STANDING`` names the
+invariants every scenario is judged by, listed in ``expect.invariants`` or not: what no collector
+may get away with anywhere. ``judged`` gives a scenario's full list.
 """
 
 from __future__ import annotations

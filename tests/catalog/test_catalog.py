@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.collectors import KNOWN_BUGS
-from pytest_rollout_chaos.faults import families
+from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.scenario.model import load_scenario
 from pytest_rollout_chaos.settings import ChaosSettings
 from tests.catalog._verdicts import CATALOG, REPO, run_catalog
@@ -61,7 +61,7 @@ def skipped_on(settings: ChaosSettings) -> set[str]:
     needs_ray = {
         scenario.name
         for scenario in map(load_scenario, CATALOG.glob("*.chaos.yaml"))
-        if any(families.category(step.kind) == "ray" for step in scenario.faults)
+        if any(registry.fault_class(step.kind).family == "ray" for step in scenario.faults)
     }
     if not settings.ray.on:
         return needs_ray

@@ -92,7 +92,7 @@ def _check_scenarios(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "error": 0,
         "skipped": 1,
         "faults_injected": 2,
-        "verdicts": {"PASS": 3, "FAIL": 1, "UNKNOWN": 0},
+        "verdicts": {"PASS": 5, "FAIL": 1, "UNKNOWN": 0},
     }
     lost = scenarios["loses-a-row"]
     assert lost["outcome"] == "failed"
