@@ -38,9 +38,11 @@ loss-mask 1 in ``response_ids`` is one turn's generation, its logprobs the match
 reward is the sum of the token-level ``rewards`` (a float reward is taken as it is).
 
 What the two pinned trees show: before PR #1986, and after it with the flag off, the first
-raising rollout (a 500 from the policy or the verifier) takes the whole step down while its
-siblings run on detached (``isolated_failures``); with the flag on the failed rows come back as
-placeholders, and a batch whose every rollout failed raises (``no_empty_epoch`` passes).
+raising rollout (the verifier's HTTP 500 in ``verifier-exception-isolated``, a policy 503 in
+``policy-503-storm``: ``RemoteInferenceClient`` retries dropped connections, not error statuses)
+takes the whole step down while its siblings run on detached (``isolated_failures``); with the
+flag on the failed rows come back as placeholders, and a batch whose every rollout failed raises
+(``RuntimeError`` from the first failure), so no batch of placeholders is handed on.
 
 Scenarios whose faults act where SkyRL's loop never goes (the NeMo Gym agents and model server,
 the Gym client) skip, saying so (``reaches``); so do validation-mode ones.
