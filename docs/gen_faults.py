@@ -3,7 +3,8 @@
 ``docs/faults.md`` holds the hand-written part (how faults reach the servers) and one marker
 line, ``FAULTS_MARKER``; this MkDocs hook (``hooks:`` in ``mkdocs.yml``) replaces the marker with
 one section per registered fault kind: its family, what it does (its module's and its class's
-docstrings), its valid targets and its parameters with types, bounds, defaults and meaning. No
+docstrings), its valid targets, what it needs to act and its parameters with types, bounds,
+defaults and meaning, all read from the fault class itself (``family``, ``targets``, ``needs``). No
 copy of the reference is kept in the repository, so the page cannot disagree with the registry;
 ``tests/docs/test_faults_page.py`` checks that every kind and every parameter appears.
 
@@ -17,7 +18,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, Final
 
-from pytest_rollout_chaos.faults import families, registry
+from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.scenario import vocabulary
 
 FAULTS_MARKER: Final = "<!-- generated: fault reference -->"
@@ -30,10 +31,10 @@ FAMILY_TITLES: Final = {
 }
 
 
-def fault_facts(cls: type[Any]) -> tuple[str, str, tuple[str, ...]]:
-    """``(kind, family, targets)`` of a registered fault class: the one place the page reads them."""
+def fault_facts(cls: type[Any]) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
+    """``(kind, family, targets, needs)`` of a registered fault class: the one place the page reads them."""
     kind = str(cls.kind)
-    return kind, families.category(kind) or "other", vocabulary.targets_for(kind)
+    return kind, str(cls.family), vocabulary.targets_for(kind), tuple(need.value for need in cls.needs)
 
 
 def render() -> str:
@@ -50,7 +51,7 @@ def render() -> str:
 
 
 def _entry(cls: type[Any]) -> Iterator[str]:
-    kind, _family, targets = fault_facts(cls)
+    kind, _family, targets, needs = fault_facts(cls)
     yield f"### `{kind}`"
     yield ""
     module_doc = (inspect.getdoc(sys.modules[cls.__module__]) or "").split("\n\n", 1)[0]
@@ -60,6 +61,8 @@ def _entry(cls: type[Any]) -> Iterator[str]:
             yield _markdown(" ".join(text.split()))
             yield ""
     yield "**Targets:** " + ", ".join(f"`{target}`" for target in targets)
+    yield ""
+    yield "**Needs:** " + "; ".join(_markdown(need) for need in needs)
     yield ""
     rows = [parameter for parameter in registry.parameters(kind) if parameter.name != "target"]
     if not rows:

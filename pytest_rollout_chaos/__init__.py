@@ -1,9 +1,11 @@
 """pytest-rollout-chaos: chaos testing for the rollout collection of LLM RL trainers.
 
-The public API is ``__all__``: what a collector under test is given and returns (DESIGN 3.2
-and 3.3), the History it may write to, and the exceptions. Importing this package has no side
-effects and stays light (no pytest, aiohttp, torch): the names whose modules pull in more are
-loaded on first use. Deep imports (``pytest_rollout_chaos.collector.protocol``) keep working.
+The public API is ``__all__``: what a collector under test is given and returns
+(ARCHITECTURE.md#rollout-data and #the-collector-contract), the History it may write to, and
+the exceptions. Importing this package has no side effects and stays light (no pytest,
+aiohttp, torch): the names whose modules pull in more are loaded on first use, ``__version__``
+(read from the installed metadata) included. Deep imports
+(``pytest_rollout_chaos.collector.protocol``) keep working.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from pytest_rollout_chaos.collector.gym_client import GymRequestError
     from pytest_rollout_chaos.injector import FaultInjector
     from pytest_rollout_chaos.settings import ChaosSettings
+    from pytest_rollout_chaos.version import __version__ as __version__
 
 __all__ = [
     "STYLES",
@@ -95,6 +98,7 @@ _LAZY: Final = {
     "EnvironmentReturn": "pytest_rollout_chaos.collector.environment",
     "FaultInjector": "pytest_rollout_chaos.injector",
     "GymRequestError": "pytest_rollout_chaos.collector.gym_client",
+    "__version__": "pytest_rollout_chaos.version",  # reads package metadata
 }
 
 

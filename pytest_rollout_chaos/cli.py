@@ -48,7 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from pytest_rollout_chaos.version import __version__
+
     parser = argparse.ArgumentParser(prog="rollout-chaos", description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
 
     validate = commands.add_parser(

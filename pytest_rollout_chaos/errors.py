@@ -39,9 +39,9 @@ class CollectorTargetError(ChaosError):
 
 
 class CollectorContractError(ChaosError):
-    """The collector under test broke its contract (DESIGN 3.3): its factory raised, its
-    ``collect`` is not async, or it returned something other than one Rollout per requested row.
-    The message names the collector, what was expected and what came back."""
+    """The collector under test broke its contract (ARCHITECTURE.md#the-collector-contract): its
+    factory raised, its ``collect`` is not async, or it returned something other than one Rollout
+    per requested row. The message names the collector, what was expected and what came back."""
 
 
 class InvariantViolation(AssertionError):

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 import pytest
 import pytest_asyncio
 
-from pytest_rollout_chaos.harness import ChaosHarness
+from pytest_rollout_chaos.harness import INJECTOR_KEY, ChaosHarness
 from pytest_rollout_chaos.history import History
-from pytest_rollout_chaos.plugin import EXTERNAL_POLICY_KEY, HARNESS_KEY, SETTINGS_KEY
+from pytest_rollout_chaos.plugin import EXTERNAL_POLICY_KEY, HARNESS_KEY, NOT_ENABLED, SETTINGS_KEY
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 from pytest_rollout_chaos.settings import ChaosSettings
 
@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from pytest_rollout_chaos.servers.toxiproxy.handle import ChaosToxiproxy
     from pytest_rollout_chaos.stack import ChaosStack
     from pytest_rollout_chaos.trial import Trial
-
-NOT_ENABLED = "rollout-chaos is off: pass --rollout-chaos (or set rollout_chaos = true) to start servers"
 
 
 @pytest.fixture(scope="session")
@@ -307,10 +305,12 @@ def chaos_collector_context(chaos_trial: Trial) -> CollectorContext:
 @pytest_asyncio.fixture
 async def chaos_faults(request: pytest.FixtureRequest, chaos_trial: Trial) -> AsyncIterator[FaultInjector]:
     """Inject faults by scenario name from Python; ``@pytest.mark.chaos_fault(kind, target, ...)``
-    markers are injected before the test, and everything is healed after it."""
+    markers are injected before the test, and everything is healed after it. A test that passes
+    with a fault that touched nothing fails, as a scenario does (``expect_hits=0`` allows it)."""
     from pytest_rollout_chaos.injector import FaultInjector
 
     async with FaultInjector(chaos_trial) as injector:
+        request.node.stash[INJECTOR_KEY] = injector
         for marker in reversed(list(request.node.iter_markers("chaos_fault"))):
             if (reason := injector.cannot_act(*marker.args[:2])) is not None:
                 pytest.skip(f"chaos_fault{marker.args[:2]!r}: {reason}")

@@ -5,6 +5,10 @@ when ``--rollout-chaos`` is on. Every server goes on one ``ExitStack``; it is un
 session end, on Ctrl-C, on SIGTERM (turned into KeyboardInterrupt) and at unconfigure, and a
 cleanup error is logged, never allowed to mask the test's own failure. The reaper covers the
 one path no hook sees: pytest killed with SIGKILL.
+
+A Python test that injects faults through ``chaos_faults`` (or ``chaos_fault`` markers) is
+checked like a scenario at the end of its call: a fault that touched nothing of what the test
+collected fails it with the scenario's message (``injector.FaultInjector.unacted``).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import uuid
 from collections.abc import Callable, Generator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
@@ -26,8 +30,13 @@ from pytest_rollout_chaos.report.run_info import ServerLog, describe_run
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 from pytest_rollout_chaos.settings import ChaosSettings
 
+if TYPE_CHECKING:
+    from pytest_rollout_chaos.injector import FaultInjector
+
 _logger = logging.getLogger(__name__)
 LOG_SECTION_LINES = 20
+# The test's fault injector, kept by the chaos_faults fixture for the check after the call.
+INJECTOR_KEY: Final[pytest.StashKey[FaultInjector]] = pytest.StashKey()
 
 
 class ChaosHarness:
@@ -41,7 +50,7 @@ class ChaosHarness:
         self._log_dir: Path | None = None
         self._previous_sigterm: Callable[[int, FrameType | None], Any] | int | None = None
         self.summary_lines: list[str] = []
-        self.reports = ScenarioReports(settings.report)
+        self.reports = ScenarioReports(settings.report, settings.json_report)
 
     # -- resources ------------------------------------------------------------------------------
     def set_log_dir(self, path: Path) -> None:
@@ -117,6 +126,17 @@ class ChaosHarness:
                     )
                 )
         return report
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        """A test that passed with a fault that touched nothing tested nothing there: it fails."""
+        outcome = yield  # a test that failed or skipped stands as it is
+        injector = item.stash.get(INJECTOR_KEY, None)
+        if injector is not None and (lines := injector.unacted()):
+            from pytest_rollout_chaos.acting import unacted_text
+
+            pytest.fail(unacted_text(lines, what="test"), pytrace=False)
+        return outcome
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.reports.start(session.config, describe_run(session.config, self.settings))

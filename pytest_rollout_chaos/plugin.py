@@ -1,8 +1,10 @@
 """pytest hook implementations only: options, settings, markers, header, harness wiring.
 
 Without ``--rollout-chaos`` (or its ini twin) the plugin is inert: no ``*.chaos.yaml`` is
-collected and every chaos fixture skips before starting anything. Heavy modules (torch, the
-servers) are imported lazily by the fixtures that need them.
+collected and every chaos fixture skips before starting anything, so a trainer's ordinary
+``pytest`` is not broken by it. The run then ends with one line counting the chaos tests that
+did not run and why, so a CI job that forgot the flag cannot look green by accident. Heavy
+modules (torch, the servers) are imported lazily by the fixtures that need them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pytest_rollout_chaos import settings as _settings
 from pytest_rollout_chaos.harness import ChaosHarness
 
 if TYPE_CHECKING:
+    from pytest_rollout_chaos.default_run import DefaultRun
     from pytest_rollout_chaos.servers.policy.spec import PolicyServer
 
 pytest_plugins = ["pytest_rollout_chaos.fixtures"]
@@ -26,6 +29,16 @@ HARNESS_KEY: Final = pytest.StashKey[ChaosHarness]()
 EXTERNAL_POLICY_KEY: Final[pytest.StashKey[PolicyServer]] = pytest.StashKey()
 HARNESS_PLUGIN_NAME: Final = "rollout-chaos-harness"
 CATALOG_INI: Final = "rollout_chaos_catalog"
+# Why a chaos fixture skips when the plugin is off, and the run's last line about those skips.
+NOT_ENABLED: Final = (
+    "rollout-chaos is off: pass --rollout-chaos (or set rollout_chaos = true) to start servers"
+)
+NOT_RUN_LINE: Final = (
+    "rollout-chaos: {count} chaos {tests} skipped: --rollout-chaos is off "
+    "(add --rollout-chaos or rollout_chaos = true)"
+)
+# Set when ``pytest --rollout-chaos`` was given no paths: only scenario files are collected.
+DEFAULT_RUN_KEY: Final[pytest.StashKey[DefaultRun]] = pytest.StashKey()
 ASYNCIO_LOOP_SCOPE_INI: Final = "asyncio_default_fixture_loop_scope"  # pytest-asyncio's
 
 _OPTIONS: Final = (
@@ -33,7 +46,8 @@ _OPTIONS: Final = (
     (
         _settings.OPT_TARGET,
         "MODULE:FACTORY",
-        "Collector under test: MODULE:FACTORY, or reference, nemo_rl, slime, verl (default: reference)",
+        "Collector under test: MODULE:FACTORY, or reference, nemo_rl, slime, verl, skyrl, "
+        "skyrl_skip_failed_rollouts (default: reference)",
     ),
     (
         _settings.OPT_BACKEND,
@@ -75,7 +89,7 @@ _OPTIONS: Final = (
     (
         _settings.OPT_UPSTREAM,
         "PATH",
-        "A checkout or unpacked tree of the trainer that --rollout-chaos-target=nemo_rl|slime|verl "
+        "A checkout or unpacked tree of the trainer that --rollout-chaos-target=nemo_rl|slime|verl|skyrl "
         "drives, put first on sys.path (default: the installed package)",
     ),
     (
@@ -87,6 +101,12 @@ _OPTIONS: Final = (
     ),
     (_settings.OPT_SEED, "N", "Seed for every random choice: fault schedules, sampling (default: 0)"),
     (_settings.OPT_REPORT, "PATH", "Write the HTML report (a timeline per scenario) to PATH"),
+    (
+        _settings.OPT_JSON,
+        "PATH",
+        "Write the results as one JSON document to PATH: the run's settings and versions, and per "
+        "scenario its outcome, verdicts, faults and what they touched, and timings",
+    ),
 )
 
 
@@ -103,7 +123,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(_settings.OPT_ENABLED, "Enable rollout chaos (twin of --rollout-chaos)", default="")
     parser.addini(
         CATALOG_INI,
-        "Collect the built-in scenario catalog when --rollout-chaos is given without paths",
+        "With --rollout-chaos and no paths, collect the built-in catalog and the *.chaos.yaml files "
+        "only, not the other tests (false: pytest's usual collection)",
         type="bool",
         default=True,
     )
@@ -156,28 +177,24 @@ def pytest_configure(config: pytest.Config) -> None:
         harness.install_sigterm_handler()
         config.stash[HARNESS_KEY] = harness
         config.pluginmanager.register(harness, HARNESS_PLUGIN_NAME)
-        _add_builtin_catalog(config)
+        from pytest_rollout_chaos import default_run
+
+        run = default_run.start(
+            config,
+            flag_given=config.getoption(_settings.OPT_ENABLED, default=None) is True,
+            switched_on=bool(config.getini(CATALOG_INI)),
+        )
+        if run is not None:
+            config.stash[DEFAULT_RUN_KEY] = run
 
 
-def _add_builtin_catalog(config: pytest.Config) -> None:
-    """``pytest --rollout-chaos`` with no paths runs the built-in catalog too (DESIGN 2.1).
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """``pytest --rollout-chaos`` without paths collects scenario files only (see ``default_run``)."""
+    if DEFAULT_RUN_KEY not in config.stash:
+        return None
+    from pytest_rollout_chaos.default_run import leaves_out
 
-    Only when the flag is on the command line (an ini switch keeps a suite as it is), no paths
-    were given (naming paths means: just these), and ``rollout_chaos_catalog`` is not false.
-    """
-    if config.getoption(_settings.OPT_ENABLED, default=None) is not True:
-        return
-    if config.args_source is pytest.Config.ArgsSource.ARGS or not config.getini(CATALOG_INI):
-        return
-    from pytest_rollout_chaos import bundled
-
-    catalog = bundled.catalog_dir()
-    if not catalog.is_dir():
-        return
-    already = [Path(arg).resolve() for arg in config.args]
-    if any(catalog == path or catalog.is_relative_to(path) for path in already):
-        return
-    config.args.append(str(catalog))
+    return True if leaves_out(collection_path) else None
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -224,11 +241,12 @@ def _check_vllm(settings: _settings.ChaosSettings) -> None:
         raise pytest.UsageError(f"--rollout-chaos-backend=vllm: {error}") from error
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
     settings = config.stash.get(SETTINGS_KEY, None)
     if settings is None or not settings.enabled:
         return None
-    return settings.header_line()
+    run = config.stash.get(DEFAULT_RUN_KEY, None)
+    return [settings.header_line()] + ([run.header_line()] if run is not None else [])
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -238,3 +256,16 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     from pytest_rollout_chaos.scenario_items import ScenarioFile
 
     return ScenarioFile.from_parent(parent, path=file_path)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """With the plugin off, one line: how many chaos tests were skipped for it (none: no line)."""
+    settings = terminalreporter.config.stash.get(SETTINGS_KEY, None)
+    if settings is None or settings.enabled:
+        return  # on, the harness writes the rollout-chaos section
+    count = sum(
+        1 for report in terminalreporter.stats.get("skipped", ()) if NOT_ENABLED in str(report.longrepr)
+    )
+    if count:
+        line = NOT_RUN_LINE.format(count=count, tests="test" if count == 1 else "tests")
+        terminalreporter.write_line(line, yellow=True, bold=True)

@@ -19,6 +19,7 @@ from typing import Final
 
 import pytest
 
+from pytest_rollout_chaos import extras
 from pytest_rollout_chaos.settings import ChaosSettings
 
 TINY_FILES: Final = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
@@ -127,6 +128,8 @@ def toxiproxy_problem(settings: ChaosSettings) -> str | None:
             f"{flag}: no Docker engine answers ({why}); start Docker or set DOCKER_HOST, "
             "or use --rollout-chaos-toxiproxy=embedded or =binary"
         )
+    if mode == "docker" and not extras.installed(extras.DOCKER):
+        return f"{flag}: the Docker SDK (the docker package) is not installed here; {extras.DOCKER.install}"
     return None
 
 

@@ -1,4 +1,6 @@
-"""ChaosSettings: every option of DESIGN 3.1, resolved once from command line or ini and validated.
+"""ChaosSettings: every option, resolved once from command line or ini and validated.
+
+The options are an interface (ARCHITECTURE.md#options).
 
 The command line wins over ``[tool.pytest.ini_options]``; both win over the defaults. A bad
 value is a ``pytest.UsageError`` naming the value, where it came from and what is valid.
@@ -23,7 +25,7 @@ GymBackend = Literal["embedded", "nemo-gym"]
 BACKENDS: Final = ("tiny", "vllm")
 GYM_BACKENDS: Final = ("embedded", "nemo-gym")
 TOXIPROXY_MODES: Final = ("auto", "embedded", "binary", "docker")
-BUILTIN_TARGETS: Final = ("reference", "nemo_rl", "slime", "verl")
+BUILTIN_TARGETS: Final = ("reference", "nemo_rl", "slime", "verl", "skyrl", "skyrl_skip_failed_rollouts")
 
 # Option destinations double as ini names; the tests import these constants.
 OPT_ENABLED: Final = "rollout_chaos"
@@ -36,6 +38,7 @@ OPT_GYM_PYTHON: Final = "rollout_chaos_gym_python"
 OPT_VLLM_PYTHON: Final = "rollout_chaos_vllm_python"
 OPT_SEED: Final = "rollout_chaos_seed"
 OPT_REPORT: Final = "rollout_chaos_report"
+OPT_JSON: Final = "rollout_chaos_json"
 OPT_POLICY_URL: Final = "rollout_chaos_policy_url"
 OPT_UPSTREAM: Final = "rollout_chaos_upstream"
 OPT_RAY: Final = "rollout_chaos_ray"
@@ -62,6 +65,7 @@ class ChaosSettings:
     vllm_python: Path | None = None
     seed: int = 0
     report: Path | None = None
+    json_report: Path | None = None  # the JSON results document (--rollout-chaos-json)
     # An already-running OpenAI-compatible policy server (its root, ``http://host:port``, no
     # ``/v1``): the harness starts no policy and ``backend`` is unused.
     policy_url: str | None = None
@@ -87,6 +91,8 @@ class ChaosSettings:
             parts.append(f"ray={self.ray.describe()}")
         if self.report is not None:
             parts.append(f"report={self.report}")
+        if self.json_report is not None:
+            parts.append(f"json={self.json_report}")
         return "rollout-chaos: " + ", ".join(parts)
 
 
@@ -125,6 +131,7 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         )
     seed = _parse_seed(raw.get(OPT_SEED), raw.source(OPT_SEED))
     report = raw.path(OPT_REPORT) if raw.get(OPT_REPORT) else None
+    json_report = raw.path(OPT_JSON) if raw.get(OPT_JSON) else None
     policy_text = raw.get(OPT_POLICY_URL)
     policy_url = None
     if policy_text:
@@ -159,6 +166,7 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         vllm_python=vllm_python,
         seed=seed,
         report=report,
+        json_report=json_report,
         policy_url=policy_url,
         policy_ready_timeout_s=_parse_timeout(config),
         upstream=upstream,

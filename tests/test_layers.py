@@ -27,16 +27,16 @@ ROOT: Final = Path(__file__).resolve().parent.parent
 # Bottom to top. Each entry names modules or packages by their path below the package ("" is
 # the package's own ``__init__``); a module belongs to the layer of its longest matching entry.
 LAYERS: Final = (
-    ("base", ("errors", "history", "tokens", "http_client", "bundled")),
+    ("base", ("errors", "history", "tokens", "http_client", "bundled", "extras", "version")),
     ("servers", ("servers", "ray", "settings")),
     ("collector", ("collector",)),
     ("invariants", ("invariants",)),
     ("faults", ("faults",)),
-    ("trial", ("stack", "trial", "injector", "preflight")),
+    ("trial", ("stack", "trial", "acting", "injector", "preflight")),
     ("scenario", ("scenario",)),
     ("engine", ("engine",)),
     ("report", ("report", "gate")),
-    ("plugin", ("", "plugin", "harness", "fixtures", "cli", "scenario_items")),
+    ("plugin", ("", "plugin", "harness", "fixtures", "cli", "scenario_items", "default_run")),
 )
 
 

@@ -61,6 +61,7 @@ async def collector_context(
             model=model,
             eos_token_ids=tuple(eos_token_ids),
             model_dir=model_dir,
+            resources_url=resources_url,
             placement=dict(placement or {}),
         )
     finally:

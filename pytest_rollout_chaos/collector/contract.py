@@ -1,4 +1,6 @@
-"""The collector's contract (DESIGN 3.3), checked where the harness meets the collector.
+"""The collector's contract, checked where the harness meets the collector.
+
+ARCHITECTURE.md#the-collector-contract states it.
 
 A factory that raises, a ``collect`` that is not ``async``, a result that is not a list of
 ``Rollout``, or a rollout for a row that was never requested is not an outcome to judge: it is

@@ -1,4 +1,6 @@
-"""The collector-under-test contract (DESIGN 3.2 and 3.3): rows in, one Rollout per row out.
+"""The collector-under-test contract: rows in, one Rollout per row out.
+
+ARCHITECTURE.md#rollout-data and #the-collector-contract state it.
 
 A trainer's collector is adapted to ``Collector``; ``factory(ctx)`` builds it from a
 ``CollectorContext`` holding what a trainer has (the Gym client, the policy URL, the
@@ -107,6 +109,10 @@ class CollectorContext:
     eos_token_ids: tuple[int, ...] = ()
     model_dir: Path | None = None
     """The policy's model directory (HF layout), for collectors that load the tokenizer as a trainer does."""
+    resources_url: str | None = None
+    """The resources server (NeMo Gym's ``/seed_session``, tools, ``/verify``) through the
+    ``collector->resources`` link, the one ``env`` talks to: for a trainer's own environment that
+    calls the tools and the verifier itself."""
     placement: Mapping[str, str] = field(default_factory=dict)
     """Where each server runs when that is not this machine's plain process (``--rollout-chaos-ray``:
     ``calculator_agent`` -> ``node 1 (ray node 3f2a9c01)``), for errors that name the node a row was on."""

@@ -19,7 +19,10 @@ from pytest_rollout_chaos.collector import adapters
 from pytest_rollout_chaos.collector.protocol import CollectorFactory
 from pytest_rollout_chaos.errors import CollectorTargetError
 
-VALID: Final = "reference, nemo_rl, slime, verl, or MODULE:FACTORY such as 'my_trainer.chaos:make_collector'"
+VALID: Final = (
+    "reference, nemo_rl, slime, verl, skyrl, skyrl_skip_failed_rollouts, or MODULE:FACTORY such as "
+    "'my_trainer.chaos:make_collector'"
+)
 
 
 def load_factory(target: str) -> CollectorFactory:

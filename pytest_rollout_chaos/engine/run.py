@@ -21,6 +21,7 @@ from typing import Any, Final, cast
 
 import pytest
 
+from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import contract
 from pytest_rollout_chaos.collector.protocol import (
     CollectorFactory,
@@ -33,13 +34,12 @@ from pytest_rollout_chaos.collector.protocol import (
 )
 from pytest_rollout_chaos.collector.target import load_factory
 from pytest_rollout_chaos.engine import vacuity
-from pytest_rollout_chaos.engine.acted import count_touches, problems, settle
+from pytest_rollout_chaos.engine.acted import count_touches, problems
 from pytest_rollout_chaos.engine.expectations import check_expectations
+from pytest_rollout_chaos.engine.reach import skip_unreachable_faults
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.engine.schedule import Schedule
 from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError, VacuousScenarioError
-from pytest_rollout_chaos.faults import families
-from pytest_rollout_chaos.faults._ray_fault import not_removable_reason
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict
 from pytest_rollout_chaos.invariants.compose import check_all
@@ -59,11 +59,13 @@ SETTLE_S: Final = 2.0
 
 def collector_for(scenario: Scenario, target: str) -> CollectorFactory:
     """The factory of the collector under test (``--rollout-chaos-collector``); the scenario
-    skips when the collector declares styles or modes that leave this one out."""
+    skips when the collector declares styles or modes that leave this one out, or fault targets
+    (``reaches``) that leave out one of its faults."""
     factory = load_factory(target)
     # A collector class used as its own factory declares its styles before anything starts.
     skip_unsupported_style(factory, scenario.workload.style)
     skip_unsupported_mode(factory, scenario.workload.mode)
+    skip_unreachable_faults(factory, scenario)
     return factory
 
 
@@ -105,38 +107,18 @@ def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
     """Why ``scenario`` cannot run on ``stack``, or None.
 
     Semantic faults act from the fault layer in front of every server and the layer records
-    every request, so no scenario needs anything inside a server; only a process fault aimed at
-    a server this run did not start cannot act, and a Ray fault needs its server in a Ray actor
-    (and, for ``node_down``, on a node this run may remove).
+    every request, so no scenario needs anything inside a server. What a fault needs is its
+    class's to say (``Fault.needs``, checked by ``acting.cannot_act``): a process fault cannot
+    act on a server this run did not start (an external policy), a Ray fault needs its server in
+    a Ray actor (and, for ``node_down``, on a node this run may remove). The policy's
+    ``ready_delay_s`` stops and restarts the policy, so it needs the policy's process too.
     """
-    return _unmanaged_target(scenario, stack) or _not_on_ray(scenario, stack)
-
-
-def _not_on_ray(scenario: Scenario, stack: ChaosStack) -> str | None:
-    servers = stack.servers()
     for index, step in enumerate(scenario.faults):
-        if families.category(step.kind) != "ray":
-            continue
-        for name in stack.expand_target(step.target):
-            reason = not_removable_reason(servers.get(name), node=step.kind == "node_down")
-            if reason is not None:
-                return f"faults/{index} {step.kind} on {name!r}: {reason}"
-    return None
-
-
-def _unmanaged_target(scenario: Scenario, stack: ChaosStack) -> str | None:
-    """A process fault, or the policy's ``ready_delay_s``, aimed at a server this run did not start
-    (an external policy) cannot act: the scenario skips rather than tests nothing."""
-    unmanaged = stack.unmanaged()
-    if not unmanaged:
-        return None
-    for index, step in enumerate(scenario.faults):
-        if families.category(step.kind) != "process":
-            continue
-        hit = next((name for name in stack.expand_target(step.target) if name in unmanaged), None)
-        if hit is not None:
-            return f"faults/{index} {step.kind} on {step.target!r}: {unmanaged[hit]}"
+        reason = acting.cannot_act(stack, step.kind, step.target)
+        if reason is not None:
+            return f"faults/{index} {step.kind} on {step.target!r}: {reason}"
     delay_s = scenario.stack.policy.ready_delay_s
+    unmanaged = stack.unmanaged()
     if delay_s > 0 and "policy" in unmanaged:
         return f"stack.policy.ready_delay_s={delay_s:g} stops and restarts the policy: {unmanaged['policy']}"
     return None
@@ -269,7 +251,7 @@ async def execute(
             result.fault_errors += schedule.errors
             result.unfired = schedule.unfired
     # The collector's connections are closed now; what they left in flight is recorded shortly.
-    await settle(history, timeout_s=SETTLE_S)
+    await acting.settle(history, timeout_s=SETTLE_S)
     ended = started + result.elapsed_s
     result.touches = count_touches(schedule.applied, history, ended_at=ended)
     result.unacted = problems(result.touches, started_at=started, ended_at=ended, t0=history.t0)
@@ -310,6 +292,7 @@ def judge(result: ScenarioResult) -> None:
         started_at=result.started_at,
         request_timeout_s=settings.request_timeout_s,
         max_attempts=settings.max_logprob_attempts,
+        collect_timeout_s=settings.collect_timeout_s,
     )
     result.verdicts = check_all(observation, judged(scenario.expect.invariants))
     result.witnesses = look(result.history, scenario.expect.witness)
@@ -332,12 +315,7 @@ def unfired_text(result: ScenarioResult) -> str:
 
 def unacted_text(result: ScenarioResult) -> str:
     """A fault that touched nothing tested nothing, even when every invariant passed."""
-    faults = "\n".join(f"  {line}" for line in result.unacted)
-    return (
-        f"these faults did not act on the collection, so the scenario tested nothing there:\n{faults}\n"
-        "aim them at what the workload uses (route, row, target), trigger them while the collection "
-        "runs, or say what they must touch with expect_hits (0 for a fault meant to hit nothing)"
-    )
+    return acting.unacted_text(result.unacted, what="scenario")
 
 
 def vacuous_text(result: ScenarioResult) -> str:

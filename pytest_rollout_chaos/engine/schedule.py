@@ -62,6 +62,7 @@ class Applied:
     injected_at: float
     facts: Mapping[str, object] = field(default_factory=dict)
     injected: bool = False  # the inject returned (a failed one is a fault error of its own)
+    returned_at: float | None = None  # when it returned
     healed_at: float | None = None
     healed: bool = False
 
@@ -70,6 +71,7 @@ class Applied:
         if not injecting.cancelled() and injecting.exception() is None:
             self.facts = injecting.result()
             self.injected = True
+            self.returned_at = time.monotonic()
 
 
 @dataclass

@@ -31,7 +31,7 @@ HINT_VACUOUS: Final = (
     "way; see what was not judged or not seen above"
 )
 HINT_CONTRACT: Final = (
-    "the collector under test does not keep its contract (README, Writing a collector); fix the "
+    "the collector under test does not keep its contract (docs/writing-a-collector.md); fix the "
     "collector or the factory named above, nothing was judged"
 )
 HINT_OTHER: Final = "see the traceback"

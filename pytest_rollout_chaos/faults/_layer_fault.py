@@ -4,7 +4,8 @@ The rule is armed in the HTTP fault layer, in the network path in front of the t
 acts on any server: ours, real vLLM, real NeMo Gym, or one a user started. Every semantic fault
 matches requests the same way (route, row, nth, every, probability, count: see
 ``servers.faultlayer.rules``), so those parameters live here once. The rule carries the fault's
-tag, so healing disarms by tag: idempotent, and no state kept between the two calls.
+tag, so healing disarms by tag: idempotent, and no state kept between the two calls. What it
+touched is what its rule hit: the layer records each hit as a ``hook`` event naming the rule.
 """
 
 from __future__ import annotations
@@ -13,7 +14,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pytest_rollout_chaos.faults.base import FaultContext, fault_tag, param
+from pytest_rollout_chaos.faults.base import (
+    Exposure,
+    Family,
+    FaultContext,
+    Need,
+    Targets,
+    Touched,
+    fault_tag,
+    param,
+)
+from pytest_rollout_chaos.faults.touch import rule_hits
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 
 
@@ -22,6 +33,9 @@ class LayerFault:
     """Base of the fault-layer faults: the target server and which of its requests to hit."""
 
     kind: ClassVar[str] = ""
+    family: ClassVar[Family] = "semantic"
+    targets: ClassVar[Targets] = "servers"
+    needs: ClassVar[tuple[Need, ...]] = (Need.FAULT_LAYER,)
     default_route: ClassVar[str | None] = None
 
     target: str
@@ -66,3 +80,6 @@ class LayerFault:
 
     def preflight(self, ctx: FaultContext) -> None:
         ctx.layer_url()
+
+    def touched(self, exposure: Exposure) -> Touched:
+        return Touched(rule_hits(exposure.events, exposure.facts.get("rule")), "requests hit by its rule")

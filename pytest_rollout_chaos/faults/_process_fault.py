@@ -1,8 +1,13 @@
-"""Shared steps of the process faults: wait for an exit (of a whole group too), bring a server back.
+"""The shared shape of process faults, and their steps: wait for an exit, bring a server back.
 
-A server killed by a fault is restarted on heal on the same port (``ManagedProcess.restart``),
-so proxies pointing at it keep working and later tests have it back; the restart is recorded
-as ``fault``/``info``/``restart``.
+``ProcessFault`` is what kill, oom, freeze, exit_zero and restart have in common: a server this
+run started as the target, and what they touched. A process fault acted only when it hit
+something the collection used: the requests into its server (on every link leading there, as
+the fault layer recorded them) that were in flight when it came or were sent while it held. A
+refused or cut request counts (the collection tried to use the server), a server nobody called
+does not. A server killed by a fault is restarted on heal on the same port
+(``ManagedProcess.restart``), so proxies pointing at it keep working and later tests have it
+back; the restart is recorded as ``fault``/``info``/``restart``.
 """
 
 from __future__ import annotations
@@ -10,13 +15,43 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from dataclasses import dataclass
+from typing import ClassVar
 
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.faults.base import FaultContext
+from pytest_rollout_chaos.faults.base import Exposure, Family, FaultContext, Need, Targets, Touched
+from pytest_rollout_chaos.faults.touch import requests_into
 from pytest_rollout_chaos.servers.process import ManagedProcess
 from pytest_rollout_chaos.servers.procfs import alive, group_pids
 
 EXIT_WAIT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessFault:
+    """Base of the process faults: the target server, checked alive first, and what it touched."""
+
+    kind: ClassVar[str] = ""
+    family: ClassVar[Family] = "process"
+    targets: ClassVar[Targets] = "servers"
+    needs: ClassVar[tuple[Need, ...]] = (Need.PROCESS,)
+    holds: ClassVar[str] = "was down"  # how its target is while the fault holds, for messages
+
+    target: str
+
+    def preflight(self, ctx: FaultContext) -> None:
+        alive_pid(ctx.process(self.target))
+
+    def touched(self, exposure: Exposure) -> Touched:
+        return touched_servers(exposure, (self.target,), until=exposure.healed_at, holds=self.holds)
+
+
+def touched_servers(
+    exposure: Exposure, servers: tuple[str, ...], *, until: float, holds: str, what: str = "its server"
+) -> Touched:
+    """The requests into ``servers`` in flight at the inject or sent before ``until``."""
+    count = requests_into(exposure.events, servers, exposure.injected_at, until)
+    return Touched(count, f"requests into {what}, in flight or sent while it {holds}")
 
 
 async def wait_for_exit(process: ManagedProcess, *, timeout_s: float = EXIT_WAIT_S) -> int:

@@ -1,12 +1,40 @@
-"""Shared steps of the Ray faults: the Ray-hosted server a fault acts on, or why there is none."""
+"""The shared shape of Ray faults, and their steps: the Ray-hosted server a fault acts on, or why
+there is none.
+
+``RayFault`` is what actor_kill and node_down have in common: a server in a Ray actor as the
+target, and what they touched, counted as for a process fault (``_process_fault``): the
+requests into the servers they took down, in flight when they came or sent while they held.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.faults.base import FaultContext
+from pytest_rollout_chaos.faults._process_fault import alive_pid, touched_servers
+from pytest_rollout_chaos.faults.base import Exposure, Family, FaultContext, Need, Targets, Touched
 from pytest_rollout_chaos.ray.cluster import RayClusterError
 from pytest_rollout_chaos.ray.hosted import RayHostedProcess
 from pytest_rollout_chaos.servers.process import ManagedProcess
+
+
+@dataclass(frozen=True, slots=True)
+class RayFault:
+    """Base of the Ray faults: the target server, in a Ray actor, and what it touched."""
+
+    kind: ClassVar[str] = ""
+    family: ClassVar[Family] = "ray"
+    targets: ClassVar[Targets] = "servers"
+    needs: ClassVar[tuple[Need, ...]] = (Need.RAY_ACTOR,)
+
+    target: str
+
+    def preflight(self, ctx: FaultContext) -> None:
+        alive_pid(hosted(ctx, self.target))
+
+    def touched(self, exposure: Exposure) -> Touched:
+        return touched_servers(exposure, (self.target,), until=exposure.healed_at, holds="was down")
 
 
 def not_hosted_reason(process: ManagedProcess | None) -> str | None:

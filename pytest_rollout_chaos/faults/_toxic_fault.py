@@ -1,7 +1,9 @@
 """The shared shape of network faults: one Toxiproxy toxic on a link, removed on heal.
 
 The toxic is named after the fault object (``fault_tag``), so healing removes exactly it and
-a second heal finds nothing to remove, which is fine.
+a second heal finds nothing to remove, which is fine. A toxic acts on the answer (Toxiproxy's
+downstream), so a request it slowed, held or cut still reaches the fault layer: what it touched
+is the requests the layer saw on its link while it was on.
 """
 
 from __future__ import annotations
@@ -10,7 +12,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from pytest_rollout_chaos.faults.base import FaultContext, fault_tag, param
+from pytest_rollout_chaos.faults.base import (
+    Exposure,
+    Family,
+    FaultContext,
+    Need,
+    Targets,
+    Touched,
+    fault_tag,
+    param,
+)
+from pytest_rollout_chaos.faults.touch import requests_on_link
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +30,9 @@ class ToxicFault:
     """Base of the toxic-backed faults: a link, the direction, and Toxiproxy's toxicity."""
 
     kind: ClassVar[str] = ""
+    family: ClassVar[Family] = "network"
+    targets: ClassVar[Targets] = "links"
+    needs: ClassVar[tuple[Need, ...]] = (Need.LINK,)
     toxic_type: ClassVar[str] = ""
 
     target: str
@@ -51,6 +66,10 @@ class ToxicFault:
 
     def preflight(self, ctx: FaultContext) -> None:
         ctx.proxy(self.target)
+
+    def touched(self, exposure: Exposure) -> Touched:
+        count = requests_on_link(exposure.events, self.target, exposure.injected_at, exposure.healed_at)
+        return Touched(count, f"requests on {self.target} while it was on")
 
 
 async def remove_quietly(client: Any, proxy: str, toxic: str) -> None:

@@ -16,28 +16,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pytest_rollout_chaos.faults._process_fault import alive_pid, exit_status, restart_if_down, wait_for_exit
-from pytest_rollout_chaos.faults._ray_fault import hosted
-from pytest_rollout_chaos.faults.base import FaultContext, param
+from pytest_rollout_chaos.faults._process_fault import (
+    alive_pid,
+    exit_status,
+    restart_if_down,
+    touched_servers,
+    wait_for_exit,
+)
+from pytest_rollout_chaos.faults._ray_fault import RayFault, hosted
+from pytest_rollout_chaos.faults.base import Exposure, FaultContext, Touched, param
 
 
 @dataclass(frozen=True, slots=True)
-class ActorKill:
+class ActorKill(RayFault):
     """``ray.kill`` of the server's actor; restarted at once when ``restart``, else by heal."""
 
     kind: ClassVar[str] = "actor_kill"
     terminates_target: ClassVar[bool] = True
 
-    target: str
     restart: bool = field(
         default=False,
         metadata=param(
             "restart the actor at once, as Ray restarts one with max_restarts: the server is back on its port"
         ),
     )
-
-    def preflight(self, ctx: FaultContext) -> None:
-        alive_pid(hosted(ctx, self.target))
 
     async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
         process = hosted(ctx, self.target)
@@ -53,3 +55,9 @@ class ActorKill:
 
     async def heal(self, ctx: FaultContext) -> None:
         await restart_if_down(ctx, self.target)
+
+    def touched(self, exposure: Exposure) -> Touched:
+        if not self.restart:
+            return RayFault.touched(self, exposure)
+        # restarted at once: the server is back when the inject returns
+        return touched_servers(exposure, (self.target,), until=exposure.returned_at, holds="restarted")

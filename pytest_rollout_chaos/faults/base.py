@@ -7,31 +7,85 @@ Author contract (one module per kind, listed in ``registry.FAULT_TYPES``):
    with units in their names (``latency_ms``, ``rate_kbps``). Describe each parameter with
    ``field(metadata=param("why", minimum=...))`` so the registry can validate scenario input
    and generate JSON Schema. ``duration_s`` is the scheduler's business, never a field.
-2. ``async inject(ctx) -> Mapping[str, object]`` does the damage and returns facts worth
+2. It declares its facts, which everything else reads from the registry: ``family`` (network,
+   process, ray, semantic), ``targets`` (``"links"``, ``"servers"``, or the fixed names it acts
+   on) and ``needs`` (``Need``: what a run must have for it to act; a scenario whose fault
+   cannot act skips with the reason). The shared shapes (``_toxic_fault.ToxicFault``,
+   ``_layer_fault.LayerFault``, ``_process_fault.ProcessFault``, ``_ray_fault.RayFault``) set them.
+3. ``async inject(ctx) -> Mapping[str, object]`` does the damage and returns facts worth
    recording (``{"oom": "kernel"}``); it must not wait for the fault's duration.
-3. ``async heal(ctx) -> None`` undoes it. It is idempotent and always runs, in a ``finally``,
+4. ``async heal(ctx) -> None`` undoes it. It is idempotent and always runs, in a ``finally``,
    even when ``inject`` failed half-way, so it must cope with "nothing to undo".
-4. Faults never judge: no asserts about the system under test. They raise ``FaultError``
+5. ``touched(exposure) -> Touched`` counts, from the History, what it touched while it was on
+   (the requests its rule hit, the requests on its link, the requests into its server); a fault
+   that touched nothing of the collection tested nothing, and the run fails (see ``touch``).
+6. Faults never judge: no asserts about the system under test. They raise ``FaultError``
    only when they cannot do their job (no such server, no proxy, a control call failed).
-5. Recording into the History, timing and heal-on-every-path are written once in
+7. Recording into the History, timing and heal-on-every-path are written once in
    ``faults.apply``; a fault never appends its own inject/heal events.
-6. Optional abilities are small Protocols checked with ``isinstance``: ``Preflight``
+8. Optional abilities are small Protocols checked with ``isinstance``: ``Preflight``
    (refuse early, before anything is touched) and ``Terminating`` (the target process ends).
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import random
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.history import Event, History
 from pytest_rollout_chaos.servers.process import ManagedProcess
+
+Family = Literal["network", "process", "ray", "semantic"]
+# ``links``: any link of the stack; ``servers``: any server (``agent`` standing for every agent
+# instance); a tuple: exactly those names (the first is the default when a step names none).
+Targets = Literal["links", "servers"] | tuple[str, ...]
+
+
+class Need(enum.Enum):
+    """What a fault needs to act; its value says it in words (the docs' "needs" line).
+
+    A run that lacks one of a fault's needs skips the scenario (or refuses the ``chaos_faults``
+    inject) with the reason, before anything is touched; ``acting.cannot_act`` checks them.
+    """
+
+    LINK = "a Toxiproxy proxy on the link"
+    FAULT_LAYER = "the fault layer in front of the target server"
+    PROCESS = "the target's server process, started by this run (not an external server)"
+    RAY_ACTOR = "the target server in a Ray actor (--rollout-chaos-ray)"
+    RAY_NODE = "the target server on a Ray node other than the head (--rollout-chaos-ray=local:N, N >= 2)"
+    GYM_CLIENT = "the Gym client handed to the collector"
+    COLLECTION = "the collection under way (its task)"
+
+
+@dataclass(frozen=True, slots=True)
+class Exposure:
+    """One injected fault's time on the system, in plain values: what ``Fault.touched`` reads.
+
+    ``injected_at`` is when its inject began, ``returned_at`` when the inject returned (a
+    ``restart`` is over by then), ``healed_at`` when its heal began, or the end of what is
+    judged when it held to the end. ``events`` are the History's, all of them.
+    """
+
+    injected_at: float
+    returned_at: float
+    healed_at: float
+    facts: Mapping[str, object]
+    events: Sequence[Event]
+
+
+@dataclass(frozen=True, slots=True)
+class Touched:
+    """How much one fault touched, and of what (``"requests hit by its rule"``)."""
+
+    count: int
+    counted: str
 
 
 @runtime_checkable
@@ -39,6 +93,9 @@ class Fault(Protocol):
     """One injectable fault; see the module docstring for the contract."""
 
     kind: ClassVar[str]
+    family: ClassVar[Family]
+    targets: ClassVar[Targets]
+    needs: ClassVar[tuple[Need, ...]]
 
     @property
     def target(self) -> str: ...
@@ -46,6 +103,10 @@ class Fault(Protocol):
     async def inject(self, ctx: FaultContext) -> Mapping[str, object]: ...
 
     async def heal(self, ctx: FaultContext) -> None: ...
+
+    def touched(self, exposure: Exposure) -> Touched:
+        """What it touched while it was on, counted from ``exposure.events``."""
+        ...
 
 
 @runtime_checkable

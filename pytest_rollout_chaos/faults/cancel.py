@@ -4,7 +4,8 @@ Not a server fault: it acts on the caller's side, on the running ``collect`` (``
 .collection``, attached by whoever runs it), so its target is always ``collector``. A collector
 must let the ``CancelledError`` through promptly and send nothing afterwards; one that catches
 ``BaseException`` per row and carries on keeps the agents busy for a step nobody waits for
-(``cancel_honoured`` judges it). There is nothing to heal.
+(``cancel_honoured`` judges it). There is nothing to heal, and it touched the collection when
+it cancelled one (none when the collection had already ended).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.faults.base import FaultContext
+from pytest_rollout_chaos.faults.base import Exposure, Family, FaultContext, Need, Targets, Touched
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +23,9 @@ class Cancel:
     """Cancel the collection under way (its task), once."""
 
     kind: ClassVar[str] = "cancel"
+    family: ClassVar[Family] = "semantic"
+    targets: ClassVar[Targets] = ("collector",)
+    needs: ClassVar[tuple[Need, ...]] = (Need.COLLECTION,)
 
     target: str
 
@@ -37,3 +41,6 @@ class Cancel:
 
     async def heal(self, ctx: FaultContext) -> None:
         return None
+
+    def touched(self, exposure: Exposure) -> Touched:
+        return Touched(1 if exposure.facts.get("cancelled") else 0, "collections cancelled")

@@ -24,20 +24,25 @@ from signal import SIGINT, SIGKILL, SIGTERM, Signals
 from typing import ClassVar, Final, Literal
 
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.faults._process_fault import alive_pid, exit_status, restart_if_down, wait_for_exit
+from pytest_rollout_chaos.faults._process_fault import (
+    ProcessFault,
+    alive_pid,
+    exit_status,
+    restart_if_down,
+    wait_for_exit,
+)
 from pytest_rollout_chaos.faults.base import FaultContext, param
 
 SIGNALS: Final[Mapping[str, Signals]] = {"SIGINT": SIGINT, "SIGTERM": SIGTERM}
 
 
 @dataclass(frozen=True, slots=True)
-class ExitZero:
+class ExitZero(ProcessFault):
     """The server is asked to shut down and leaves with exit status 0; heal restarts it."""
 
     kind: ClassVar[str] = "exit_zero"
     terminates_target: ClassVar[bool] = True
 
-    target: str
     signal: Literal["SIGINT", "SIGTERM"] = field(
         default="SIGINT", metadata=param("the signal that asks the server process to shut down")
     )
@@ -46,9 +51,6 @@ class ExitZero:
         metadata=param("how long the server may take to shut down before it is killed", minimum=0.1),
     )
     restart_on_heal: bool = field(default=True, metadata=param("bring the server back when healing"))
-
-    def preflight(self, ctx: FaultContext) -> None:
-        alive_pid(ctx.process(self.target))
 
     async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
         process = ctx.process(self.target)

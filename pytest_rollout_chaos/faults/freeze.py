@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from pytest_rollout_chaos.faults._process_fault import alive_pid
+from pytest_rollout_chaos.faults._process_fault import ProcessFault, alive_pid
 from pytest_rollout_chaos.faults.base import FaultContext
 from pytest_rollout_chaos.servers.procfs import group_pids, process_state
 
@@ -21,15 +21,11 @@ STOP_WAIT_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
-class Freeze:
+class Freeze(ProcessFault):
     """Stop every process of the server's group; heal continues them."""
 
     kind: ClassVar[str] = "freeze"
-
-    target: str
-
-    def preflight(self, ctx: FaultContext) -> None:
-        alive_pid(ctx.process(self.target))
+    holds: ClassVar[str] = "was frozen"
 
     async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
         process = ctx.process(self.target)

@@ -7,22 +7,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pytest_rollout_chaos.faults._process_fault import alive_pid, exit_status, restart_if_down, wait_for_exit
+from pytest_rollout_chaos.faults._process_fault import (
+    ProcessFault,
+    alive_pid,
+    exit_status,
+    restart_if_down,
+    wait_for_exit,
+)
 from pytest_rollout_chaos.faults.base import FaultContext, param
 
 
 @dataclass(frozen=True, slots=True)
-class Kill:
+class Kill(ProcessFault):
     """SIGKILL, no warning; heal restarts the server on its port."""
 
     kind: ClassVar[str] = "kill"
     terminates_target: ClassVar[bool] = True
 
-    target: str
     restart_on_heal: bool = field(default=True, metadata=param("bring the server back when healing"))
-
-    def preflight(self, ctx: FaultContext) -> None:
-        alive_pid(ctx.process(self.target))
 
     async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
         process = ctx.process(self.target)

@@ -17,20 +17,24 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.faults._process_fault import alive_pid, restart_if_down, wait_for_exit
-from pytest_rollout_chaos.faults._ray_fault import hosted, not_removable_reason, on_same_node
-from pytest_rollout_chaos.faults.base import FaultContext
+from pytest_rollout_chaos.faults._process_fault import (
+    alive_pid,
+    restart_if_down,
+    touched_servers,
+    wait_for_exit,
+)
+from pytest_rollout_chaos.faults._ray_fault import RayFault, hosted, not_removable_reason, on_same_node
+from pytest_rollout_chaos.faults.base import Exposure, FaultContext, Need, Touched
 from pytest_rollout_chaos.ray.cluster import RayClusterError
 
 
 @dataclass(frozen=True, slots=True)
-class NodeDown:
+class NodeDown(RayFault):
     """Remove the server's node (SIGKILL of all it runs); heal starts a node in its place."""
 
     kind: ClassVar[str] = "node_down"
+    needs: ClassVar[tuple[Need, ...]] = (Need.RAY_NODE,)
     terminates_target: ClassVar[bool] = True
-
-    target: str
 
     def preflight(self, ctx: FaultContext) -> None:
         process = hosted(ctx, self.target)
@@ -65,3 +69,9 @@ class NodeDown:
         await asyncio.to_thread(process.cluster.restore_node, process.slot)
         for server in on_same_node(ctx, process):
             await restart_if_down(ctx, server.name)
+
+    def touched(self, exposure: Exposure) -> Touched:
+        lost = exposure.facts.get("servers")
+        servers = tuple(str(name) for name in lost) if isinstance(lost, list | tuple) else (self.target,)
+        what = f"the servers of its node ({', '.join(servers)})"
+        return touched_servers(exposure, servers, until=exposure.healed_at, holds="was down", what=what)

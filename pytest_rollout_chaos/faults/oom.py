@@ -45,6 +45,7 @@ from pytest_rollout_chaos.faults._cgroup import (
     resident_bytes,
 )
 from pytest_rollout_chaos.faults._process_fault import (
+    ProcessFault,
     alive_pid,
     exit_status,
     restart_if_down,
@@ -65,17 +66,13 @@ DEATH_WAIT_S = 5.0  # from the kernel's kill to the exit the supervisor sees
 
 
 @dataclass(frozen=True, slots=True)
-class Oom:
+class Oom(ProcessFault):
     """A real kernel OOM kill through a 0-byte memory cgroup, or SIGKILL where not permitted."""
 
     kind: ClassVar[str] = "oom"
     terminates_target: ClassVar[bool] = True
 
-    target: str
     restart_on_heal: bool = field(default=True, metadata=param("bring the server back when healing"))
-
-    def preflight(self, ctx: FaultContext) -> None:
-        alive_pid(ctx.process(self.target))
 
     async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
         process = ctx.process(self.target)

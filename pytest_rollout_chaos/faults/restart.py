@@ -8,20 +8,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from pytest_rollout_chaos.faults._process_fault import alive_pid, restart_if_down
-from pytest_rollout_chaos.faults.base import FaultContext
+from pytest_rollout_chaos.faults._process_fault import (
+    ProcessFault,
+    alive_pid,
+    restart_if_down,
+    touched_servers,
+)
+from pytest_rollout_chaos.faults.base import Exposure, FaultContext, Touched
 
 
 @dataclass(frozen=True, slots=True)
-class Restart:
+class Restart(ProcessFault):
     """In-flight requests are cut; the server is back on its port when inject returns."""
 
     kind: ClassVar[str] = "restart"
-
-    target: str
-
-    def preflight(self, ctx: FaultContext) -> None:
-        alive_pid(ctx.process(self.target))
+    holds: ClassVar[str] = "restarted"
 
     async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
         process = ctx.process(self.target)
@@ -38,3 +39,7 @@ class Restart:
 
     async def heal(self, ctx: FaultContext) -> None:
         await restart_if_down(ctx, self.target)
+
+    def touched(self, exposure: Exposure) -> Touched:
+        # the server is back when the inject returns: later requests are served as usual
+        return touched_servers(exposure, (self.target,), until=exposure.returned_at, holds=self.holds)

@@ -7,7 +7,8 @@ It stays on the client side, unlike the other semantic faults (which the fault l
 the network path): a short count is the transport handing the trainer fewer results than it
 asked for while every ``/run`` it sent was answered, as when NeMo RL's caller awaited fewer
 futures than rows. Nothing on the wire can produce that; a ``/run`` lost on the wire is a
-different fault (``reset_peer``, ``hang``, ``trajectory_exception``).
+different fault (``reset_peer``, ``hang``, ``trajectory_exception``). What it touched is the Gym
+calls it shortened: the client records each as a ``collector``/``short_results`` event.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.faults.base import FaultContext, param
+from pytest_rollout_chaos.faults.base import Exposure, Family, FaultContext, Need, Targets, Touched, param
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,9 @@ class ShortResults:
     """Make the Gym client silently return ``count`` fewer results."""
 
     kind: ClassVar[str] = "short_results"
+    family: ClassVar[Family] = "semantic"
+    targets: ClassVar[Targets] = ("gym_client",)
+    needs: ClassVar[tuple[Need, ...]] = (Need.GYM_CLIENT,)
 
     target: str
     count: int = field(default=1, metadata=param("how many results go missing", minimum=1))
@@ -45,6 +49,14 @@ class ShortResults:
     async def heal(self, ctx: FaultContext) -> None:
         if callable(getattr(ctx.gym_client, "short_results", None)):
             await _call(ctx, 0)
+
+    def touched(self, exposure: Exposure) -> Touched:
+        shortened = sum(
+            1
+            for event in exposure.events
+            if event.source == "collector" and event.op == "short_results" and event.t >= exposure.injected_at
+        )
+        return Touched(shortened, "Gym calls shortened")
 
 
 async def _call(ctx: FaultContext, count: int) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from pytest_rollout_chaos.faults._layer_fault import LayerFault
-from pytest_rollout_chaos.faults.base import FaultContext, param
+from pytest_rollout_chaos.faults.base import FaultContext, Targets, param
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +20,7 @@ class SlowEnv(LayerFault):
     """Delay matching environment calls by ``delay_ms + per_item_ms * batch size``."""
 
     kind: ClassVar[str] = "slow_env"
+    targets: ClassVar[Targets] = ("resources",)
     default_route: ClassVar[str | None] = "/step_batch"
 
     delay_ms: float = field(default=200.0, metadata=param("fixed delay per call", minimum=0))

@@ -10,6 +10,7 @@ red on base and skipped on head).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import sys
 import tempfile
@@ -44,7 +45,15 @@ DESCRIPTION: Final = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", required=True, help="nemo_rl, slime, verl, or MODULE:FACTORY")
+    parser.add_argument(
+        "--target", required=True, help="nemo_rl, slime, verl, skyrl, or MODULE:FACTORY (both sides)"
+    )
+    parser.add_argument(
+        "--head-target",
+        metavar="TARGET",
+        help="The head side's target, when it differs from --target: a setting the PR adds that the "
+        "base tree lacks, e.g. --target skyrl --head-target skyrl_skip_failed_rollouts",
+    )
     parser.add_argument("--base", required=True, type=Path, help="The base tree: a checkout or a .tar.gz")
     parser.add_argument("--head", required=True, type=Path, help="The head tree (the PR)")
     parser.add_argument(
@@ -109,9 +118,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     def progress(line: str) -> None:
         print(line, file=err, flush=True)
 
-    print(f"rollout-chaos gate: {args.target}, base {base_tree} then head {head_tree}", file=err, flush=True)
+    targets = args.target if not args.head_target else f"{args.target} (head: {args.head_target})"
+    print(f"rollout-chaos gate: {targets}, base {base_tree} then head {head_tree}", file=err, flush=True)
     base = run_side("base", base_tree, request, scratch, progress)
-    head = run_side("head", head_tree, request, scratch, progress)
+    head_request = dataclasses.replace(request, target=args.head_target or request.target)
+    head = run_side("head", head_tree, head_request, scratch, progress)
     unjudged = [side for side in (base, head) if not side.verdicts]
     if unjudged:
         for side in unjudged:
@@ -125,13 +136,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(render.text(decision, base, head), file=out)
     if args.json is not None:
         args.json.write_text(
-            render.as_json(
-                decision, base, head, target=args.target, seed=args.seed, scenarios=request.scenarios
-            ),
+            render.as_json(decision, base, head, target=targets, seed=args.seed, scenarios=request.scenarios),
             encoding="utf-8",
         )
     if args.markdown is not None:
-        args.markdown.write_text(render.markdown(decision, base, head, args.target), encoding="utf-8")
+        args.markdown.write_text(render.markdown(decision, base, head, targets), encoding="utf-8")
     if keep:
         print(f"logs kept in {scratch}", file=err)
     else:

@@ -1,4 +1,7 @@
-"""Invariants (DESIGN 3.5): pure judges of an Observation, one module per invariant."""
+"""Invariants: pure judges of an Observation, one module per invariant.
+
+Their names are an interface (ARCHITECTURE.md#history-and-invariants).
+"""
 
 from __future__ import annotations
 

@@ -66,8 +66,9 @@ class Observation:
 
     ``timed_out`` is set by whoever ran the collection when it had to cut it at the deadline.
     ``started_at`` (``time.monotonic()``, the History's clock) is when ``collect`` was called, so
-    ``ended_at`` places the outcome among the events; ``request_timeout_s`` and ``max_attempts``
-    are the limits the collector was given (``CollectorSettings``); None where unknown.
+    ``ended_at`` places the outcome among the events; ``request_timeout_s``, ``max_attempts`` and
+    ``collect_timeout_s`` are the limits the collector was given (``CollectorSettings``); None
+    where unknown.
     """
 
     rows: Sequence[Row]
@@ -83,6 +84,7 @@ class Observation:
     started_at: float | None = None
     request_timeout_s: float | None = None
     max_attempts: int | None = None
+    collect_timeout_s: float | None = None
 
     @property
     def requested(self) -> list[int]:
@@ -95,7 +97,7 @@ class Observation:
 
 
 class Checker(Protocol):
-    """An invariant: a name from DESIGN 3.5 and a pure ``check``."""
+    """An invariant: a name from ARCHITECTURE.md#history-and-invariants and a pure ``check``."""
 
     name: ClassVar[str]
 

@@ -26,6 +26,7 @@ async def observe(
     max_aborted_fraction: float = 0.5,
     request_timeout_s: float | None = None,
     max_attempts: int | None = None,
+    collect_timeout_s: float | None = None,
 ) -> Observation:
     """Run ``collector.collect(rows)`` with ``deadline_s`` and return the Observation (the limits
     the collector was given, for the invariants that judge against them)."""
@@ -65,4 +66,5 @@ async def observe(
         started_at=started,
         request_timeout_s=request_timeout_s,
         max_attempts=max_attempts,
+        collect_timeout_s=collect_timeout_s,
     )

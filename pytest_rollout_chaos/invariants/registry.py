@@ -1,11 +1,12 @@
-"""The built-in invariants by name (DESIGN 3.5); an explicit tuple, greppable, no import magic.
+"""The built-in invariants by name; an explicit tuple, greppable, no import magic.
 
-``STANDING`` names the invariants every scenario is judged by, listed in ``expect.invariants``
-or not: what no collector may get away with anywhere. Those that hold the collector's claims
-against the servers' records (every row accounted for, finite logprobs, rollouts that happened,
-turns, logprobs and rewards the servers produced, bounded retries) and the empty-epoch check.
-A scenario lists what is specific to it; ``judged`` gives its full list. A standing invariant
-that finds nothing to judge says NOT_JUDGED silently; a listed one makes the scenario vacuous.
+The names are an interface (ARCHITECTURE.md#history-and-invariants). ``STANDING`` names the
+invariants every scenario is judged by, listed in ``expect.invariants`` or not: what no collector
+may get away with anywhere. Those that hold the collector's claims against the servers' records
+(every row accounted for, finite logprobs, rollouts that happened, turns, logprobs and rewards
+the servers produced, bounded retries), the empty-epoch check, and a raise's cause. A scenario
+lists what is specific to it; ``judged`` gives its full list. A standing invariant that finds
+nothing to judge says NOT_JUDGED silently; a listed one makes the scenario vacuous.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pytest_rollout_chaos.invariants.no_empty_epoch import NoEmptyEpoch
 from pytest_rollout_chaos.invariants.no_silent_short_count import NoSilentShortCount
 from pytest_rollout_chaos.invariants.prefix_consistent import PrefixConsistent
 from pytest_rollout_chaos.invariants.quiet_after_end import QuietAfterEnd
+from pytest_rollout_chaos.invariants.raise_has_cause import RaiseHasCause
 from pytest_rollout_chaos.invariants.rewards_recorded import RewardsRecorded
 from pytest_rollout_chaos.invariants.root_cause_visible import RootCauseVisible
 from pytest_rollout_chaos.invariants.turns_generated import TurnsGenerated
@@ -50,6 +52,7 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     EndsPromptly(),
     QuietAfterEnd(),
     CancelHonoured(),
+    RaiseHasCause(),
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)
@@ -62,6 +65,7 @@ STANDING: Final[tuple[str, ...]] = (
     "rewards_recorded",
     "attempts_bounded",
     "no_empty_epoch",
+    "raise_has_cause",
 )
 
 

@@ -7,9 +7,9 @@ generated (``generations``), a ``history.logprob_digest`` of each one's logprobs
 (``logprobs``) and, for a ``/run``, its ``reward`` and the model calls whose prompt ids drifted
 (``drifted``). That record is the judge's witness,
 independent of the collector: in gym style the agents' ``/run`` answers (one per attempt,
-``_rowidx`` in the request), in native style the policy's chat or completions answers on the
-collector's own link (tied to a row by its prompt; several rows sharing a prompt may leave some
-untied).
+``_rowidx`` in the request), in native style the policy's chat, completions or token-in,
+token-out ``/inference/v1/generate`` answers on the collector's own link (tied to a row by its
+prompt or its trajectory's session header; several rows sharing a prompt may leave some untied).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Literal
 from pytest_rollout_chaos.history import Event, History, fingerprint_length
 
 RUN_OP = "POST /run"
-MODEL_CALL_OPS = ("POST /v1/chat/completions", "POST /v1/completions")
+MODEL_CALL_OPS = ("POST /v1/chat/completions", "POST /v1/completions", "POST /inference/v1/generate")
 NATIVE_LINK_PREFIX = "collector->"
 
 

@@ -36,6 +36,23 @@ class VerdictFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class FaultFacts:
+    """One injected fault: its kind and target, its step's line, when it was on, and what it touched.
+
+    Times are seconds since the History's ``t0``; ``healed_at_s`` is None for a fault never healed.
+    """
+
+    kind: str
+    target: str
+    line: int
+    fault: str  # "latency(latency_ms=200) on agent->model"
+    injected_at_s: float
+    healed_at_s: float | None
+    touched: int
+    counted: str  # what ``touched`` counts: "requests on agent->model while it was on", ...
+
+
+@dataclass(frozen=True, slots=True)
 class ScenarioFacts:
     """What the reports show of a scenario file: where it is, what it models, its fault steps."""
 
@@ -78,11 +95,15 @@ class ResultFacts:
     unfired: tuple[str, ...] = ()  # fault steps the collection ended before
     unacted: tuple[str, ...] = ()  # faults that touched not what their step said
     touches: tuple[str, ...] = ()  # ``latency(...) on agent->model: 12 requests on ...`` per fault
+    faults: tuple[FaultFacts, ...] = ()  # the same, as data
     witnesses: tuple[str, ...] = ()  # ``prompt_ids_drifted: seen 3 (at least 1): ...`` per witness
     vacuous: tuple[str, ...] = ()  # listed invariants not judged, witnesses not seen
 
     @classmethod
     def of(cls, result: ScenarioResult) -> ResultFacts:
+        from pytest_rollout_chaos.faults.apply import describe
+
+        t0 = result.history.t0
         return cls(
             outcome=result.outcome(),
             elapsed_s=result.elapsed_s,
@@ -102,6 +123,19 @@ class ResultFacts:
             unfired=tuple(f"line {step.line}: {step.describe()}" for step in result.unfired),
             unacted=tuple(result.unacted),
             touches=tuple(touch.describe() for touch in result.touches),
+            faults=tuple(
+                FaultFacts(
+                    kind=touch.applied.fault.kind,
+                    target=touch.applied.fault.target,
+                    line=touch.applied.step.line,
+                    fault=describe(touch.applied.fault),
+                    injected_at_s=touch.applied.injected_at - t0,
+                    healed_at_s=None if touch.applied.healed_at is None else touch.applied.healed_at - t0,
+                    touched=touch.count,
+                    counted=touch.counted,
+                )
+                for touch in result.touches
+            ),
             witnesses=tuple(sighting.describe() for sighting in result.witnesses),
             vacuous=tuple(result.vacuous),
         )
@@ -131,6 +165,8 @@ class ScenarioRecord:
     headline: str = ""
     events: tuple[Event, ...] = ()
     worker: str = ""
+    setup_s: float | None = None  # the setup phase's duration (None: not known)
+    call_s: float | None = None  # the call phase's duration (None: setup ended the item)
 
     @property
     def faults_injected(self) -> int:
@@ -166,7 +202,13 @@ class ScenarioRecord:
             headline=str(data.get("headline", "")),
             events=tuple(Event.from_json(line) for line in data.get("events", ())),
             worker=str(data.get("worker", "")),
+            setup_s=_seconds(data.get("setup_s")),
+            call_s=_seconds(data.get("call_s")),
         )
+
+
+def _seconds(value: object) -> float | None:
+    return None if value is None else float(cast(float, value))
 
 
 def _row_label_keys(row: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -208,6 +250,7 @@ def _result_facts(data: Mapping[str, Any]) -> ResultFacts:
         unfired=tuple(data.get("unfired", ())),
         unacted=tuple(data.get("unacted", ())),
         touches=tuple(data.get("touches", ())),
+        faults=tuple(FaultFacts(**fault) for fault in data.get("faults", ())),
         witnesses=tuple(data.get("witnesses", ())),
         vacuous=tuple(data.get("vacuous", ())),
     )

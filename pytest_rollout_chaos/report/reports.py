@@ -2,12 +2,13 @@
 
 After each scenario item's call phase (or a setup phase that ended it) it keeps the pytest
 outcome and the facts of the item's run (the ``ScenarioResult`` stashed on the item). At session
-end it writes the HTML page when ``--rollout-chaos-report`` is set, and it gives the
-terminal-summary lines.
+end it writes the HTML page when ``--rollout-chaos-report`` is set and the JSON document when
+``--rollout-chaos-json`` is, and it gives the terminal-summary lines.
 
 Under pytest-xdist the scenarios run in the workers: each worker sends its records, its
 environment lines and its servers' logs to the controller in ``config.workeroutput`` (xdist's
-own channel, no file), and the controller writes the one page and the one summary of the run.
+own channel, no file), and the controller writes the one page, the one JSON document and the one
+summary of the run.
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ Role = Literal["single", "controller", "worker"]
 class ScenarioReports:
     """Collects one ``ScenarioRecord`` per scenario item; writes the page; tells the summary."""
 
-    def __init__(self, report_path: Path | None) -> None:
+    def __init__(self, report_path: Path | None, json_path: Path | None = None) -> None:
         self.report_path = report_path
+        self.json_path = json_path
         self.records: list[ScenarioRecord] = []
         self.run = RunInfo()
         self.written: Path | None = None
-        self.write_error: str | None = None
+        self.json_written: Path | None = None
+        self.write_errors: list[str] = []
+        self._setup_s: dict[str, float] = {}  # nodeid -> duration of a setup that passed
         self.role: Role = "single"
         self.worker = ""
         self._reporter: Any = None
@@ -47,6 +51,7 @@ class ScenarioReports:
         if scenario is None:
             return
         if report.when == "setup" and report.passed:
+            self._setup_s[item.nodeid] = report.duration
             return
         if report.when == "teardown":
             return
@@ -68,6 +73,8 @@ class ScenarioReports:
                 headline=_headline(report),
                 events=tuple(result.history.events()) if result is not None else (),
                 worker=self.worker,
+                setup_s=report.duration if report.when == "setup" else self._setup_s.pop(item.nodeid, None),
+                call_s=report.duration if report.when == "call" else None,
             )
         )
 
@@ -130,7 +137,16 @@ class ScenarioReports:
         self.run.logs += [ServerLog(name, path, worker) for name, path in data["logs"]]
 
     def write(self) -> Path | None:
-        """Write the HTML page when a path was given; a failure is logged and told in the summary."""
+        """Write the HTML page and the JSON document where paths were given; a failure is logged and
+        told in the summary. Returns the page's path."""
+        if self.json_path is not None:
+            from pytest_rollout_chaos.report.json_report import write_json
+
+            try:
+                self.json_written = write_json(self.json_path, self.records, run=self.run)
+            except Exception as error:  # the report must never mask the run's own outcome
+                _logger.exception("writing the rollout-chaos JSON results failed")
+                self.write_errors.append(f"json: could not write {self.json_path}: {error}")
         if self.report_path is None:
             return None
         from pytest_rollout_chaos.report.html import write_report
@@ -139,7 +155,7 @@ class ScenarioReports:
             self.written = write_report(self.report_path, self.records, run=self.run)
         except Exception as error:  # the report must never mask the run's own outcome
             _logger.exception("writing the rollout-chaos report failed")
-            self.write_error = f"report: could not write {self.report_path}: {error}"
+            self.write_errors.append(f"report: could not write {self.report_path}: {error}")
         return self.written
 
     def summary(self, *, verbose: bool) -> list[str]:
@@ -151,8 +167,9 @@ class ScenarioReports:
         lines = summary_lines(
             self.records, extra_lines=[*self.run.environment, *self.run.notes], report_path=self.written
         )
-        if self.write_error:
-            lines.append(self.write_error)
+        if self.json_written is not None:
+            lines.append(f"json: {self.json_written}")
+        lines += self.write_errors
         return lines
 
 

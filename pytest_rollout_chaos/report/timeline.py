@@ -31,12 +31,6 @@ OUTCOMES: Final[tuple[Outcome, ...]] = (
     "unknown",
 )
 SERVER_SOURCES: Final = frozenset({"agent", "resources", "model", "policy", "head"})
-# Fault kinds by family, for the band colour; kept here so drawing never imports the fault registry.
-NETWORK_KINDS: Final = frozenset(
-    {"latency", "bandwidth", "slow_close", "timeout", "reset_peer", "slicer", "limit_data", "down"}
-)
-# Ray's actor and node faults end processes too: drawn in the process family.
-PROCESS_KINDS: Final = frozenset({"kill", "oom", "freeze", "exit_zero", "restart", "actor_kill", "node_down"})
 NOT_FAULT_PARAMS: Final = frozenset({"fault", "target", "took_s", "error"})
 # Parameters worth a place in a band's short label; the tooltip has them all.
 LABEL_PARAM_SUFFIXES: Final = ("_ms", "_s", "_kb", "_mb", "_bytes", "_kbps")
@@ -114,13 +108,17 @@ class Timeline:
 
 
 def family(kind: str) -> Family:
-    if kind in NETWORK_KINDS:
-        return "network"
-    if kind in PROCESS_KINDS:
+    """The band colour: the family the fault class declares; Ray's faults end processes too."""
+    # Imported here, when a band is drawn: the plugin's own import stays light.
+    from pytest_rollout_chaos.faults import registry
+
+    cls = registry.FAULTS.get(kind)
+    if cls is None:
+        return "semantic" if kind else "other"
+    declared = str(cls.family)
+    if declared in ("process", "ray"):
         return "process"
-    if kind:
-        return "semantic"
-    return "other"
+    return "network" if declared == "network" else "semantic"
 
 
 def row_outcomes(

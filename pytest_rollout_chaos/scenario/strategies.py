@@ -4,7 +4,7 @@ Everything drawn comes from the same tables the validator uses (the fault regist
 parameters, the targets of each kind) and keeps within the bounds the workload sets
 (``relations.Shape``: rows a target receives, ``/run`` requests an agent gets), so a drawn
 schedule validates by construction; the property tests of the runner use these to search for
-schedules that break a collector.
+schedules that break a collector. Hypothesis comes with the ``[fuzz]`` extra.
 """
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
-from hypothesis import strategies as st
+from pytest_rollout_chaos import extras
+
+try:
+    from hypothesis import strategies as st
+except ModuleNotFoundError as missing:
+    if missing.name != extras.FUZZ.module:
+        raise
+    raise extras.MissingExtraError(extras.FUZZ, "pytest_rollout_chaos.scenario.strategies") from missing
 
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.faults.registry import FaultParameterError

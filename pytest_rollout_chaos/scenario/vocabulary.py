@@ -1,20 +1,21 @@
 """The closed sets of names the scenario format uses: fault kinds, servers, links, invariants,
 witnesses, triggers.
 
-These names are part of the scenario format and of the plugin's interface. Fault kinds and their
-families come from ``faults.families``; fault *parameters* from the fault registry (see ``params``).
+These names are part of the scenario format and of the plugin's interface. Fault kinds, and
+which targets each takes, come from the fault classes in the registry (their ``targets``);
+fault *parameters* too (see ``params``). This module names the servers and links they mean.
 """
 
 from __future__ import annotations
 
 from typing import Final, Literal
 
-from pytest_rollout_chaos.faults import families
+from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.invariants import registry as invariant_registry
 from pytest_rollout_chaos.invariants import witnesses
 from pytest_rollout_chaos.servers.gym.tasks import AGENT_FOR_TASK, TASKS
 
-FAULT_KINDS: Final = families.FAULT_KINDS
+FAULT_KINDS: Final = tuple(registry.FAULTS)
 
 SERVERS: Final = ("policy", "model", "resources", "agent", "head")
 LINKS: Final = (
@@ -30,11 +31,10 @@ COLLECTOR: Final = "collector"
 AGENT_INSTANCES: Final = tuple(AGENT_FOR_TASK[task] for task in TASKS)
 TASK_NAMES: Final = TASKS
 
-# Semantic faults whose target is fixed by what they act on (``cancel``: the collection itself).
+# Faults whose target is fixed by what they act on (``cancel``: the collection itself); a step
+# may leave the target out, and gets the first.
 FIXED_TARGETS: Final[dict[str, tuple[str, ...]]] = {
-    "short_results": (GYM_CLIENT,),
-    "slow_env": ("resources",),
-    "cancel": (COLLECTOR,),
+    kind: cls.targets for kind, cls in registry.FAULTS.items() if isinstance(cls.targets, tuple)
 }
 
 # The invariants' own registry names them; the format accepts exactly those.
@@ -57,13 +57,8 @@ TAG_PATTERN: Final = r"(?!(?:and|or|not)$)[a-z_][a-z0-9_]*"
 
 
 def targets_for(kind: str) -> tuple[str, ...]:
-    """The valid targets of a fault kind: links for network faults, servers otherwise."""
-    if kind in FIXED_TARGETS:
-        return FIXED_TARGETS[kind]
-    servers = SERVERS + AGENT_INSTANCES
-    family = families.category(kind)
-    if family == "network":
-        return LINKS
-    if family is None:
-        return servers + LINKS
-    return servers
+    """The valid targets of a fault kind, as its class declares them (``Fault.targets``)."""
+    targets = registry.fault_class(kind).targets
+    if isinstance(targets, tuple):
+        return targets
+    return LINKS if targets == "links" else SERVERS + AGENT_INSTANCES

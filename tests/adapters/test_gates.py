@@ -7,13 +7,19 @@ the whole catalog; ``ROLLOUT_CHAOS_GATE_SCOPE=catalog`` runs it all again, CI ru
 that move and a few that do not). slime's PR #2078 changes more than its target: it isolates every
 raising trajectory (three more scenarios of the same kind turn green), and it turns whole-batch
 failures into batches of aborted placeholders that the trainer would train on (five scenarios turn
-red: regressions the gate reports, exit 1).
+red: regressions the gate reports, exit 1). SkyRL's PR #1986 is gated twice: with its flag off (the
+default) no verdict moves; with it on (``--head-target skyrl_skip_failed_rollouts``: the base tree
+has no such setting) the two scenarios in which single rollouts raise where SkyRL's loop goes
+(the verifier, the policy) turn green, and nothing turns red (a batch whose every rollout failed
+still raises, so no empty epoch is handed on).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +27,7 @@ from typing import Any
 import pytest
 
 from pytest_rollout_chaos import cli
-from tests.adapters import _nemo_rl_trees, _nemo_rl_val_trees
+from tests.adapters import _nemo_rl_trees, _nemo_rl_val_trees, _skyrl_trees
 from tests.adapters._trees import REPO, missing_modules, upstream_dir
 
 pytestmark = pytest.mark.slow  # each gate is two catalog runs over real trainer code
@@ -39,6 +45,8 @@ class Pair:
     needs: tuple[str, ...]
     controls: frozenset[str]  # scenarios the PR leaves alone, run beside the moving ones
     by_chance: frozenset[str] = frozenset()  # fixed in a run or not, as the fault's draws fall
+    head_target: str | None = None  # the head side's target, when the PR adds the setting it turns on
+    python: tuple[int, int] = (3, 11)  # the oldest Python the trainer runs on
 
 
 PAIRS = {
@@ -71,6 +79,24 @@ PAIRS = {
         controls=frozenset({"baseline", "nan-logprobs-nan"}),
         by_chance=frozenset({"policy-503-storm"}),  # its 503s fall on requests at random
     ),
+    "skyrl#1986": Pair(
+        target="skyrl",
+        head_target="skyrl_skip_failed_rollouts",
+        base="skyrl-1ec7fae4",
+        head="skyrl-caf4ce6f",
+        fixes="verifier-exception-isolated",
+        by="isolated_failures",
+        # One rollout's exception (the verifier's 500, a policy 503) no longer aborts the step:
+        # _rollout_or_marker turns it into a FailedRollout, _substitute_failed_rollouts into a
+        # placeholder. The scenarios whose faults act on NeMo Gym's agents, model server or Gym
+        # client skip on both sides (SkyRL's loop never calls them), so they cannot move.
+        fixed=frozenset({"verifier-exception-isolated", "policy-503-storm"}),
+        regressions=frozenset(),
+        needs=_skyrl_trees.SKYRL_DEPENDENCIES,
+        controls=frozenset({"baseline", "retokenization-drift"}),
+        by_chance=frozenset({"policy-503-storm"}),  # its 503s fall on requests at random
+        python=_skyrl_trees.PYTHON,
+    ),
     "nemo_rl#2394": Pair(
         target="nemo_rl",
         base="nemo-rl-3eebe4da",
@@ -97,6 +123,8 @@ PAIRS = {
 
 
 def _archives(pair: Pair) -> tuple[Path, Path]:
+    if sys.version_info < pair.python:
+        pytest.skip(f"{pair.target} needs Python {pair.python[0]}.{pair.python[1]}")
     missing = missing_modules(pair.needs)
     if missing:
         pytest.skip(f"{pair.target}'s dependencies are not installed here (missing: {', '.join(missing)})")
@@ -121,6 +149,7 @@ def _scenarios(pair: Pair) -> list[str]:
 
 def _gate(pair: Pair, base: Path, head: Path, report: Path, *scenarios: str) -> tuple[int, dict[str, Any]]:
     arguments = ["gate", "--target", pair.target, "--base", str(base), "--head", str(head)]
+    arguments += ["--head-target", pair.head_target] if pair.head_target else []
     arguments += ["--expect-fixed", pair.fixes, "--json", str(report), *scenarios]
     status = cli.main(arguments)
     return status, json.loads(report.read_text())
@@ -154,3 +183,24 @@ def test_swapping_base_and_head_is_a_regression(tmp_path: Path, monkeypatch: pyt
     status, document = _gate(pair, head, base, tmp_path / "gate.json", scenario)
     assert status == 1
     assert document["failures"][0].startswith(f"{pair.fixes}: regression: passed on base, failed on head")
+
+
+def test_skyrls_flag_off_by_default_changes_no_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PR #1986 with ``generator.skip_failed_rollouts`` at its default: ``generate`` takes the same
+    ``tqdm.gather`` path as before, so every verdict stays, red ones included (exit 0)."""
+    pair = dataclasses.replace(PAIRS["skyrl#1986"], head_target=None)
+    base, head = _archives(pair)
+    monkeypatch.chdir(REPO)
+    arguments = ["gate", "--target", pair.target, "--base", str(base), "--head", str(head)]
+    report = tmp_path / "gate.json"
+    status = cli.main([*arguments, "--json", str(report), *_scenarios(pair)])
+    document = json.loads(report.read_text())
+    changes = {entry["scenario"]: entry for entry in document["scenarios"]}
+    assert {scenario: entry["change"] for scenario, entry in changes.items()} == dict.fromkeys(
+        changes, "same"
+    )
+    assert changes[pair.fixes]["base"]["invariants"][pair.by] == "FAIL"
+    assert changes[pair.fixes]["head"]["invariants"][pair.by] == "FAIL"
+    assert status == 0, document["failures"]

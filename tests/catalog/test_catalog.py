@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.collectors import KNOWN_BUGS
-from pytest_rollout_chaos.faults import families
+from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.scenario.model import load_scenario
 from pytest_rollout_chaos.settings import ChaosSettings
 from tests.catalog._verdicts import CATALOG, REPO, run_catalog
@@ -36,7 +36,10 @@ CAUGHT_BY = {
     "detached_after_raise": ("short-results", "quiet_after_end"),
     "swallows_cancel": ("collection-cancelled", "cancel_honoured"),
     "mixed_env_batch": ("validation-batched-env", "batched_env_eval"),
+    "drift_fails_batch": ("prefix-drift", "raise_has_cause"),
 }
+# Every scenario whose rows drift: a collector that fails the batch on one drifted row fails each.
+DRIFT_SCENARIOS = ("prefix-drift", "policy-tokenize-drift", "retokenization-drift", "unrepairable-drift")
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +61,7 @@ def skipped_on(settings: ChaosSettings) -> set[str]:
     needs_ray = {
         scenario.name
         for scenario in map(load_scenario, CATALOG.glob("*.chaos.yaml"))
-        if any(families.category(step.kind) == "ray" for step in scenario.faults)
+        if any(registry.fault_class(step.kind).family == "ray" for step in scenario.faults)
     }
     if not settings.ray.on:
         return needs_ray
@@ -136,10 +139,27 @@ def test_known_bug_collector_fails_its_scenario_and_passes_the_baseline(
     )
     baseline = verdicts["baseline"]
     failing = {name for name, status in baseline.invariants.items() if status in ("FAIL", "UNKNOWN")}
-    if chaos_settings.gym == "nemo-gym" and failing == {"prefix_consistent"}:
+    drift_exposes = {"prefix_consistent"} | ({invariant} if collector == "drift_fails_batch" else set())
+    if chaos_settings.gym == "nemo-gym" and failing and failing <= drift_exposes:
         # Real NeMo Gym's vllm_model re-renders every earlier turn, so even the baseline has real
         # retokenization drift there (what retokenization-drift sets up on our servers). A known-bug
         # collector that does not repair it fails by prefix_consistent: prefix_passthrough's own
-        # bug, and for the others a second real bug, not the one they plant. Anything else counts.
+        # bug, and for the others a second real bug, not the one they plant; drift_fails_batch
+        # raises on it, its own bug. Anything else counts.
         return
     assert baseline.passed, f"{collector} fails even without a fault:\n{baseline.message}"
+
+
+def test_failing_the_batch_on_one_drifted_row_fails_every_drift_scenario(
+    tmp_path: Path, known_bug_stack_args: list[str]
+) -> None:
+    verdicts = run_catalog(
+        tmp_path,
+        target="fixtures.collectors.drift_fails_batch:factory",
+        scenarios=list(DRIFT_SCENARIOS),
+        stack_args=known_bug_stack_args,
+    )
+    judged = {name: verdicts[name].invariants.get("raise_has_cause") for name in DRIFT_SCENARIOS}
+    assert judged == dict.fromkeys(DRIFT_SCENARIOS, "FAIL"), "\n\n".join(
+        f"{name}:\n{verdicts[name].message}" for name in DRIFT_SCENARIOS
+    )

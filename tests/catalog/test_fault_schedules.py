@@ -12,7 +12,7 @@ from pytest_rollout_chaos.collector import reference
 from pytest_rollout_chaos.collector.protocol import CollectionError
 from pytest_rollout_chaos.engine.run import judge, run_once
 from pytest_rollout_chaos.errors import ChaosError
-from pytest_rollout_chaos.faults import families
+from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.invariants.base import Status
 from pytest_rollout_chaos.scenario.model import Expectation, FaultStep, Scenario, Workload
 from pytest_rollout_chaos.scenario.strategies import fault_schedules
@@ -20,7 +20,7 @@ from pytest_rollout_chaos.stack import ChaosStack
 
 ROWS = 4
 # Ray's faults need the servers in Ray actors (tests/ray and the catalog on Ray cover them).
-WITHOUT_RAY = tuple(kind for kind in families.FAULT_KINDS if families.category(kind) != "ray")
+WITHOUT_RAY = tuple(kind for kind, cls in registry.FAULTS.items() if cls.family != "ray")
 WITHIN_S = 12.0
 NAMED_ERRORS = (CollectionError, ChaosError)
 

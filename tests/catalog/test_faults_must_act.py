@@ -92,3 +92,41 @@ def test_a_fault_that_touched_nothing_fails_unless_it_says_so(pytester: pytest.P
             "touched 3 requests hit by its rule (expect_hits: 2)*"
         ]
     )
+
+
+UNUSED_SERVER_KILLED = """\
+name: unused-server-killed
+description: native style collects without agents, so a kill of an agent hits nothing it uses
+upstream: ["example/repo#1"]
+workload:
+  rows_per_task: 2
+  tasks: [calculator]
+  style: native
+faults:
+  - kind: kill
+    target: calculator_agent
+expect:
+  invariants: [accounted, bounded]
+  within_s: 30
+"""
+
+UNUSED_SERVER_MEANT = UNUSED_SERVER_KILLED.replace(
+    "name: unused-server-killed", "name: unused-server-meant"
+).replace("    target: calculator_agent\n", "    target: calculator_agent\n    expect_hits: 0\n")
+
+
+def test_a_process_fault_on_a_server_the_collection_never_uses_fails(pytester: pytest.Pytester) -> None:
+    # The process existed and was killed, but no request of the collection went to it: that a
+    # process was there is not enough, the fault must hit something the collection used.
+    pytester.makefile(".chaos.yaml", unused=UNUSED_SERVER_KILLED, meant=UNUSED_SERVER_MEANT)
+    result = pytester.runpytest_subprocess("--rollout-chaos", "-p", "no:cacheprovider", "-v", timeout=240)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*meant.chaos.yaml::unused-server-meant PASSED*"], consecutive=False)
+    result.stdout.fnmatch_lines(
+        [
+            "*these faults did not act on the collection, so the scenario tested nothing there:*",
+            "*line 9: kill() on calculator_agent at start was injected at t=*s and touched 0 requests "
+            "into its server, in flight or sent while it was down (expect_hits: at least 1); the "
+            "collection ran from t=*",
+        ]
+    )

@@ -29,7 +29,11 @@ def test_a_py_file_path_loads(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("target", "message"),
     [
-        ("no-colon", r"is not valid \(valid: reference, nemo_rl, slime, verl, or MODULE:FACTORY"),
+        (
+            "no-colon",
+            r"is not valid \(valid: reference, nemo_rl, slime, verl, skyrl, skyrl_skip_failed_rollouts, "
+            r"or MODULE:FACTORY",
+        ),
         ("no_such_module_xyz:factory", r"module 'no_such_module_xyz' not found"),
         (
             "pytest_rollout_chaos.collector.reference:nope",

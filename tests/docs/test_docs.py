@@ -58,6 +58,15 @@ def test_the_fault_reference_lists_every_registered_kind_with_its_parameters() -
     assert documented_parameters(page) == expected
 
 
+def test_the_fault_reference_says_what_each_fault_needs_from_its_class() -> None:
+    page = load_generator().render()
+    for cls in registry.FAULT_TYPES:
+        section = page.split(f"### `{cls.kind}`\n", 1)[1].split("\n### ", 1)[0]
+        needs = re.search(r"^\*\*Needs:\*\* (.+)$", section, flags=re.MULTILINE)
+        assert needs is not None, cls.kind
+        assert needs[1] == "; ".join(need.value for need in cls.needs), cls.kind
+
+
 def test_the_faults_page_gets_the_generated_reference_at_its_marker() -> None:
     generator = load_generator()
     source = (DOCS / "faults.md").read_text(encoding="utf-8")

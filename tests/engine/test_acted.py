@@ -6,11 +6,15 @@ from __future__ import annotations
 from pytest_rollout_chaos.engine.acted import count_touches, problems
 from pytest_rollout_chaos.engine.schedule import Applied
 from pytest_rollout_chaos.faults.down import Down
+from pytest_rollout_chaos.faults.freeze import Freeze
+from pytest_rollout_chaos.faults.kill import Kill
 from pytest_rollout_chaos.faults.latency import Latency
 from pytest_rollout_chaos.faults.nan_logprobs import NanLogprobs
+from pytest_rollout_chaos.faults.node_down import NodeDown
 from pytest_rollout_chaos.faults.restart import Restart
 from pytest_rollout_chaos.history import Event, History
 from pytest_rollout_chaos.scenario.model import FaultStep, Trigger
+from pytest_rollout_chaos.servers.links import link_server
 
 
 def history_of(*events: Event) -> History:
@@ -21,15 +25,25 @@ def history_of(*events: Event) -> History:
 
 
 def request(link: str, rid: str, start: float, end: float | None, *, kind: str = "ok") -> list[Event]:
-    data = {"link": link, "server": link.rpartition("->")[2]}
-    events = [Event(start, "model", "invoke", "POST /v1/responses", data, rid)]
+    """One request as the fault layer records it on ``link`` (``end`` None: never finished)."""
+    server, source = link_server(link)
+    data = {"link": link, "server": server}
+    events = [Event(start, source, "invoke", "POST /v1/responses", data, rid)]
     if end is not None:
-        events.append(Event(end, "model", kind, "POST /v1/responses", data, rid))  # type: ignore[arg-type]
+        events.append(Event(end, source, kind, "POST /v1/responses", data, rid))  # type: ignore[arg-type]
     return events
 
 
-def applied(fault: object, step: FaultStep, at: float, healed: float | None, **facts: object) -> Applied:
-    entry = Applied(step, fault, at, dict(facts), healed_at=healed)  # type: ignore[arg-type]
+def applied(
+    fault: object,
+    step: FaultStep,
+    at: float,
+    healed: float | None,
+    *,
+    returned: float | None = None,
+    **facts: object,
+) -> Applied:
+    entry = Applied(step, fault, at, dict(facts), healed_at=healed, returned_at=returned)  # type: ignore[arg-type]
     entry.injected = True
     return entry
 
@@ -109,10 +123,68 @@ def test_a_fault_injected_after_the_collection_ended_touched_nothing() -> None:
     )
 
 
-def test_a_process_fault_in_time_touched_its_process() -> None:
-    step = FaultStep("restart", "calculator_agent", line=8)
-    entry = applied(Restart("calculator_agent"), step, 0.2, 0.3)
-    assert (
-        problems(count_touches([entry], history_of(), ended_at=0.4), started_at=0.0, ended_at=0.4, t0=0.0)
-        == []
+RUN_LINK = "collector->agent:calculator_agent"
+
+
+def test_a_process_fault_touches_the_requests_into_its_server_in_flight_or_sent_while_it_held() -> None:
+    step = FaultStep("kill", "calculator_agent", line=8)
+    history = history_of(
+        *request(RUN_LINK, "done before", 0.1, 0.15),
+        *request(RUN_LINK, "in flight, cut", 0.1, 0.25, kind="info"),
+        *request(RUN_LINK, "refused while down", 0.3, 0.31, kind="info"),
+        *request("collector->agent:echo_agent", "another server", 0.3, 0.35),
+        *request(RUN_LINK, "after the heal", 0.6, 0.7),
     )
+    [touch] = count_touches([applied(Kill("calculator_agent"), step, 0.2, 0.5)], history, ended_at=0.8)
+    assert touch.count == 2
+    assert touch.describe() == (
+        "kill(restart_on_heal=True) on calculator_agent: 2 requests into its server, in flight or sent "
+        "while it was down"
+    )
+
+
+def test_a_process_fault_on_a_server_the_collection_never_used_touched_nothing() -> None:
+    # The process existed and was killed, but no request of the collection went to it.
+    step = FaultStep("kill", "echo_agent", line=8)
+    history = history_of(*request(RUN_LINK, "the workload's own agent", 0.1, 0.3))
+    entry = applied(Kill("echo_agent"), step, 0.2, 0.5, pid=4242)
+    [line] = problems(count_touches([entry], history, ended_at=0.4), started_at=0.0, ended_at=0.4, t0=0.0)
+    assert line == (
+        "line 8: kill() on echo_agent at start was injected at t=0.20s and touched 0 requests into its "
+        "server, in flight or sent while it was down (expect_hits: at least 1); the collection ran from "
+        "t=0.00s to t=0.40s"
+    )
+
+
+def test_a_kill_at_start_acts_on_the_requests_the_collection_then_sends_and_fails() -> None:
+    step = FaultStep("freeze", "agent", line=5)  # one fault per agent instance, judged together
+    history = history_of(*request(RUN_LINK, "held by the frozen agent", 0.05, None))
+    entries = [
+        applied(Freeze("calculator_agent"), step, 0.01, 0.9),
+        applied(Freeze("echo_agent"), step, 0.01, 0.9),
+    ]
+    touches = count_touches(entries, history, ended_at=0.8)
+    assert [touch.count for touch in touches] == [1, 0]
+    assert problems(touches, started_at=0.0, ended_at=0.8, t0=0.0) == []
+
+
+def test_a_restart_touches_only_what_it_cut_or_refused_before_it_was_back() -> None:
+    step = FaultStep("restart", "calculator_agent", line=8)
+    history = history_of(
+        *request(RUN_LINK, "cut", 0.1, 0.25, kind="info"),
+        *request(RUN_LINK, "served by the new process", 0.4, 0.5),
+    )
+    entry = applied(Restart("calculator_agent"), step, 0.2, 0.9, returned=0.3)
+    [touch] = count_touches([entry], history, ended_at=0.8)
+    assert touch.count == 1
+    later = applied(Restart("calculator_agent"), step, 0.35, 0.9, returned=0.38)
+    assert count_touches([later], history, ended_at=0.8)[0].count == 0
+
+
+def test_node_down_touches_the_requests_into_every_server_of_its_node() -> None:
+    step = FaultStep("node_down", "calculator_agent", line=8)
+    history = history_of(*request("collector->agent:echo_agent", "on the same node", 0.1, 0.3, kind="info"))
+    entry = applied(NodeDown("calculator_agent"), step, 0.2, 0.9, servers=["calculator_agent", "echo_agent"])
+    [touch] = count_touches([entry], history, ended_at=0.8)
+    assert touch.count == 1
+    assert "requests into the servers of its node (calculator_agent, echo_agent)" in touch.describe()

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.faults.apply import describe
-from pytest_rollout_chaos.faults.base import FaultContext
+from pytest_rollout_chaos.faults.base import Exposure, Family, FaultContext, Need, Targets, Touched
 from pytest_rollout_chaos.history import History
 from tests.faults._applied import applied
 
@@ -20,6 +20,9 @@ class Switch:
     """A tiny real fault: it flips entries of a dict, so its effect can be observed directly."""
 
     kind: ClassVar[str] = "switch"
+    family: ClassVar[Family] = "semantic"
+    targets: ClassVar[Targets] = "servers"
+    needs: ClassVar[tuple[Need, ...]] = ()
 
     target: str
     state: dict[str, bool] = field(default_factory=dict, compare=False)
@@ -36,6 +39,9 @@ class Switch:
         self.state[self.target] = False
         if self.fail_heal:
             raise FaultError("heal broke")
+
+    def touched(self, exposure: Exposure) -> Touched:
+        return Touched(int(self.state.get(self.target, False)), "entries flipped")
 
 
 @pytest.mark.asyncio

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 import pytest
 
 from pytest_rollout_chaos.faults import registry
-from pytest_rollout_chaos.faults.base import Fault, Preflight, Terminating
+from pytest_rollout_chaos.faults.base import Family, Fault, Need, Preflight, Terminating
 from pytest_rollout_chaos.faults.latency import Latency
 from pytest_rollout_chaos.faults.nan_logprobs import NanLogprobs
 
@@ -47,6 +48,14 @@ def test_every_catalog_kind_is_registered_once_and_follows_the_contract() -> Non
         assert params.name == "target", cls
         assert cls.__dataclass_params__.frozen, cls
         assert isinstance(cls(target="x"), Fault), cls
+
+
+def test_every_fault_declares_its_family_targets_and_needs() -> None:
+    for cls in registry.FAULT_TYPES:
+        assert cls.family in typing.get_args(Family), cls
+        assert cls.targets in ("links", "servers") or (isinstance(cls.targets, tuple) and cls.targets), cls
+        assert cls.needs, cls
+        assert all(isinstance(need, Need) for need in cls.needs), cls
 
 
 def test_unknown_kind_lists_the_known_ones() -> None:

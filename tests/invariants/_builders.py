@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_rollout_chaos.collector.protocol import Mode, Rollout, RolloutStatus, Turn
-from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.history import Event, EventKind, History
 from pytest_rollout_chaos.invariants.base import Observation
 
 
@@ -52,3 +52,27 @@ def observe(
 
 def all_ok(n: int) -> list[Rollout | None]:
     return [rollout(i) for i in range(n)]
+
+
+class Placed(History):
+    """A History whose events sit at given times (seconds after ``t0 = 0``), as the servers' events
+    files place them; ``at`` adds one."""
+
+    def __init__(self) -> None:
+        super().__init__(t0=0.0)
+        self.placed: list[Event] = []
+
+    def at(self, t: float, source: str, kind: EventKind, op: str, **data: Any) -> None:
+        request_id = data.pop("request_id", None)
+        self.placed.append(Event(t, source, kind, op, data, str(request_id) if request_id else None))
+
+    def events(
+        self, *, source: str | None = None, kind: str | None = None, op: str | None = None
+    ) -> list[Event]:
+        return [
+            event
+            for event in sorted(self.placed, key=lambda event: event.t)
+            if (source is None or event.source == source)
+            and (kind is None or event.kind == kind)
+            and (op is None or event.op == op)
+        ]

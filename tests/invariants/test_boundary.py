@@ -1,9 +1,10 @@
 """The judge owns its rules: nothing under ``invariants/`` imports the reference collector's internals.
 
-The invariants may see the collector-under-test contract, ``collector/protocol.py`` (DESIGN 3.2
-and 3.3), and only the names listed in ``ALLOWED``: the data a collector hands back (``Rollout``,
-``Turn`` and their literal types), the ``Collector`` protocol ``observe`` drives, and
-``row_index``, which the contract itself defines (a row is its ``_rowidx``, else its position).
+The invariants may see the collector-under-test contract, ``collector/protocol.py``
+(ARCHITECTURE.md#rollout-data and #the-collector-contract), and only the names listed in
+``ALLOWED``: the data a collector hands back (``Rollout``, ``Turn`` and their literal types),
+the ``Collector`` protocol ``observe`` drives, and ``row_index``, which the contract itself
+defines (a row is its ``_rowidx``, else its position).
 Everything else under ``collector/`` is one collector's implementation, the thing being judged:
 ``results``, ``failures``, ``prefix``, ``reference``, ``native``, the Gym client. A name added
 to ``ALLOWED`` must be data or contract, never a check.

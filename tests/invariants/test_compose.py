@@ -19,7 +19,7 @@ from pytest_rollout_chaos.invariants import (
 )
 from tests.invariants._builders import all_ok, observe, rollout
 
-DESIGN_NAMES = (
+INTERFACE_NAMES = (
     "accounted",
     "no_silent_short_count",
     "isolated_failures",
@@ -37,6 +37,7 @@ DESIGN_NAMES = (
     "ends_promptly",
     "quiet_after_end",
     "cancel_honoured",
+    "raise_has_cause",
 )
 
 
@@ -54,8 +55,8 @@ class _NotAVerdict:
         return "PASS"  # type: ignore[return-value]
 
 
-def test_registry_has_exactly_the_design_names() -> None:
-    assert NAMES == DESIGN_NAMES
+def test_registry_has_exactly_the_interface_names() -> None:
+    assert NAMES == INTERFACE_NAMES
     with pytest.raises(KeyError, match=r"unknown invariant 'acounted' \(known: accounted, "):
         get("acounted")
 
@@ -80,7 +81,7 @@ def test_worst_wins_and_nothing_judged_is_unknown() -> None:
     verdicts = check_all(observe(2, [rollout(0)]))
     assert worst(verdicts) is Status.FAIL
     assert worst([]) is Status.UNKNOWN
-    assert len(verdicts) == len(DESIGN_NAMES)
+    assert len(verdicts) == len(INTERFACE_NAMES)
 
 
 def test_assert_all_pass_lists_every_failing_verdict() -> None:

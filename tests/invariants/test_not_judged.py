@@ -85,6 +85,7 @@ CASES: list[tuple[str, Callable[[], Observation], str]] = [
         "nothing to count",
     ),
     ("batched_env_eval", lambda: observe(2, all_ok(2)), "no step_batch"),
+    ("raise_has_cause", lambda: observe(2, all_ok(2)), "did not raise"),
 ]
 
 

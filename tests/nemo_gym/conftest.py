@@ -1,7 +1,8 @@
 """Cross-checks against real NeMo Gym: skipped, with the reason, where no interpreter has it.
 
 The interpreter comes from ``--rollout-chaos-gym-python``, ``ROLLOUT_CHAOS_GYM_PYTHON`` or the
-current one (``servers.nemo_gym.locate``). CI builds one in ``.ci-venv-nemo-gym``.
+current one (``servers.nemo_gym.locate``). CI builds one per tested version in its
+cache (``venv-nemo-gym-<version>``, ``.ci/run``).
 """
 
 from __future__ import annotations

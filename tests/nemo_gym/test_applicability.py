@@ -13,7 +13,7 @@ import pytest
 
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.engine.run import not_applicable
-from pytest_rollout_chaos.faults import families
+from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.scenario.model import load_scenario
 from pytest_rollout_chaos.servers import readiness
 from pytest_rollout_chaos.servers.faultlayer.spec import FaultLayer
@@ -66,7 +66,7 @@ def _stack(without_hooks: frozenset[str], tmp_path: Path) -> ChaosStack:
 @pytest.mark.parametrize("path", sorted(CATALOG.glob("*.chaos.yaml")), ids=lambda path: path.name)
 def test_every_catalog_scenario_runs_on_real_servers(path: Path, tmp_path: Path) -> None:
     scenario = load_scenario(path)
-    needs_ray = any(families.category(step.kind) == "ray" for step in scenario.faults)
+    needs_ray = any(registry.fault_class(step.kind).family == "ray" for step in scenario.faults)
     for stack in (_stack(REAL, tmp_path), _stack(frozenset(), tmp_path)):
         reason = not_applicable(scenario, stack)
         if needs_ray:  # these servers are not in Ray actors

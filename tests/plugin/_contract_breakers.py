@@ -1,4 +1,4 @@
-"""Tiny collectors that each break the collector contract one way (DESIGN 3.3).
+"""Tiny collectors that each break the collector contract one way (ARCHITECTURE.md#the-collector-contract).
 
 Used by ``tests/collector/test_contract.py`` directly and, copied into a pytester project, as
 ``--rollout-chaos-target=contract_breakers:NAME`` by ``tests/plugin/test_contract.py``. None of

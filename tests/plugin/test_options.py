@@ -29,6 +29,7 @@ def test_help_lists_every_option_in_the_group(pytester: pytest.Pytester) -> None
         s.OPT_RAY,
         s.OPT_SEED,
         s.OPT_REPORT,
+        s.OPT_JSON,
     ):
         result.stdout.fnmatch_lines([f"*--{dest.replace('_', '-')}*"])
         result.stdout.fnmatch_lines([f"*{dest} (*"])  # the ini twin in the ini section
@@ -44,6 +45,7 @@ def test_defaults(pytester: pytest.Pytester) -> None:
     assert settings.gym == "embedded"
     assert settings.seed == 0
     assert settings.report is None
+    assert settings.json_report is None
     assert settings.policy_url is None
     assert settings.model.name == "tiny-llama"
 
@@ -59,6 +61,7 @@ def test_command_line_values(pytester: pytest.Pytester) -> None:
         "--rollout-chaos-gym=nemo-gym",
         "--rollout-chaos-seed=42",
         "--rollout-chaos-report=out/report.html",
+        "--rollout-chaos-json=out/results.json",
     )
     settings = s.resolve(config)
     assert settings.enabled is True
@@ -69,6 +72,7 @@ def test_command_line_values(pytester: pytest.Pytester) -> None:
     assert settings.gym == "nemo-gym"
     assert settings.seed == 42
     assert settings.report == pytester.path / "out" / "report.html"
+    assert settings.json_report == pytester.path / "out" / "results.json"
 
 
 def test_ini_twins_and_option_precedence(pytester: pytest.Pytester) -> None:
@@ -84,6 +88,7 @@ def test_ini_twins_and_option_precedence(pytester: pytest.Pytester) -> None:
         rollout_chaos_gym = "nemo-gym"
         rollout_chaos_seed = "7"
         rollout_chaos_report = "report.html"
+        rollout_chaos_json = "results.json"
         asyncio_default_fixture_loop_scope = "function"
         """
     )
@@ -96,6 +101,7 @@ def test_ini_twins_and_option_precedence(pytester: pytest.Pytester) -> None:
     assert settings.gym == "nemo-gym"
     assert settings.seed == 7
     assert settings.report == pytester.path / "report.html"
+    assert settings.json_report == pytester.path / "results.json"
     overridden = s.resolve(pytester.parseconfigure("--rollout-chaos-seed=9", "--rollout-chaos-backend=tiny"))
     assert overridden.seed == 9
     assert overridden.backend == "tiny"

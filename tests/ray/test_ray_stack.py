@@ -1,5 +1,8 @@
 """With ``--rollout-chaos-ray=local:N`` (N >= 2) the servers live in Ray actors on their nodes, and
-Ray's faults act on those actors and nodes. CI runs this module in its Ray stage; elsewhere it skips."""
+Ray's faults act on those actors and nodes. CI runs this module in its Ray stage; elsewhere it skips.
+
+The faults are tested here on their own, with no collection running, so each inject says
+``expect_hits=0``: a fault from ``chaos_faults`` that touched nothing otherwise fails the test."""
 
 from __future__ import annotations
 
@@ -66,7 +69,7 @@ async def test_actor_kill_takes_the_server_and_heal_starts_a_new_actor(
 ) -> None:
     agent = hosted(on_ray, "calculator_agent")
     pid, worker, actor, address = agent.pid, agent.worker_pid, agent.actor, agent.address()
-    [facts] = await chaos_faults.inject("actor_kill", "calculator_agent")
+    [facts] = await chaos_faults.inject("actor_kill", "calculator_agent", expect_hits=0)
     assert facts["code"] == 137
     assert facts["worker_pid"] == worker
     assert "node 1" in str(facts["where"])
@@ -88,7 +91,7 @@ async def test_actor_kill_with_restart_is_back_before_inject_returns(
 ) -> None:
     agent = hosted(on_ray, "echo_agent")
     pid, address = agent.pid, agent.address()
-    [facts] = await chaos_faults.inject("actor_kill", "echo_agent", restart=True)
+    [facts] = await chaos_faults.inject("actor_kill", "echo_agent", restart=True, expect_hits=0)
     assert facts["code"] == 137
     assert facts["pid_after"] == agent.pid != pid
     assert agent.is_running()
@@ -104,7 +107,7 @@ async def test_node_down_loses_every_server_of_the_node_and_heal_replaces_the_no
     elsewhere = {name: hosted(on_ray, name).pid for name in ("policy", "resources", *on_ray.agent_names)}
     elsewhere = {name: pid for name, pid in elsewhere.items() if name not in on_node}
     node_id = agent.cluster.node_id(agent.slot)
-    [facts] = await chaos_faults.inject("node_down", "calculator_agent")
+    [facts] = await chaos_faults.inject("node_down", "calculator_agent", expect_hits=0)
     assert facts["servers"] == on_node
     assert facts["node_id"] == node_id
     assert int(str(facts["workers"])) >= 1
@@ -134,7 +137,7 @@ async def test_oom_kills_the_actor_as_rays_memory_monitor_does(
 ) -> None:
     agent = hosted(on_ray, "echo_agent")
     worker = agent.worker_pid
-    [facts] = await chaos_faults.inject("oom", "echo_agent")
+    [facts] = await chaos_faults.inject("oom", "echo_agent", expect_hits=0)
     assert facts["oom"] == "ray_memory_monitor"
     assert facts["worker_pid"] == worker
     assert facts["code"] == 137

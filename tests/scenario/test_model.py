@@ -208,7 +208,7 @@ def test_unknown_invariant_and_repeated_one() -> None:
         "s.chaos.yaml:4: expect.invariants[0]: unknown invariant 'acounted' (valid: accounted, "
         "no_silent_short_count, isolated_failures, finite_logprobs, prefix_consistent, batched_env_eval, "
         "bounded, root_cause_visible, corroborated, turns_generated, logprobs_generated, rewards_recorded, "
-        "attempts_bounded, no_empty_epoch, ends_promptly, quiet_after_end, cancel_honoured)",
+        "attempts_bounded, no_empty_epoch, ends_promptly, quiet_after_end, cancel_honoured, raise_has_cause)",
         "s.chaos.yaml:4: expect.invariants[2]: 'bounded' is listed twice",
     ]
 
@@ -302,9 +302,12 @@ def test_the_readme_example_is_valid() -> None:
     assert load(example) == load_scenario(DATA / "agent_oom.yaml")
 
 
-def test_the_target_families_cover_exactly_the_registered_fault_kinds() -> None:
-    # Targets are chosen by family (network -> links); a kind the table misses would get both.
-    assert sorted(vocabulary.FAULT_KINDS) == sorted(registry.FAULTS)
+def test_fault_targets_and_invariants_are_names_the_format_knows() -> None:
+    # Each fault class declares its targets; a fixed one must be a name the format has.
+    known = {*vocabulary.SERVERS, *vocabulary.AGENT_INSTANCES, *vocabulary.LINKS}
+    known |= {vocabulary.GYM_CLIENT, vocabulary.COLLECTOR}
+    for kind in registry.FAULTS:
+        assert set(vocabulary.targets_for(kind)) <= known, kind
     assert vocabulary.INVARIANTS == (
         "accounted",
         "no_silent_short_count",
@@ -323,6 +326,7 @@ def test_the_target_families_cover_exactly_the_registered_fault_kinds() -> None:
         "ends_promptly",
         "quiet_after_end",
         "cancel_honoured",
+        "raise_has_cause",
     )
 
 

@@ -1,4 +1,5 @@
-"""Adapters: collectors that drive a trainer's real rollout code (``nemo_rl``, ``slime``, ``verl``).
+"""Adapters: collectors that drive a trainer's real rollout code (``nemo_rl``, ``slime``, ``verl``,
+``skyrl``; ``skyrl_skip_failed_rollouts`` is ``skyrl`` with SkyRL's ``generator.skip_failed_rollouts`` on).
 
 Each adapter module holds a ``factory(ctx) -> Collector`` and a module-level ``UPSTREAM``
 (an ``upstream.Upstream``: the trainer's modules it imports and how to install them). Importing an
@@ -13,7 +14,7 @@ from typing import Final
 
 from pytest_rollout_chaos.collector.protocol import CollectorFactory
 
-ADAPTERS: Final = ("nemo_rl", "slime", "verl")
+ADAPTERS: Final = ("nemo_rl", "slime", "verl", "skyrl", "skyrl_skip_failed_rollouts")
 
 
 def load(name: str) -> CollectorFactory:

@@ -41,6 +41,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from pytest_rollout_chaos.history import EventKind, fingerprint, logprob_digest
 from pytest_rollout_chaos.servers.faultlayer import rewrite
+from pytest_rollout_chaos.servers.faultlayer.rows import SESSION_HEADER
 from pytest_rollout_chaos.servers.faultlayer.rules import Rule
 from pytest_rollout_chaos.servers.faultlayer.state import LayerState, Link
 
@@ -65,6 +66,9 @@ _HOP_BY_HOP: Final = frozenset(
 _PRE_EFFECTS: Final = ("delay", "hang")
 _TERMINAL_EFFECTS: Final = ("http_error", "trajectory_exception")
 _REWRITE_EFFECTS: Final = ("nan_logprobs", "prefix_drift", "malformed_json")
+
+# Recorded for a request whose client went away first: the client's doing, not the server's.
+CLIENT_CLOSED: Final = "the client closed the connection"
 
 _counter = itertools.count(1)
 
@@ -123,7 +127,12 @@ async def forward(
     """Record, apply the rules, forward (unless a rule answers), rewrite, record the answer."""
     body = await request.read()
     document = _json_document(body, request.content_type)
-    row = state.rows.row_of(document, request.headers.get("Cookie"), stream=f"{link.name} {request.path}")
+    row = state.rows.row_of(
+        document,
+        request.headers.get("Cookie"),
+        stream=f"{link.name} {request.path}",
+        session=request.headers.get(SESSION_HEADER),
+    )
     request_id = request.headers.get(REQUEST_ID_HEADER) or f"{link.source}-{os.getpid()}-{next(_counter)}"
     writer = state.writer(link.source)
     op = f"{request.method} {request.path}"
@@ -163,7 +172,7 @@ async def forward(
             request.transport.abort()
         raise asyncio.CancelledError from None
     except asyncio.CancelledError:
-        finish("info", error="the client closed the connection")
+        finish("info", error=CLIENT_CLOSED)
         raise
     if answer.status >= 400:
         finish("fail", status=answer.status)

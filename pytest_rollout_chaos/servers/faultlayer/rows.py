@@ -8,7 +8,11 @@ has seen pass, in this order:
 1. ``_rowidx`` in the JSON body;
 2. a session cookie first set in the answer to a request of that row (NeMo Gym's resources
    server sets one in ``/seed_session``, and the agent sends it with every later call);
-3. the row's prompt: the text of the last user message of the row's
+3. a trajectory's session header (``X-Session-ID``, which SkyRL's inference client sends with
+   every model call of one trajectory for session-aware routing), once a request that carried
+   the same header also carried ``_rowidx`` (the skyrl adapter's environment seeds its session
+   so): SkyRL's token-in, token-out model calls carry no text to tie them by;
+4. the row's prompt: the text of the last user message of the row's
    ``responses_create_params.input``, found as a string anywhere in the request body (chat
    ``messages``, Responses ``input``, a ``/tokenize`` request). Rows are learnt from every
    request body that carries ``_rowidx`` and the input, and can be registered up front
@@ -31,6 +35,7 @@ from typing import Any, Final
 
 _MAX_STRINGS: Final = 4096  # strings read from one body; a row's prompt comes early in it
 _MIN_PROMPT_CHARS: Final = 8  # a shorter text ("hi") would tie unrelated requests to a row
+SESSION_HEADER: Final = "X-Session-ID"
 
 
 class RowIndex:
@@ -39,6 +44,7 @@ class RowIndex:
     def __init__(self) -> None:
         self._by_prompt: dict[str, list[int]] = {}
         self._by_cookie: dict[str, int] = {}
+        self._by_session: dict[str, int] = {}
         # a text several rows produced (the same tool call, greedy decoding) names all of them
         self._by_answer: dict[str, set[int]] = {}
         self._first_turns: set[tuple[int, str]] = set()  # (row, stream)
@@ -46,6 +52,7 @@ class RowIndex:
     def clear(self) -> None:
         self._by_prompt.clear()
         self._by_cookie.clear()
+        self._by_session.clear()
         self._by_answer.clear()
         self._first_turns.clear()
 
@@ -63,8 +70,10 @@ class RowIndex:
             rows.sort()
         return True
 
-    def row_of(self, document: Any, cookie_header: str | None, *, stream: str = "") -> int | None:
-        """The row of a request with this JSON body and ``Cookie`` header, or None.
+    def row_of(
+        self, document: Any, cookie_header: str | None, *, stream: str = "", session: str | None = None
+    ) -> int | None:
+        """The row of a request with this JSON body, ``Cookie`` and ``X-Session-ID`` headers, or None.
 
         ``stream`` names the kind of request (its link and route); first turns count per kind.
         """
@@ -72,7 +81,11 @@ class RowIndex:
             own = document.get("_rowidx")
             if isinstance(own, int) and not isinstance(own, bool):
                 self.register(document)
+                if session:
+                    self._by_session[session] = own
                 return own
+        if session and session in self._by_session:
+            return self._by_session[session]
         for pair in _cookie_pairs(cookie_header):
             if pair in self._by_cookie:
                 return self._by_cookie[pair]

@@ -1,13 +1,15 @@
 """The policy server's HTTP routes, in vLLM's OpenAI-server shapes.
 
 ``/health``, ``/version``, ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``,
-``/tokenize`` and ``/detokenize``. Generation goes through the batching ``Engine``; the
-handlers only translate between JSON and token ids.
+``/tokenize``, ``/detokenize`` and vLLM's token-in, token-out ``/inference/v1/generate`` (the
+route SkyRL's ``RemoteInferenceClient`` generates through). Generation goes through the batching
+``Engine``; the handlers only translate between JSON and token ids.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import uuid
@@ -26,6 +28,7 @@ from pytest_rollout_chaos.servers.policy.protocol import (
     max_tokens_too_large,
     number,
     optional_int,
+    reject_sampling_knobs,
     reject_unsupported,
     stop_strings,
     token_id_list,
@@ -55,6 +58,7 @@ class PolicyApi:
             web.get("/v1/models", self.models),
             web.post("/v1/chat/completions", self._guarded(self.chat)),
             web.post("/v1/completions", self._guarded(self.completions)),
+            web.post("/inference/v1/generate", self._guarded(self.generate)),
             web.post("/tokenize", self._guarded(self.tokenize)),
             web.post("/detokenize", self._guarded(self.detokenize)),
         ]
@@ -279,6 +283,42 @@ class PolicyApi:
             ]
             if top
             else None,
+        }
+
+    # -- token in, token out ---------------------------------------------------------------------
+    async def generate(self, body: dict[str, Any]) -> dict[str, Any]:
+        """vLLM's ``GenerateRequest`` (``token_ids``, a ``sampling_params`` object) in, its
+        ``GenerateResponse`` out: one choice with ``token_ids``, ``finish_reason`` and, when
+        ``sampling_params.logprobs`` is set, chat-shaped ``logprobs.content``."""
+        self._check_model(body)
+        for name in ("features", "kv_transfer_params"):
+            if body.get(name):
+                raise ApiError(f"{name}: not supported by the tiny backend")
+        if body.get("stream"):
+            raise ApiError("stream: streaming is not supported by the tiny backend (send stream=false)")
+        prompt_ids = token_id_list(body.get("token_ids"), "token_ids", self.tokenizer.vocab_size)
+        if not prompt_ids:
+            raise ApiError("token_ids: expected a non-empty list of token ids")
+        sampling = body.get("sampling_params") or {}
+        if not isinstance(sampling, dict):
+            raise ApiError("sampling_params: expected an object (vLLM's SamplingParams fields)")
+        reject_unsupported(sampling)
+        reject_sampling_knobs(sampling)
+        top = optional_int(sampling, "logprobs", maximum=MAX_LOGPROBS)
+        params = self._params(sampling, len(prompt_ids), top or 0)
+        min_tokens = optional_int(sampling, "min_tokens") or 0
+        generation = await self._generate(prompt_ids, dataclasses.replace(params, min_tokens=min_tokens))
+        choice = {
+            "index": 0,
+            "logprobs": None if top is None else self._chat_logprobs(generation, top, as_ids=False),
+            "finish_reason": generation.finish_reason,
+            "token_ids": generation.token_ids,
+        }
+        return {
+            "request_id": f"gen-{uuid.uuid4().hex}",
+            "choices": [choice],
+            "prompt_logprobs": None,
+            "kv_transfer_params": None,
         }
 
     # -- tokenizer endpoints -------------------------------------------------------------------

@@ -45,6 +45,9 @@ class SamplingParams:
     stop_token_ids: frozenset[int] = frozenset()
     top_logprobs: int = 0
     ignore_eos: bool = False
+    min_tokens: int = 0
+    """Before this many tokens, EOS and ``stop_token_ids`` cannot be sampled (vLLM masks their
+    logits; the reported logprobs stay the raw ones)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +217,7 @@ class Engine:
         """
         logits = logits.float()
         logprobs = functional.log_softmax(logits, dim=-1)  # raw_logprobs: before temperature/top-p
+        logits = self._mask_until_min_tokens(requests, logits)
         temperatures = torch.tensor([max(r.params.temperature, _GREEDY_BELOW) for r in requests])
         probs = functional.softmax(logits / temperatures[:, None], dim=-1)
         top_ps = torch.tensor([r.params.top_p for r in requests])
@@ -239,6 +243,19 @@ class Engine:
                 request.top_logprobs.append(
                     list(zip(top_ids[row, :k].tolist(), top_values[row, :k].tolist(), strict=True))
                 )
+
+    def _mask_until_min_tokens(self, requests: list[_Request], logits: torch.Tensor) -> torch.Tensor:
+        """``logits`` with EOS and the stop ids at -inf for requests short of their ``min_tokens``."""
+        short = [(row, r) for row, r in enumerate(requests) if len(r.token_ids) < r.params.min_tokens]
+        if not short:
+            return logits
+        masked = logits.clone()
+        for row, request in short:
+            ids = {self._eos, *request.params.stop_token_ids} - (
+                {self._eos} if request.params.ignore_eos else set()
+            )
+            masked[row, sorted(ids)] = -math.inf
+        return masked
 
     def _maybe_finish(self, request: _Request) -> bool:
         params = request.params

@@ -114,3 +114,25 @@ def reject_unsupported(body: dict[str, Any]) -> None:
         raise ApiError("echo: not supported by the tiny backend")
     if body.get("prompt_logprobs"):
         raise ApiError("prompt_logprobs: not supported by the tiny backend")
+
+
+# vLLM sampling knobs the tiny engine does not implement, with the values that leave sampling as is.
+_NEUTRAL_KNOBS: Final[dict[str, tuple[Any, ...]]] = {
+    "top_k": (None, -1, 0),
+    "min_p": (None, 0, 0.0),
+    "repetition_penalty": (None, 1, 1.0),
+    "presence_penalty": (None, 0, 0.0),
+    "frequency_penalty": (None, 0, 0.0),
+}
+
+
+def reject_sampling_knobs(params: dict[str, Any]) -> None:
+    """A sampling knob set to anything but its neutral value is an error: the tiny engine has no
+    top-k, min-p or penalties, and pretending it applied them would change what is sampled."""
+    for name, neutral in _NEUTRAL_KNOBS.items():
+        value = params.get(name)
+        if value not in neutral or isinstance(value, bool):
+            raise ApiError(
+                f"{name}: {value!r} is not supported by the tiny backend "
+                f"(valid: {', '.join(repr(v) for v in neutral if v is not None)} or absent)"
+            )

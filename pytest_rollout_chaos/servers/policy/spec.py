@@ -87,6 +87,9 @@ def tiny_policy_spec(
     """The tiny torch policy server on an OS-chosen loopback port, ready when ``/health`` answers."""
     argv = (
         sys.executable,
+        # torch warns at import when numpy is missing; the server never needs numpy.
+        "-W",
+        "ignore:Failed to initialize NumPy:UserWarning",
         "-m",
         "pytest_rollout_chaos.servers.policy",
         "--model",

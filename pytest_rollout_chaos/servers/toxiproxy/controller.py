@@ -1,9 +1,10 @@
 """Which Toxiproxy serves the network faults, per ``--rollout-chaos-toxiproxy``, and starting it.
 
 ``auto`` takes, in order: the URL in ``TOXIPROXY_URL``; ``toxiproxy-server`` on PATH; the
-``ghcr.io/shopify/toxiproxy`` container when a Docker engine answers; else the embedded
-server. ``embedded``, ``binary``, ``docker`` or an ``http(s)://`` URL force one, and fail
-with a message that says what to install or start when it is not there.
+``ghcr.io/shopify/toxiproxy`` container when a Docker engine answers and the Docker SDK (the
+``[docker]`` extra) is installed; else the embedded server. ``embedded``, ``binary``, ``docker``
+or an ``http(s)://`` URL force one, and fail with a message that says what to install or start
+when it is not there.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from pytest_rollout_chaos import extras
 from pytest_rollout_chaos.errors import ServerStartError
 from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
@@ -61,7 +63,7 @@ def start_toxiproxy(mode: str, *, harness_start: HarnessStart, seed: int) -> Tox
             return connect_url(os.environ[URL_ENV], source=f"${URL_ENV}")
         if shutil.which(BINARY):
             return start_binary(harness_start)
-        if docker_available() is None:
+        if extras.installed(extras.DOCKER) and docker_available() is None:
             return start_docker()
         return start_embedded(harness_start, seed=seed)
     if mode == "embedded":
@@ -140,6 +142,7 @@ def start_docker() -> ToxiproxyServer:
             f"no Docker engine is reachable ({problem}); start Docker (check DOCKER_HOST), "
             "or use --rollout-chaos-toxiproxy=embedded or =binary"
         )
+    extras.require(extras.DOCKER, "--rollout-chaos-toxiproxy=docker")
     import docker
 
     client = docker.from_env()

@@ -7,6 +7,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_rollout_chaos import extras
 from pytest_rollout_chaos.servers.toxiproxy.client import ToxiproxyClient
 from pytest_rollout_chaos.servers.toxiproxy.controller import ToxiproxyServer
 
@@ -29,8 +30,10 @@ class ChaosToxiproxy:
         """A ``toxiproxy.Toxiproxy`` pointed at this server.
 
         toxiproxy-python keeps the address in class attributes of ``APIConsumer``, so this
-        points every ``Toxiproxy()`` of the process here (one server per process).
+        points every ``Toxiproxy()`` of the process here (one server per process). It comes
+        with the ``[toxiproxy]`` extra.
         """
+        extras.require(extras.TOXIPROXY, "chaos_toxiproxy.toxiproxy_python()")
         from toxiproxy import Toxiproxy
 
         parts = urllib.parse.urlsplit(self.api_url)

@@ -85,6 +85,11 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
         "kept working after the collection ended",
         20.0,
     ),
+    "drift_fails_batch": (
+        lambda: PrefixDrift(target=AGENT, row=0),
+        "the batch failed for no batch-level cause",
+        20.0,
+    ),
 }
 # Exercised by their own tests below (their workload or their fault differs), or in the catalog
 # (swallows_cancel: the cancel fault needs the scenario runner's collection).

@@ -149,3 +149,43 @@ def test_health_answers_while_generating(server: Server) -> None:
         assert time.monotonic() - started < 0.5
     finally:
         worker.join(timeout=60)
+
+
+def test_token_in_token_out_generate_is_vllms_shape(server: Server) -> None:
+    """``/inference/v1/generate`` (what SkyRL's RemoteInferenceClient calls): the ids a chat
+    completion of the same prompt generates, seed for seed, with chat-shaped logprobs."""
+    messages = [{"role": "user", "content": "Repeat exactly: tiger"}]
+    chat = server.chat(messages, max_tokens=8, seed=3, **TOKEN_FIELDS)
+    prompt_ids = chat["prompt_token_ids"]
+    sampling = {"max_tokens": 8, "seed": 3, "logprobs": 1, "min_tokens": 1, "top_k": -1, "min_p": 0.0}
+    status, payload = post(
+        server.url + "/inference/v1/generate",
+        {"model": server.model, "token_ids": prompt_ids, "sampling_params": sampling},
+    )
+    assert status == 200, payload
+    (choice,) = payload["choices"]
+    assert choice["token_ids"] == chat["choices"][0]["token_ids"]
+    assert choice["finish_reason"] == chat["choices"][0]["finish_reason"]
+    logprobs = [item["logprob"] for item in choice["logprobs"]["content"]]
+    assert logprobs == [item["logprob"] for item in chat["choices"][0]["logprobs"]["content"]]
+    status, payload = post(
+        server.url + "/inference/v1/generate",
+        {"token_ids": prompt_ids, "sampling_params": {"max_tokens": 4, "top_k": 5}},
+    )
+    assert status == 400
+    assert "top_k: 5 is not supported" in payload["error"]["message"]
+    status, payload = post(server.url + "/inference/v1/generate", {"token_ids": [], "sampling_params": {}})
+    assert (status, "token_ids" in payload["error"]["message"]) == (400, True)
+
+
+def test_min_tokens_keeps_eos_from_ending_the_generation_early(server: Server) -> None:
+    """vLLM's ``min_tokens``: EOS cannot be sampled before that many tokens (raw logprobs stay)."""
+    prompt = server.chat([{"role": "user", "content": "Repeat exactly: tiger"}], max_tokens=1, **TOKEN_FIELDS)
+    prompt_ids = prompt["prompt_token_ids"]
+    body = {"token_ids": prompt_ids, "sampling_params": {"max_tokens": 40, "temperature": 0.0}}
+    _, free = post(server.url + "/inference/v1/generate", body)
+    ended = len(free["choices"][0]["token_ids"])
+    assert free["choices"][0]["finish_reason"] == "stop", free
+    body["sampling_params"] = {**body["sampling_params"], "min_tokens": ended + 2}
+    _, held = post(server.url + "/inference/v1/generate", body)
+    assert len(held["choices"][0]["token_ids"]) >= ended + 2, (free, held)

