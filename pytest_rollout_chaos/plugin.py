@@ -7,6 +7,7 @@ servers) are imported lazily by the fixtures that need them.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -14,6 +15,7 @@ import pytest
 
 from pytest_rollout_chaos import settings as _settings
 from pytest_rollout_chaos.harness import ChaosHarness
+from pytest_rollout_chaos.servers.reaper import CONTROLLER_PID_ENV
 
 if TYPE_CHECKING:
     from pytest_rollout_chaos.servers.policy.spec import PolicyServer
@@ -145,6 +147,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "chaos_fault(kind, target, **params): inject a fault (scenario names) while the test runs; "
         "applied by the chaos_faults fixture, which chaos_collector uses",
     )
+    if not hasattr(config, "workerinput"):  # the controlling pytest: xdist workers' reapers watch it
+        os.environ[CONTROLLER_PID_ENV] = str(os.getpid())
     settings = _settings.resolve(config)
     config.stash[SETTINGS_KEY] = settings
     if settings.enabled and settings.upstream is not None:

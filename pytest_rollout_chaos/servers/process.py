@@ -35,6 +35,7 @@ from typing import IO, Final, TextIO
 
 from pytest_rollout_chaos.errors import ServerCrashedError, ServerStartError
 from pytest_rollout_chaos.servers import readiness
+from pytest_rollout_chaos.servers.reaper import CONTROLLER_PID_ENV
 
 READY_FILE_ENV: Final = "ROLLOUT_CHAOS_READY_FILE"
 READY_DELAY_ENV: Final = "ROLLOUT_CHAOS_READY_DELAY_S"
@@ -312,7 +313,7 @@ class _Reaper:
         # A forked worker (pytest-xdist uses execnet, not fork, but be safe) gets its own reaper.
         if self._popen is None or self._owner_pid != os.getpid() or self._popen.poll() is not None:
             self._popen = subprocess.Popen(
-                [sys.executable, "-m", "pytest_rollout_chaos.servers.reaper"],
+                [sys.executable, "-m", "pytest_rollout_chaos.servers.reaper", *_controller_watch()],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -359,6 +360,15 @@ class _Reaper:
             except subprocess.TimeoutExpired:
                 popen.kill()
                 popen.wait()
+
+
+def _controller_watch() -> list[str]:
+    """``--watch PID`` when this process is not the run's controlling pytest (an xdist worker):
+    its reaper then also acts when the controller dies, without waiting for this process."""
+    controller = os.environ.get(CONTROLLER_PID_ENV, "")
+    if controller.isdigit() and int(controller) != os.getpid():
+        return ["--watch", controller]
+    return []
 
 
 _REAPER = _Reaper()
