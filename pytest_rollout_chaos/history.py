@@ -11,12 +11,13 @@ events file (``EventWriter``); the History follows those files and merges them o
 Events written before a server was killed survive it, which is the point.
 
 A server records every request it sees, so writing must cost little: the writers of a process
-share one open file per path and buffer what they emit, writing whole lines in one ``write``
-(a follower never sees a torn line, only complete lines or none). The buffer is written at
-the points where a reader may need it: before any answer of the server leaves (the servers call
-``flush_events`` then, so whoever got an answer can read what was recorded before it), on the
-event loop's next turn otherwise, at once from code with no event loop, and at exit. Readers
-that wait for something recorded after an answer left (``engine.acted.settle``) poll for it.
+share one open file per path and buffer what they emit, writing whole lines in one ``write``.
+The buffer is written at the points where a reader may need it: before any answer of the
+server leaves (the servers call ``flush_events`` then, so whoever got an answer can read what
+was recorded before it), on the event loop's next turn otherwise, at once from code with no
+event loop, and at exit. A reader may still catch a write half done (the kernel grows a file
+page by page), so the History takes whole lines only and leaves the rest for its next read;
+readers that wait for something recorded after an answer left (``engine.acted.settle``) poll.
 """
 
 from __future__ import annotations
@@ -51,16 +52,19 @@ class Event:
     request_id: str | None = None
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "t": self.t,
-                "source": self.source,
-                "kind": self.kind,
-                "op": self.op,
-                "data": _jsonable(self.data),
-                "request_id": self.request_id,
-            }
-        )
+        record = {
+            "t": self.t,
+            "source": self.source,
+            "kind": self.kind,
+            "op": self.op,
+            "data": self.data,
+            "request_id": self.request_id,
+        }
+        try:  # the usual event is plain JSON already: encoded at C speed, no walk of its data
+            return json.dumps(record, allow_nan=False)
+        except (TypeError, ValueError):  # a non-finite float, or a value JSON has no form for
+            record["data"] = _jsonable(self.data)
+            return json.dumps(record)
 
     @classmethod
     def from_json(cls, line: str) -> Event:
