@@ -96,7 +96,11 @@ async def _add_link(request: web.Request) -> web.StreamResponse:
     if body["name"] in state.links:
         return _error(f"name: link {body['name']!r} exists already", status=409)
     link = Link(name=body["name"], server=body["server"], source=body["source"], upstream=upstream)
-    runner = web.AppRunner(link_app(state, link), access_log=None, handler_cancellation=True)
+    try:
+        app = link_app(state, link)
+    except ValueError as error:
+        return _error(str(error))
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

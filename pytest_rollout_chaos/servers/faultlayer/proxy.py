@@ -14,17 +14,17 @@ order, the effects of the rules it hits:
 - ``http_error`` and ``trajectory_exception`` answer in the server's place (it never sees it);
 - ``nan_logprobs``, ``prefix_drift`` and ``malformed_json`` rewrite the server's answer.
 
-Forwarding is faithful where it matters to a client: the method, path, query, headers
-(hop-by-hop ones excepted), body and cookies go through untouched, with no deadline of the
-layer's own. Each link keeps its own pool of keep-alive upstream connections (``upstream_session``:
-a new connection per request cost the layer most of its time), and a connection carries one
-request at a time, so a fault that cuts a connection cuts exactly the request on it. An answer
-no rule rewrites is streamed to the client as it arrives (a server-sent event stream stays a
-stream); its last bytes are held back until the answer is recorded and the events flushed, so
-whoever got an answer can read its record. When the upstream refuses or drops the connection,
-the client's connection is dropped too, never turned into a 502, and when the client goes away
-the upstream request is cancelled and its connection closed: the layer is as invisible as a
-TCP proxy until a rule fires.
+Forwarding is faithful where it matters to a client: the method, raw target, headers (hop-by-hop
+ones excepted), body and cookies go through untouched, with no header added and no deadline of
+the layer's own. Each link keeps its own pool of keep-alive upstream connections
+(``upstream.UpstreamPool``: a new connection per request, and a general-purpose client, cost the
+layer most of its time), and a connection carries one request at a time, so a fault that cuts
+a connection cuts exactly the request on it. An answer no rule rewrites is streamed to the
+client as it arrives (a server-sent event stream stays a stream); it is recorded, and the
+events flushed, before its last piece leaves, so whoever got an answer can read its record.
+When the upstream refuses or drops the connection, the client's connection is dropped too,
+never turned into a 502, and when the client goes away the upstream request is cancelled and
+its connection closed: the layer is as invisible as a TCP proxy until a rule fires.
 """
 
 from __future__ import annotations
@@ -35,18 +35,18 @@ import itertools
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import aiohttp
 from aiohttp import web
-from multidict import CIMultiDict, CIMultiDictProxy
+from multidict import CIMultiDict
 
 from pytest_rollout_chaos.history import EventKind, fingerprint, logprob_digest
 from pytest_rollout_chaos.servers.faultlayer import rewrite
 from pytest_rollout_chaos.servers.faultlayer.rules import Rule
 from pytest_rollout_chaos.servers.faultlayer.state import LayerState, Link
+from pytest_rollout_chaos.servers.faultlayer.upstream import Answer, UpstreamError, UpstreamPool
 
 REQUEST_ID_HEADER: Final = "X-Request-Id"
 VLLM_500_TEXT: Final = "Internal Server Error"
@@ -79,7 +79,7 @@ class _Answer:
     """The upstream's answer as it will leave: status, headers, body, and the body decoded."""
 
     status: int
-    headers: CIMultiDictProxy[str]
+    headers: CIMultiDict[str]
     raw: bytes
     document: Any
 
@@ -97,50 +97,31 @@ class _Hit:
         self.state.record_hit(self.link, rule, self.row, self.path, **extra)
 
 
-class ConnectionCut(Exception):
-    """The upstream refused or dropped the connection; the client's connection is dropped too."""
-
-
 def link_app(state: LayerState, link: Link) -> web.Application:
-    """The app serving one link's port: every method and path is forwarded through its own pool."""
+    """The app serving one link's port: every method and path is forwarded through its own pool.
+
+    The pool keeps idle connections for ``KEEPALIVE_S``, well before the servers behind the
+    layer drop them (uvicorn, under vLLM and NeMo Gym, after 5 s; aiohttp after 75 s), so the
+    layer never sends a request on a connection the server is closing. It has no limit on
+    connections in flight: the layer must never queue what a client sent at once, so the pool
+    grows to the workload's concurrency and keeps that many idle for the next burst.
+    """
     app = web.Application(client_max_size=1 << 30)
-    pool: list[aiohttp.ClientSession] = []
+    pool = UpstreamPool(link.upstream, keepalive_s=KEEPALIVE_S)
 
     async def handle(request: web.Request) -> web.StreamResponse:
-        return await forward(state, link, pool[0], request)
-
-    async def open_pool(_app: web.Application) -> None:
-        pool.append(upstream_session())
+        return await forward(state, link, pool, request)
 
     async def close_pool(_app: web.Application) -> None:
-        for session in pool:
-            await session.close()
+        await pool.close()
 
     app.router.add_route("*", "/{tail:.*}", handle)
-    app.on_startup.append(open_pool)
     app.on_cleanup.append(close_pool)
     return app
 
 
-def upstream_session() -> aiohttp.ClientSession:
-    """One link's client: pooled keep-alive connections, no cookies, no deadline of its own.
-
-    No limit on connections in flight: the layer must never queue what a client sent at once, so
-    the pool grows to the workload's concurrency and keeps that many idle connections for the
-    next burst. An idle connection is dropped after ``KEEPALIVE_S``, well before the servers
-    behind the layer drop it (uvicorn, under vLLM and NeMo Gym, after 5 s; aiohttp after 75 s),
-    so the layer never sends a request on a connection the server is closing.
-    """
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S),
-        cookie_jar=aiohttp.DummyCookieJar(),
-        auto_decompress=False,
-        timeout=aiohttp.ClientTimeout(total=None),
-    )
-
-
 async def forward(
-    state: LayerState, link: Link, session: aiohttp.ClientSession, request: web.Request
+    state: LayerState, link: Link, pool: UpstreamPool, request: web.Request
 ) -> web.StreamResponse:
     """Record, apply the rules, forward (unless a rule answers), rewrite or stream, record the answer."""
     body = await request.read()
@@ -159,17 +140,17 @@ async def forward(
                 record.finish("fail", status=instead.status, effect=rule.effect)
                 return instead
         rewriting = [rule for rule in fired if rule.effect in _REWRITE_EFFECTS]
-        async with _upstream(session, link, request, body) as upstream:
+        headers = _outgoing(request.headers).items()
+        async with pool.exchange(request.method, request.raw_path, headers, body) as upstream:
             if not rewriting:
                 return await _stream(record, request, upstream)
-            raw = await _read_all(upstream, link)
-            answer = _answer(upstream, raw)
+            answer = _answer(upstream, await upstream.read())
         for rule in rewriting:
             _rewrite(hit, rule, answer)
         record.answered(answer)
         return web.Response(status=answer.status, headers=_outgoing(answer.headers), body=answer.raw)
-    except ConnectionCut as cut:
-        record.finish("info", error=str(cut))
+    except UpstreamError as cut:
+        record.finish("info", error=f"{link.server} at {link.upstream}: {cut}")
         if request.transport is not None:
             request.transport.abort()
         raise asyncio.CancelledError from None
@@ -216,55 +197,17 @@ class _Record:
             self.finish("ok", status=answer.status, **_generated(answer.document))
 
 
-@contextlib.asynccontextmanager
-async def _upstream(
-    session: aiohttp.ClientSession, link: Link, request: web.Request, body: bytes
-) -> AsyncIterator[aiohttp.ClientResponse]:
-    """The upstream's answer, headers read; a refused or dropped connection is a ``ConnectionCut``.
-
-    On the way out the connection goes back to the pool if the answer was read to its end, and
-    is closed otherwise (a client that went away, a cut): never reused half-read.
-    """
-    try:
-        response = await session.request(
-            request.method,
-            f"{link.upstream}{request.path_qs}",
-            headers=_outgoing(request.headers),
-            data=body if body else None,
-            allow_redirects=False,
-        )
-    except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as error:
-        raise _cut(link, error) from None
-    try:
-        yield response
-    finally:
-        response.release()
-
-
-def _cut(link: Link, error: BaseException) -> ConnectionCut:
-    return ConnectionCut(f"{link.server} at {link.upstream}: {type(error).__name__}: {error}")
-
-
-async def _read_all(upstream: aiohttp.ClientResponse, link: Link) -> bytes:
-    try:
-        return await upstream.read()
-    except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as error:
-        raise _cut(link, error) from None
-
-
-def _answer(upstream: aiohttp.ClientResponse, raw: bytes) -> _Answer:
+def _answer(upstream: Answer, raw: bytes) -> _Answer:
     return _Answer(upstream.status, upstream.headers, raw, _json_document(raw, upstream.content_type))
 
 
-async def _stream(
-    record: _Record, request: web.Request, upstream: aiohttp.ClientResponse
-) -> web.StreamResponse:
+async def _stream(record: _Record, request: web.Request, upstream: Answer) -> web.StreamResponse:
     """Pass the answer on as it arrives. One that came whole is recorded before any byte leaves;
     a JSON answer in pieces before its last piece leaves (the record reads the whole document,
     so each piece leaves when the next arrives); anything else piece by piece as it comes (a
     server-sent event stream), recorded before its end leaves."""
-    first = await _chunk(upstream, record.link)
-    if upstream.content.at_eof():  # the usual answer: sent in one piece with its length, as it came
+    first = await upstream.chunk()
+    if upstream.at_eof():  # the usual answer: sent in one piece with its length, as it came
         record.answered(_answer(upstream, first))
         return web.Response(status=upstream.status, headers=_outgoing(upstream.headers), body=first)
     response = web.StreamResponse(status=upstream.status, headers=_outgoing(upstream.headers))
@@ -274,7 +217,7 @@ async def _stream(
     # ConnectionResetError from a write, here and below: the client went away
     if "json" in upstream.content_type:
         pieces = [first]
-        while chunk := await _chunk(upstream, record.link):
+        while chunk := await upstream.chunk():
             await response.write(pieces[-1])
             pieces.append(chunk)
         record.answered(_answer(upstream, b"".join(pieces)))
@@ -283,18 +226,10 @@ async def _stream(
     chunk = first
     while chunk:
         await response.write(chunk)
-        chunk = await _chunk(upstream, record.link)
+        chunk = await upstream.chunk()
     record.answered(_answer(upstream, b""))
     await response.write_eof()
     return response
-
-
-async def _chunk(upstream: aiohttp.ClientResponse, link: Link) -> bytes:
-    """The next piece of the answer as it arrived, b"" at its end."""
-    try:
-        return await upstream.content.readany()
-    except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as error:
-        raise _cut(link, error) from None
 
 
 def _generated(document: Any) -> dict[str, Any]:
