@@ -336,8 +336,10 @@ class UpstreamPool:
             if 100 <= status < 200 and status != 101:  # interim: the final answer follows
                 continue
             connection_tokens = _tokens(headers, "Connection")
-            keep_alive = "close" not in connection_tokens and (
-                version != "HTTP/1.0" or "keep-alive" in connection_tokens
+            keep_alive = (
+                status != 101  # switched to another protocol: not HTTP any more
+                and "close" not in connection_tokens
+                and (version != "HTTP/1.0" or "keep-alive" in connection_tokens)
             )
             framing = _framing(method, status, headers)
             return Answer(connection, status, headers, framing=framing, keep_alive=keep_alive)
