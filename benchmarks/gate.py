@@ -59,7 +59,8 @@ def run(*, pairs: list[str] | None = None) -> Result:
         if isinstance(fact, str):
             print(f"  gate: {pair} {fact}", file=sys.stderr, flush=True)
     if not numbers:
-        return Result("gate", skipped="; ".join(f"{k}: {v}" for k, v in details.items()) or "no pair")
+        why = f"no pair could run here ({', '.join(details) or 'none chosen'}): the reasons are printed above"
+        return Result("gate", skipped=why, details=details)
     return Result("gate", tuple(numbers), details=details)
 
 
