@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
 from pytest_rollout_chaos import settings as _settings
 from pytest_rollout_chaos.harness import ChaosHarness
-from pytest_rollout_chaos.servers.reaper import CONTROLLER_PID_ENV
 
 if TYPE_CHECKING:
     from pytest_rollout_chaos.servers.policy.spec import PolicyServer
@@ -29,6 +28,7 @@ EXTERNAL_POLICY_KEY: Final[pytest.StashKey[PolicyServer]] = pytest.StashKey()
 HARNESS_PLUGIN_NAME: Final = "rollout-chaos-harness"
 CATALOG_INI: Final = "rollout_chaos_catalog"
 ASYNCIO_LOOP_SCOPE_INI: Final = "asyncio_default_fixture_loop_scope"  # pytest-asyncio's
+CONTROLLER_PID_KEY: Final = "rollout_chaos_controller_pid"  # in an xdist worker's workerinput
 
 _OPTIONS: Final = (
     # (dest, metavar, help, ini type)
@@ -147,8 +147,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "chaos_fault(kind, target, **params): inject a fault (scenario names) while the test runs; "
         "applied by the chaos_faults fixture, which chaos_collector uses",
     )
-    if not hasattr(config, "workerinput"):  # the controlling pytest: xdist workers' reapers watch it
-        os.environ[CONTROLLER_PID_ENV] = str(os.getpid())
+    controller = getattr(config, "workerinput", {}).get(CONTROLLER_PID_KEY)
+    if isinstance(controller, int):  # an xdist worker: its reaper watches the controller too
+        from pytest_rollout_chaos.servers.process import reaper
+
+        reaper().watch_controller(controller)
     settings = _settings.resolve(config)
     config.stash[SETTINGS_KEY] = settings
     if settings.enabled and settings.upstream is not None:
@@ -161,6 +164,13 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[HARNESS_KEY] = harness
         config.pluginmanager.register(harness, HARNESS_PLUGIN_NAME)
         _add_builtin_catalog(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist, in the controller: tell each worker who its controller is, so that the
+    worker's reaper also watches it and a SIGKILLed controller takes every worker's servers."""
+    node.workerinput[CONTROLLER_PID_KEY] = os.getpid()
 
 
 def _add_builtin_catalog(config: pytest.Config) -> None:

@@ -35,7 +35,6 @@ from typing import IO, Final, TextIO
 
 from pytest_rollout_chaos.errors import ServerCrashedError, ServerStartError
 from pytest_rollout_chaos.servers import readiness
-from pytest_rollout_chaos.servers.reaper import CONTROLLER_PID_ENV
 
 READY_FILE_ENV: Final = "ROLLOUT_CHAOS_READY_FILE"
 READY_DELAY_ENV: Final = "ROLLOUT_CHAOS_READY_DELAY_S"
@@ -308,12 +307,18 @@ class _Reaper:
         self._lock = threading.Lock()
         self._popen: subprocess.Popen[str] | None = None
         self._owner_pid = -1
+        self._watch: list[str] = []
+
+    def watch_controller(self, pid: int) -> None:
+        """This process is an xdist worker of controller ``pid``: its reaper, started from now on,
+        also acts when the controller dies, and takes this process with it."""
+        self._watch = ["--watch", str(pid)]
 
     def _stdin(self) -> IO[str]:
         # A forked worker (pytest-xdist uses execnet, not fork, but be safe) gets its own reaper.
         if self._popen is None or self._owner_pid != os.getpid() or self._popen.poll() is not None:
             self._popen = subprocess.Popen(
-                [sys.executable, "-m", "pytest_rollout_chaos.servers.reaper", *_controller_watch()],
+                [sys.executable, "-m", "pytest_rollout_chaos.servers.reaper", *self._watch],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -360,15 +365,6 @@ class _Reaper:
             except subprocess.TimeoutExpired:
                 popen.kill()
                 popen.wait()
-
-
-def _controller_watch() -> list[str]:
-    """``--watch PID`` when this process is not the run's controlling pytest (an xdist worker):
-    its reaper then also acts when the controller dies, without waiting for this process."""
-    controller = os.environ.get(CONTROLLER_PID_ENV, "")
-    if controller.isdigit() and int(controller) != os.getpid():
-        return ["--watch", controller]
-    return []
 
 
 _REAPER = _Reaper()

@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-CONTROLLER_PID_ENV: Final = "ROLLOUT_CHAOS_CONTROLLER_PID"
 _POLL_S: Final = 0.1  # how often a controller is polled where no pidfd can be had
 
 
