@@ -21,12 +21,14 @@ from pathlib import Path
 from benchmarks import (
     batched_validation,
     catalog,
+    event_writer,
     fault_latency,
     gate,
     overhead,
     policy_batching,
     ray_stack,
     stack_start,
+    teardown,
     toxics,
 )
 from benchmarks._result import Result, table
@@ -35,9 +37,13 @@ BENCHMARKS: dict[str, Callable[[bool], Result]] = {
     "stack_start": lambda quick: stack_start.run(repeats=1 if quick else 3),
     "policy_batching": lambda quick: policy_batching.run(rounds=1 if quick else 2),
     "overhead": lambda quick: overhead.run(rows=16 if quick else 32, rounds=2 if quick else 8),
+    "event_writer": lambda quick: event_writer.run(
+        events=5_000 if quick else 20_000, repeats=2 if quick else 3
+    ),
     "fault_to_verdict": lambda quick: fault_latency.run(repeats=3 if quick else 10),
     "toxics": lambda quick: toxics.run(repeats=2 if quick else 5),
     "batched_validation": lambda quick: batched_validation.run(batch=64),
+    "teardown": lambda quick: teardown.run(workers=(2,) if quick else (0, 2)),
     "catalog": lambda _quick: catalog.run(),
     "gate": lambda _quick: gate.run(),
     "ray_stack": lambda _quick: ray_stack.run(),

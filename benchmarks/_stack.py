@@ -110,16 +110,17 @@ def stack_of(
     toxiproxy: ChaosToxiproxy | None = None,
     fault_layer: FaultLayer | None = None,
     links: ProxyLinks | None = None,
+    collector_policy_url: str | None = None,
 ) -> ChaosStack:
     """A ``ChaosStack`` over servers started piecemeal, for ``_collect.collect``'s trial; the
-    collector reaches the policy directly."""
+    collector reaches the policy at ``collector_policy_url``, directly when it is not given."""
     return ChaosStack(
         policy=policy,
         gym=gym,
         toxiproxy=toxiproxy,
         links=links.links if links is not None else {},
         fault_layer=fault_layer,
-        collector_policy_url=policy.base_url,
+        collector_policy_url=collector_policy_url or policy.base_url,
     )
 
 

@@ -2,13 +2,14 @@
 
 For each pair in ``../shared/upstream`` (the pre-fix tree and the PR tree the adapters' tests use)
 it runs the gate as a user would, whole catalog, in a subprocess, and reports the wall time of each
-side and of the whole gate, the gate's exit status and summary line, and the verdict changes. A
-pair whose trees are absent, or whose trainer the running interpreter cannot import, is skipped.
+side and of the whole gate, the gate's exit status and summary line, and the verdict changes. The
+gate runs with ``ROLLOUT_CHAOS_TRAINERS_PYTHON`` (an interpreter with the trainers, CI's trainers
+venv) or, when it is not set, this interpreter. A pair whose trees are absent, or whose trainer
+that interpreter cannot import, is skipped, and the reason printed.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 from benchmarks._result import Number, Result
+from benchmarks.catalog import TRAINERS_PYTHON_ENV, imports
 
 REPO = Path(__file__).resolve().parent.parent
 # The pinned trees: ``$ROLLOUT_CHAOS_UPSTREAM_DIR``, else ``shared/upstream`` beside the repository.
@@ -33,6 +35,7 @@ PAIRS: dict[str, tuple[str, str, str, str, str]] = {
 
 
 def run(*, pairs: list[str] | None = None) -> Result:
+    python = os.environ.get(TRAINERS_PYTHON_ENV, "").strip() or sys.executable
     numbers: list[Number] = []
     details: dict[str, object] = {}
     for pair in pairs or list(PAIRS):
@@ -41,25 +44,31 @@ def run(*, pairs: list[str] | None = None) -> Result:
         if not all(tree.is_file() for tree in trees):
             details[pair] = f"skipped: {trees[0].parent} has no {base} / {head} archives"
             continue
-        if importlib.util.find_spec(needs) is None:
-            details[pair] = f"skipped: this interpreter cannot import {needs} (use the trainers' venv)"
+        why = imports(python, needs)
+        if why is not None:
+            details[pair] = f"skipped: {python} cannot import {needs} ({why}); set {TRAINERS_PYTHON_ENV}"
             continue
-        wall_s, facts = _gate(target, *trees, fixed)
+        print(f"  gate: {pair} ...", file=sys.stderr, flush=True)
+        wall_s, facts = _gate(python, target, *trees, fixed)
         details[pair] = facts
         numbers.append(Number(f"{pair} gate (base + head)", wall_s, "s"))
         for side in ("base", "head"):
             if isinstance(facts.get(side), dict):
                 numbers.append(Number(f"{pair} {side} side", facts[side]["wall_s"], "s"))
+    for pair, fact in details.items():
+        if isinstance(fact, str):
+            print(f"  gate: {pair} {fact}", file=sys.stderr, flush=True)
     if not numbers:
-        return Result("gate", skipped="; ".join(f"{k}: {v}" for k, v in details.items()) or "no pair")
+        why = f"no pair could run here ({', '.join(details) or 'none chosen'}): the reasons are printed above"
+        return Result("gate", skipped=why, details=details)
     return Result("gate", tuple(numbers), details=details)
 
 
-def _gate(target: str, base: Path, head: Path, fixed: str) -> tuple[float, dict[str, object]]:
+def _gate(python: str, target: str, base: Path, head: Path, fixed: str) -> tuple[float, dict[str, object]]:
     with tempfile.TemporaryDirectory(prefix="gate-benchmark-") as scratch:
         report = Path(scratch) / "gate.json"
         command = [
-            sys.executable, "-m", "pytest_rollout_chaos.cli", "gate", "--target", target,
+            python, "-m", "pytest_rollout_chaos.cli", "gate", "--target", target,
             "--base", str(base), "--head", str(head), "--expect-fixed", fixed, "--json", str(report),
         ]  # fmt: skip
         began = time.perf_counter()

@@ -5,28 +5,29 @@ Side by side in one run: ``pytest --rollout-chaos scenarios`` without Ray, then 
 subprocess as CI runs them. Reported: both wall times and their ratio, and both stack starts (the
 first scenario's setup; with Ray that includes the cluster's nodes, the driver's connection and
 one actor per server). Scenarios that need Ray skip in the run without it; the outcome counts of
-both runs are in the details. Skipped when Ray is not installed.
+both runs are in the details. Both run with ``ROLLOUT_CHAOS_TRAINERS_PYTHON`` (an interpreter with
+Ray, CI's trainers venv) or this interpreter; skipped when neither imports Ray.
 """
 
 from __future__ import annotations
 
-import importlib.util
-
 from benchmarks._result import Number, Result
-from benchmarks.catalog import _run_catalog
+from benchmarks.catalog import Stack, ray_interpreter, run_catalog
 
 NODES = 3
 
 
 def run(*, nodes: int = NODES) -> Result:
-    if importlib.util.find_spec("ray") is None:
-        return Result("ray_stack", skipped="Ray is not installed (pip install 'pytest-rollout-chaos[ray]')")
-    modes = {"without ray": [], f"ray local:{nodes}": [f"--rollout-chaos-ray=local:{nodes}"]}
+    python, why = ray_interpreter()
+    if python is None:
+        return Result("ray_stack", skipped=why)
+    modes = {"without ray": (), f"ray local:{nodes}": (f"--rollout-chaos-ray=local:{nodes}",)}
     walls: dict[str, float] = {}
     starts: dict[str, float] = {}
     details: dict[str, object] = {}
     for label, options in modes.items():
-        walls[label], starts[label], details[label] = _run_catalog(options)
+        stack = Stack(label, python=python, options=options)
+        walls[label], starts[label], details[label] = run_catalog(stack)
     without, with_ray = modes
     return Result(
         "ray_stack",

@@ -9,10 +9,21 @@ events from server processes and from pytest order correctly.
 Server processes cannot share memory with pytest, so each appends JSON lines to its own
 events file (``EventWriter``); the History follows those files and merges them on read.
 Events written before a server was killed survive it, which is the point.
+
+A server records every request it sees, so writing must cost little: the writers of a process
+share one open file per path and buffer what they emit, writing whole lines in one ``write``.
+The buffer is written at the points where a reader may need it: before any answer of the
+server leaves (the servers call ``flush_events`` then, so whoever got an answer can read what
+was recorded before it), on the event loop's next turn otherwise, at once from code with no
+event loop, and at exit. A reader may still catch a write half done (the kernel grows a file
+page by page), so the History takes whole lines only and leaves the rest for its next read;
+readers that wait for something recorded after an answer left (``engine.acted.settle``) poll.
 """
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import hashlib
 import json
 import math
@@ -41,16 +52,19 @@ class Event:
     request_id: str | None = None
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "t": self.t,
-                "source": self.source,
-                "kind": self.kind,
-                "op": self.op,
-                "data": _jsonable(self.data),
-                "request_id": self.request_id,
-            }
-        )
+        record = {
+            "t": self.t,
+            "source": self.source,
+            "kind": self.kind,
+            "op": self.op,
+            "data": self.data,
+            "request_id": self.request_id,
+        }
+        try:  # the usual event is plain JSON already: encoded at C speed, no walk of its data
+            return json.dumps(record, allow_nan=False)
+        except (TypeError, ValueError):  # a non-finite float, or a value JSON has no form for
+            record["data"] = _jsonable(self.data)
+            return json.dumps(record)
 
     @classmethod
     def from_json(cls, line: str) -> Event:
@@ -163,8 +177,8 @@ class EventWriter:
     def __init__(self, source: str, path: Path | None = None) -> None:
         self.source = source
         env_path = os.environ.get(EVENTS_FILE_ENV)
-        self._path = path if path is not None else (Path(env_path) if env_path else None)
-        self._lock = threading.Lock()
+        chosen = path if path is not None else (Path(env_path) if env_path else None)
+        self._sink = _sink(chosen) if chosen is not None else None
 
     def emit(
         self,
@@ -174,11 +188,97 @@ class EventWriter:
         *,
         request_id: str | None = None,
     ) -> None:
-        if self._path is None:
+        if self._sink is None:
             return
         line = Event(time.monotonic(), self.source, kind, op, dict(data or {}), request_id).to_json()
-        with self._lock, self._path.open("a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
+        self._sink.add(line.encode() + b"\n")
+
+    def flush(self) -> None:
+        """Write what this writer's file has buffered, now."""
+        if self._sink is not None:
+            self._sink.flush()
+
+
+def flush_events() -> None:
+    """Write every buffered event of this process to its file, now (before an answer leaves)."""
+    for sink in list(_SINKS.values()):
+        sink.flush()
+
+
+_FLUSH_AT_BYTES: Final = 64 * 1024  # a burst larger than this is written without waiting a turn
+
+
+class _Sink:
+    """One events file of this process: an append-only descriptor and the lines not yet written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._pending: list[bytes] = []
+        self._size = 0
+        self._fd = -1
+        self._scheduled_on: asyncio.AbstractEventLoop | None = None
+
+    def add(self, line: bytes) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        with self._lock:
+            self._pending.append(line)
+            self._size += len(line)
+            now = loop is None or self._size >= _FLUSH_AT_BYTES
+            if loop is not None and not now and self._scheduled_on is not loop:
+                # one write per turn of the loop, however many events the turn emitted
+                loop.call_soon(self.flush)
+                self._scheduled_on = loop
+        if now:
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._scheduled_on = None
+            if not self._pending:
+                return
+            data = b"".join(self._pending)
+            self._pending.clear()
+            self._size = 0
+            if self._fd < 0:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            view = memoryview(data)
+            while view:  # a regular file takes it all at once; a signal may cut a write short
+                view = view[os.write(self._fd, view) :]
+
+    def forget(self) -> None:
+        """In a forked child: the parent's lines and descriptor are the parent's."""
+        self._lock = threading.Lock()
+        self._pending.clear()
+        self._size = 0
+        self._fd = -1
+        self._scheduled_on = None
+
+
+_SINKS: dict[Path, _Sink] = {}
+_SINKS_LOCK = threading.Lock()
+
+
+def _sink(path: Path) -> _Sink:
+    with _SINKS_LOCK:
+        found = _SINKS.get(path)
+        if found is None:
+            found = _SINKS[path] = _Sink(path)
+        return found
+
+
+def _forget_sinks() -> None:
+    global _SINKS_LOCK  # a lock another thread held at the fork would stay held in the child
+    _SINKS_LOCK = threading.Lock()
+    for sink in _SINKS.values():
+        sink.forget()
+
+
+atexit.register(flush_events)
+os.register_at_fork(after_in_child=_forget_sinks)
 
 
 def fingerprint(token_ids: Sequence[int]) -> str:

@@ -9,8 +9,9 @@ modules (torch, the servers) are imported lazily by the fixtures that need them.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
@@ -40,6 +41,7 @@ NOT_RUN_LINE: Final = (
 # Set when ``pytest --rollout-chaos`` was given no paths: only scenario files are collected.
 DEFAULT_RUN_KEY: Final[pytest.StashKey[DefaultRun]] = pytest.StashKey()
 ASYNCIO_LOOP_SCOPE_INI: Final = "asyncio_default_fixture_loop_scope"  # pytest-asyncio's
+CONTROLLER_PID_KEY: Final = "rollout_chaos_controller_pid"  # in an xdist worker's workerinput
 
 _OPTIONS: Final = (
     # (dest, metavar, help, ini type)
@@ -166,6 +168,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "chaos_fault(kind, target, **params): inject a fault (scenario names) while the test runs; "
         "applied by the chaos_faults fixture, which chaos_collector uses",
     )
+    controller = getattr(config, "workerinput", {}).get(CONTROLLER_PID_KEY)
+    if isinstance(controller, int):  # an xdist worker: its reaper watches the controller too
+        from pytest_rollout_chaos.servers.process import reaper
+
+        reaper().watch_controller(controller)
     settings = _settings.resolve(config)
     config.stash[SETTINGS_KEY] = settings
     if settings.enabled and settings.upstream is not None:
@@ -186,6 +193,13 @@ def pytest_configure(config: pytest.Config) -> None:
         )
         if run is not None:
             config.stash[DEFAULT_RUN_KEY] = run
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist, in the controller: tell each worker who its controller is, so that the
+    worker's reaper also watches it and a SIGKILLed controller takes every worker's servers."""
+    node.workerinput[CONTROLLER_PID_KEY] = os.getpid()
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -1,11 +1,21 @@
-"""The History merges in-process events with server event files, in time order, torn lines skipped."""
+"""The History merges in-process events with server event files, in time order, torn lines skipped;
+the writers share one open file per path and write whole lines when a reader needs them."""
 
 from __future__ import annotations
 
+import asyncio
 import math
+import threading
 from pathlib import Path
 
-from pytest_rollout_chaos.history import Event, EventWriter, History, fingerprint, fingerprint_length
+from pytest_rollout_chaos.history import (
+    Event,
+    EventWriter,
+    History,
+    fingerprint,
+    fingerprint_length,
+    flush_events,
+)
 
 
 def test_events_from_files_and_memory_are_merged_in_time_order(tmp_path: Path) -> None:
@@ -72,3 +82,83 @@ def test_a_fingerprint_tells_token_lists_apart_at_a_fixed_size() -> None:
     assert len(fingerprint(long)) == len("5000:") + 16
     assert fingerprint_length(fingerprint(long)) == 5000
     assert fingerprint_length("not one") is None
+
+
+def test_writers_of_one_file_share_one_descriptor(tmp_path: Path) -> None:
+    events_file = tmp_path / "layer.events.jsonl"
+    writers = [EventWriter(source, events_file) for source in ("policy", "model", "agent")]
+    for writer in writers * 3:
+        writer.emit("info", "probe")
+
+    def open_on_file() -> int:
+        descriptors = Path("/proc/self/fd").iterdir()
+        return sum(1 for fd in descriptors if _target(fd) == str(events_file))
+
+    assert open_on_file() == 1, "every writer of a path shares one open file"
+    assert len(events_file.read_text().splitlines()) == 9
+
+
+def _target(fd: Path) -> str:
+    try:
+        return str(fd.readlink())
+    except OSError:  # the descriptor of the directory listing itself, closed by now
+        return ""
+
+
+def test_on_an_event_loop_a_turns_events_are_written_at_its_end_and_flush_writes_now(
+    tmp_path: Path,
+) -> None:
+    events_file = tmp_path / "agent.events.jsonl"
+    writer = EventWriter("agent", events_file)
+    seen: dict[str, int] = {}
+
+    def lines() -> int:
+        return len(events_file.read_text().splitlines()) if events_file.exists() else 0
+
+    async def emit_on_loop() -> None:
+        for index in range(5):
+            writer.emit("info", "step", {"index": index})
+        seen["in the turn"] = lines()
+        await asyncio.sleep(0)
+        seen["a turn later"] = lines()
+        writer.emit("info", "answer")
+        flush_events()
+        seen["after flush_events"] = lines()
+
+    asyncio.run(emit_on_loop())
+    assert seen == {"in the turn": 0, "a turn later": 5, "after flush_events": 6}
+    writer.emit("info", "no loop")
+    assert lines() == 7, "with no event loop running an event is written at once"
+
+
+def test_a_history_following_a_file_being_written_reads_every_event_once(tmp_path: Path) -> None:
+    # A reader can catch a write half-done (the kernel grows the file page by page), so a file
+    # may end mid-line at any moment; the History takes whole lines only and waits for the rest.
+    events_file = tmp_path / "layer.events.jsonl"
+    writer = EventWriter("policy", events_file)
+    history = History()
+    history.follow(events_file)
+    done = threading.Event()
+    counts: list[int] = []
+    big = {"text": "x" * 3000}  # lines that span pages, in bursts past the writer's buffer
+
+    def follow() -> None:
+        while not done.is_set():
+            counts.append(len(history.events()))
+
+    async def burst() -> None:
+        for round_index in range(40):
+            for index in range(30):
+                writer.emit("info", "request", {"index": round_index * 30 + index, **big})
+            await asyncio.sleep(0)
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    try:
+        asyncio.run(burst())
+    finally:
+        done.set()
+        reader.join(timeout=30)
+    indexes = [event.data["index"] for event in history.events()]
+    assert indexes == list(range(1200)), "every event once, in order, none lost to a torn read"
+    assert counts == sorted(counts), "a follower never loses an event it has read"

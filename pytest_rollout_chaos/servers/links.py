@@ -8,8 +8,9 @@ the URL clients should use instead of the upstream's::
     client -> Toxiproxy proxy (TCP faults) -> fault layer (HTTP faults, recording) -> server
 
 Toxiproxy is outermost so that its toxics act on the client's own connection, as they would in
-front of the real server; the layer's fresh upstream connection per request and its dropping
-of the client's connection when the upstream drops keep it invisible to TCP-level behaviour.
+front of the real server; the layer's one request at a time per upstream connection, and its
+dropping of the client's connection when the upstream drops, keep it invisible to TCP-level
+behaviour.
 Which server a link leads to, and the History source of its requests, follow from its name:
 ``model->policy`` leads to ``policy``, ``collector->agent:<instance>`` to that agent instance
 (source ``agent``). Calls are synchronous with a deadline: stacks are built in synchronous

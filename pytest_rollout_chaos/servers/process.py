@@ -307,12 +307,18 @@ class _Reaper:
         self._lock = threading.Lock()
         self._popen: subprocess.Popen[str] | None = None
         self._owner_pid = -1
+        self._watch: list[str] = []
+
+    def watch_controller(self, pid: int) -> None:
+        """This process is an xdist worker of controller ``pid``: its reaper, started from now on,
+        also acts when the controller dies, and takes this process with it."""
+        self._watch = ["--watch", str(pid)]
 
     def _stdin(self) -> IO[str]:
         # A forked worker (pytest-xdist uses execnet, not fork, but be safe) gets its own reaper.
         if self._popen is None or self._owner_pid != os.getpid() or self._popen.poll() is not None:
             self._popen = subprocess.Popen(
-                [sys.executable, "-m", "pytest_rollout_chaos.servers.reaper"],
+                [sys.executable, "-m", "pytest_rollout_chaos.servers.reaper", *self._watch],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

@@ -9,38 +9,114 @@ line names a registered directory. This is the
 Ryuk idea from testcontainers without a container; it also covers grandchildren that
 ``PR_SET_PDEATHSIG`` would miss, because it kills whole process groups.
 
-Run as ``python -m pytest_rollout_chaos.servers.reaper``; it starts in its own session so a
-Ctrl-C at the terminal does not take it down before pytest has cleaned up.
+Under pytest-xdist the servers belong to the workers, and a worker outlives a SIGKILLed
+controller by seconds (until it notices its channel is gone). So a worker's reaper is also
+given the controller's pid (``--watch PID``) and watches it through a pidfd, which wakes it the
+moment the controller exits: it then kills what is registered and the worker that started it,
+so the whole tree is gone at once rather than when each worker finds out.
+
+Run as ``python -m pytest_rollout_chaos.servers.reaper [--watch PID]``; it starts in its own
+session so a Ctrl-C at the terminal does not take it down before pytest has cleaned up.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
+import selectors
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
+
+_POLL_S: Final = 0.1  # how often a controller is polled where no pidfd can be had
 
 
-def main() -> int:
-    groups: set[int] = set()
-    paths: set[str] = set()
-    for line in sys.stdin:
-        verb, _, value = line.strip().partition(" ")
-        if verb in ("add-path", "remove-path") and value.startswith("/"):
-            (paths.add if verb == "add-path" else paths.discard)(value)
-        elif value.isdigit() and verb in ("add", "remove"):
-            (groups.add if verb == "add" else groups.discard)(int(value))
-    for group in groups:
+class _Registry:
+    """The groups and paths pytest registered, from the lines it wrote."""
+
+    def __init__(self) -> None:
+        self.groups: set[int] = set()
+        self.paths: set[str] = set()
+        self._partial = b""
+
+    def feed(self, data: bytes) -> None:
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        for line in lines:
+            verb, _, value = line.decode(errors="replace").strip().partition(" ")
+            if verb in ("add-path", "remove-path") and value.startswith("/"):
+                (self.paths.add if verb == "add-path" else self.paths.discard)(value)
+            elif value.isdigit() and verb in ("add", "remove"):
+                (self.groups.add if verb == "add" else self.groups.discard)(int(value))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pytest_rollout_chaos.servers.reaper")
+    parser.add_argument("--watch", type=int, help="also reap, and kill the owner, when this process exits")
+    args = parser.parse_args(argv)
+    owner = os.getppid()
+    registry = _Registry()
+    controller_gone = _watch(registry, args.watch)
+    for group in registry.groups:
         for sig in (signal.SIGKILL, signal.SIGCONT):
             try:
                 os.killpg(group, sig)
             except (ProcessLookupError, PermissionError):
                 break
-    for pid in naming(paths):
+    for pid in naming(registry.paths):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+    if controller_gone and owner > 1:  # the worker would linger until it notices on its own
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(owner, signal.SIGKILL)
     return 0
+
+
+def _watch(registry: _Registry, controller: int | None) -> bool:
+    """Read registrations until the pipe ends (False) or ``controller`` exits (True)."""
+    pidfd = _pidfd(controller) if controller is not None else None
+    if controller is not None and pidfd is None and not _alive(controller):
+        return True
+    with selectors.DefaultSelector() as selector:
+        selector.register(sys.stdin.fileno(), selectors.EVENT_READ, "pipe")
+        if pidfd is not None:
+            selector.register(pidfd, selectors.EVENT_READ, "controller")
+        polling = controller is not None and pidfd is None
+        while True:
+            for key, _ in selector.select(timeout=_POLL_S if polling else None):
+                if key.data == "controller":
+                    return True
+                data = os.read(key.fd, 65536)
+                if not data:
+                    return False
+                registry.feed(data)
+            if polling and controller is not None and not _alive(controller):
+                return True
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` exits (Linux 5.3+), or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # no pidfd here, or the process is gone already
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """Is ``pid`` running (a zombie, exited but not yet reaped by its parent, is not)?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 def naming(paths: set[str]) -> list[int]:

@@ -4,7 +4,8 @@ Every server of ours (policy, Gym servers, embedded Toxiproxy, test servers) end
 ``main()`` with ``serve(app, host, port)``. It binds (port 0 means: let the OS choose),
 writes ``{"host", "port", "pid"}`` atomically to the ready file named by the supervisor,
 stops cleanly on SIGTERM/SIGINT, and exits when its parent dies (a second line behind the
-session reaper).
+session reaper). Events the server buffered are written before each answer leaves and before
+it exits, so a reader that got an answer can read what was recorded before it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from pytest_rollout_chaos.history import flush_events
 from pytest_rollout_chaos.servers.process import PORT_ENV, READY_DELAY_ENV, READY_FILE_ENV
 
 
@@ -36,6 +38,7 @@ def die_with_parent(poll_s: float = 0.2) -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(poll_s)
+        flush_events()
         os._exit(1)
 
     threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
@@ -82,6 +85,7 @@ async def _serve(
     port: int,
     on_started: Callable[[int], Awaitable[None]] | None,
 ) -> None:
+    app.on_response_prepare.append(_flush_before_answer)
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     # Bind the socket ourselves: port 0 lets the OS choose, and we can read what it chose.
@@ -103,3 +107,7 @@ async def _serve(
         await stop.wait()
     finally:
         await runner.cleanup()
+
+
+async def _flush_before_answer(_request: web.Request, _response: web.StreamResponse) -> None:
+    flush_events()

@@ -19,17 +19,15 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-import aiohttp
 from aiohttp import web
 
-from pytest_rollout_chaos.servers.faultlayer.proxy import link_app, upstream_session
+from pytest_rollout_chaos.servers.faultlayer.proxy import link_app
 from pytest_rollout_chaos.servers.faultlayer.rules import RuleError
 from pytest_rollout_chaos.servers.faultlayer.state import LayerState, Link
 from pytest_rollout_chaos.servers.loopback import loopback_only
 
 STATE_KEY: Final = web.AppKey("fault_layer_state", LayerState)
 RUNNERS_KEY: Final = web.AppKey("fault_layer_runners", list[web.AppRunner])
-SESSION_KEY: Final = web.AppKey("fault_layer_session", aiohttp.ClientSession)
 _LINK_FIELDS: Final = ("name", "server", "source", "upstream")
 
 
@@ -51,14 +49,9 @@ def build_app(state: LayerState | None = None) -> web.Application:
     ]
     for method, path, handler in routes:
         app.router.add_route(method, path, loopback_only(handler))
-    app.on_startup.append(_open_session)
     app.on_shutdown.append(_release_waiters)
     app.on_cleanup.append(_close_links)
     return app
-
-
-async def _open_session(app: web.Application) -> None:
-    app[SESSION_KEY] = upstream_session()
 
 
 async def _release_waiters(app: web.Application) -> None:
@@ -67,8 +60,7 @@ async def _release_waiters(app: web.Application) -> None:
 
 async def _close_links(app: web.Application) -> None:
     for runner in app[RUNNERS_KEY]:
-        await runner.cleanup()
-    await app[SESSION_KEY].close()
+        await runner.cleanup()  # closes the link's upstream pool too
 
 
 def _error(message: str, status: int = 400) -> web.Response:
@@ -104,9 +96,11 @@ async def _add_link(request: web.Request) -> web.StreamResponse:
     if body["name"] in state.links:
         return _error(f"name: link {body['name']!r} exists already", status=409)
     link = Link(name=body["name"], server=body["server"], source=body["source"], upstream=upstream)
-    runner = web.AppRunner(
-        link_app(state, link, request.app[SESSION_KEY]), access_log=None, handler_cancellation=True
-    )
+    try:
+        app = link_app(state, link)
+    except ValueError as error:
+        return _error(str(error))
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

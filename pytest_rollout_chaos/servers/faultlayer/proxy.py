@@ -15,12 +15,17 @@ order, the effects of the rules it hits:
 - ``http_error`` and ``trajectory_exception`` answer in the server's place (it never sees it);
 - ``nan_logprobs``, ``prefix_drift`` and ``malformed_json`` rewrite the server's answer.
 
-Forwarding is faithful where it matters to a client: the method, path, query, headers
-(hop-by-hop ones excepted), body and cookies go through untouched, each request on a fresh
-upstream connection (no pooled connection outlives a server restart), with no deadline of the
-layer's own. When the upstream refuses or drops the connection, the client's connection is
-dropped too, never turned into a 502, and when the client goes away the upstream request is
-cancelled: the layer is as invisible as a TCP proxy until a rule fires.
+Forwarding is faithful where it matters to a client: the method, raw target, headers (hop-by-hop
+ones excepted), body and cookies go through untouched, with no header added and no deadline of
+the layer's own. Each link keeps its own pool of keep-alive upstream connections
+(``upstream.UpstreamPool``: a new connection per request, and a general-purpose client, cost the
+layer most of its time), and a connection carries one request at a time, so a fault that cuts
+a connection cuts exactly the request on it. An answer no rule rewrites is streamed to the
+client as it arrives (a server-sent event stream stays a stream); it is recorded, and the
+events flushed, before its last piece leaves, so whoever got an answer can read its record.
+When the upstream refuses or drops the connection, the client's connection is dropped too,
+never turned into a 502, and when the client goes away the upstream request is cancelled and
+its connection closed: the layer is as invisible as a TCP proxy until a rule fires.
 """
 
 from __future__ import annotations
@@ -35,15 +40,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import aiohttp
 from aiohttp import web
-from multidict import CIMultiDict, CIMultiDictProxy
+from multidict import CIMultiDict
 
 from pytest_rollout_chaos.history import EventKind, fingerprint, logprob_digest
 from pytest_rollout_chaos.servers.faultlayer import rewrite
 from pytest_rollout_chaos.servers.faultlayer.rows import SESSION_HEADER
 from pytest_rollout_chaos.servers.faultlayer.rules import Rule
 from pytest_rollout_chaos.servers.faultlayer.state import LayerState, Link
+from pytest_rollout_chaos.servers.faultlayer.upstream import Answer, UpstreamError, UpstreamPool
 
 REQUEST_ID_HEADER: Final = "X-Request-Id"
 VLLM_500_TEXT: Final = "Internal Server Error"
@@ -63,6 +68,7 @@ _HOP_BY_HOP: Final = frozenset(
         "host",
     }
 )
+KEEPALIVE_S: Final = 2.0  # idle upstream connections kept this long
 _PRE_EFFECTS: Final = ("delay", "hang")
 _TERMINAL_EFFECTS: Final = ("http_error", "trajectory_exception")
 _REWRITE_EFFECTS: Final = ("nan_logprobs", "prefix_drift", "malformed_json")
@@ -78,7 +84,7 @@ class _Answer:
     """The upstream's answer as it will leave: status, headers, body, and the body decoded."""
 
     status: int
-    headers: CIMultiDictProxy[str]
+    headers: CIMultiDict[str]
     raw: bytes
     document: Any
 
@@ -96,35 +102,33 @@ class _Hit:
         self.state.record_hit(self.link, rule, self.row, self.path, **extra)
 
 
-class ConnectionCut(Exception):
-    """The upstream refused or dropped the connection; the client's connection is dropped too."""
+def link_app(state: LayerState, link: Link) -> web.Application:
+    """The app serving one link's port: every method and path is forwarded through its own pool.
 
-
-def link_app(state: LayerState, link: Link, session: aiohttp.ClientSession) -> web.Application:
-    """The app serving one link's port: every method and path is forwarded."""
+    The pool keeps idle connections for ``KEEPALIVE_S``, well before the servers behind the
+    layer drop them (uvicorn, under vLLM and NeMo Gym, after 5 s; aiohttp after 75 s), so the
+    layer never sends a request on a connection the server is closing. It has no limit on
+    connections in flight: the layer must never queue what a client sent at once, so the pool
+    grows to the workload's concurrency and keeps that many idle for the next burst.
+    """
     app = web.Application(client_max_size=1 << 30)
+    pool = UpstreamPool(link.upstream, keepalive_s=KEEPALIVE_S)
 
     async def handle(request: web.Request) -> web.StreamResponse:
-        return await forward(state, link, session, request)
+        return await forward(state, link, pool, request)
+
+    async def close_pool(_app: web.Application) -> None:
+        await pool.close()
 
     app.router.add_route("*", "/{tail:.*}", handle)
+    app.on_cleanup.append(close_pool)
     return app
 
 
-def upstream_session() -> aiohttp.ClientSession:
-    """A client that keeps no connections, no cookies and no deadline of its own."""
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(force_close=True, limit=0),
-        cookie_jar=aiohttp.DummyCookieJar(),
-        auto_decompress=False,
-        timeout=aiohttp.ClientTimeout(total=None),
-    )
-
-
 async def forward(
-    state: LayerState, link: Link, session: aiohttp.ClientSession, request: web.Request
+    state: LayerState, link: Link, pool: UpstreamPool, request: web.Request
 ) -> web.StreamResponse:
-    """Record, apply the rules, forward (unless a rule answers), rewrite, record the answer."""
+    """Record, apply the rules, forward (unless a rule answers), rewrite or stream, record the answer."""
     body = await request.read()
     document = _json_document(body, request.content_type)
     row = state.rows.row_of(
@@ -133,19 +137,7 @@ async def forward(
         stream=f"{link.name} {request.path}",
         session=request.headers.get(SESSION_HEADER),
     )
-    request_id = request.headers.get(REQUEST_ID_HEADER) or f"{link.source}-{os.getpid()}-{next(_counter)}"
-    writer = state.writer(link.source)
-    op = f"{request.method} {request.path}"
-    facts: dict[str, Any] = {"link": link.name, "server": link.server}
-    if row is not None:
-        facts["row"] = row
-    started = time.monotonic()
-    writer.emit("invoke", op, facts, request_id=request_id)
-
-    def finish(kind: EventKind, **outcome: Any) -> None:
-        latency_ms = round((time.monotonic() - started) * 1000, 2)
-        writer.emit(kind, op, {**facts, **outcome, "latency_ms": latency_ms}, request_id=request_id)
-
+    record = _Record(state, link, request, row=row)
     try:
         fired = state.firing(link.server, request.path, row) if state.rules else []
         hit = _Hit(state, link, request.path, row)
@@ -155,47 +147,99 @@ async def forward(
         for rule in fired:
             if rule.effect in _TERMINAL_EFFECTS:
                 instead = _answer_instead(hit, rule)
-                finish("fail", status=instead.status, effect=rule.effect)
+                record.finish("fail", status=instead.status, effect=rule.effect)
                 return instead
-        status, headers, raw = await _send_upstream(session, link, request, body)
-        answer = _Answer(status, headers, raw, _json_document(raw, headers.get("Content-Type", "")))
-        for rule in fired:
-            if rule.effect in _REWRITE_EFFECTS:
-                _rewrite(hit, rule, answer)
-        if answer.document is not None:
-            state.observe_generations(link.server, request.path, answer.document)
-        if row is not None and answer.status < 400:
-            state.rows.learn_answer(row, answer.document, headers.getall("Set-Cookie", []))
-    except ConnectionCut as cut:
-        finish("info", error=str(cut))
+        rewriting = [rule for rule in fired if rule.effect in _REWRITE_EFFECTS]
+        headers = _outgoing(request.headers).items()
+        async with pool.exchange(request.method, request.raw_path, headers, body) as upstream:
+            if not rewriting:
+                return await _stream(record, request, upstream)
+            answer = _answer(upstream, await upstream.read())
+        for rule in rewriting:
+            _rewrite(hit, rule, answer)
+        record.answered(answer)
+        return web.Response(status=answer.status, headers=_outgoing(answer.headers), body=answer.raw)
+    except UpstreamError as cut:
+        record.finish("info", error=f"{link.server} at {link.upstream}: {cut}")
         if request.transport is not None:
             request.transport.abort()
         raise asyncio.CancelledError from None
-    except asyncio.CancelledError:
-        finish("info", error=CLIENT_CLOSED)
-        raise
-    if answer.status >= 400:
-        finish("fail", status=answer.status)
-    else:
-        finish("ok", status=answer.status, **_generated(answer.document))
-    return web.Response(status=answer.status, headers=_outgoing(answer.headers), body=answer.raw)
+    except (asyncio.CancelledError, ConnectionResetError):
+        record.finish("info", error=CLIENT_CLOSED)
+        raise asyncio.CancelledError from None
 
 
-async def _send_upstream(
-    session: aiohttp.ClientSession, link: Link, request: web.Request, body: bytes
-) -> tuple[int, CIMultiDictProxy[str], bytes]:
-    url = f"{link.upstream}{request.path_qs}"
-    try:
-        async with session.request(
-            request.method,
-            url,
-            headers=_outgoing(request.headers),
-            data=body if body else None,
-            allow_redirects=False,
-        ) as response:
-            return response.status, response.headers, await response.read()
-    except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as error:
-        raise ConnectionCut(f"{link.server} at {link.upstream}: {type(error).__name__}: {error}") from None
+class _Record:
+    """One request's record: ``invoke`` now, one outcome later (only the first counts)."""
+
+    def __init__(self, state: LayerState, link: Link, request: web.Request, *, row: int | None) -> None:
+        self.state, self.link, self.row, self.path = state, link, row, request.path
+        self.op = f"{request.method} {request.path}"
+        own_id = request.headers.get(REQUEST_ID_HEADER)
+        self.request_id = own_id or f"{link.source}-{os.getpid()}-{next(_counter)}"
+        self.facts: dict[str, Any] = {"link": link.name, "server": link.server}
+        if row is not None:
+            self.facts["row"] = row
+        self.writer = state.writer(link.source)
+        self.started = time.monotonic()
+        self.done = False
+        self.writer.emit("invoke", self.op, self.facts, request_id=self.request_id)
+
+    def finish(self, kind: EventKind, **outcome: Any) -> None:
+        """Record the outcome and write it out: the client may see the answer next."""
+        if self.done:
+            return
+        self.done = True
+        latency_ms = round((time.monotonic() - self.started) * 1000, 2)
+        data = {**self.facts, **outcome, "latency_ms": latency_ms}
+        self.writer.emit(kind, self.op, data, request_id=self.request_id)
+        self.writer.flush()
+
+    def answered(self, answer: _Answer) -> None:
+        """What the layer learns from an answer as it leaves, then its outcome."""
+        if answer.document is not None:
+            self.state.observe_generations(self.link.server, self.path, answer.document)
+        if self.row is not None and answer.status < 400:
+            self.state.rows.learn_answer(self.row, answer.document, answer.headers.getall("Set-Cookie", []))
+        if answer.status >= 400:
+            self.finish("fail", status=answer.status)
+        else:
+            self.finish("ok", status=answer.status, **_generated(answer.document))
+
+
+def _answer(upstream: Answer, raw: bytes) -> _Answer:
+    return _Answer(upstream.status, upstream.headers, raw, _json_document(raw, upstream.content_type))
+
+
+async def _stream(record: _Record, request: web.Request, upstream: Answer) -> web.StreamResponse:
+    """Pass the answer on as it arrives. One that came whole is recorded before any byte leaves;
+    a JSON answer in pieces before its last piece leaves (the record reads the whole document,
+    so each piece leaves when the next arrives); anything else piece by piece as it comes (a
+    server-sent event stream), recorded before its end leaves."""
+    first = await upstream.chunk()
+    if upstream.at_eof():  # the usual answer: sent in one piece with its length, as it came
+        record.answered(_answer(upstream, first))
+        return web.Response(status=upstream.status, headers=_outgoing(upstream.headers), body=first)
+    response = web.StreamResponse(status=upstream.status, headers=_outgoing(upstream.headers))
+    if upstream.content_length is not None:
+        response.content_length = upstream.content_length
+    await response.prepare(request)
+    # ConnectionResetError from a write, here and below: the client went away
+    if "json" in upstream.content_type:
+        pieces = [first]
+        while chunk := await upstream.chunk():
+            await response.write(pieces[-1])
+            pieces.append(chunk)
+        record.answered(_answer(upstream, b"".join(pieces)))
+        await response.write_eof(pieces[-1])
+        return response
+    chunk = first
+    while chunk:
+        await response.write(chunk)
+        chunk = await upstream.chunk()
+    record.answered(_answer(upstream, b""))
+    await response.write_eof()
+    return response
 
 
 def _generated(document: Any) -> dict[str, Any]:

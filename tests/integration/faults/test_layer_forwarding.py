@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import math
-import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any, Final
 
 import aiohttp
@@ -27,95 +23,16 @@ from yarl import URL
 from pytest_rollout_chaos.history import Event, History
 from pytest_rollout_chaos.servers.faultlayer import client as layer
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
-from pytest_rollout_chaos.servers.faultlayer.spec import fault_layer_spec
-from pytest_rollout_chaos.servers.process import ManagedProcess
 from tests.faults._hooked import Hooked, hook_hits, wait_for
-
-WAIT_S: Final = 10.0  # bound on every wait for something the layer or a server does
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-_names = itertools.count(1)
-
-
-@dataclass(frozen=True)
-class Layer:
-    """A fault layer process of this module and the events file it records into."""
-
-    process: ManagedProcess
-    events_file: Path
-
-    def history(self) -> History:
-        history = History()
-        history.follow(self.events_file)
-        return history
-
-
-@pytest.fixture(scope="module")
-def fault_layer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layer]:
-    directory = tmp_path_factory.mktemp("forwarding")
-    events_file = directory / "layer.events.jsonl"
-    process = ManagedProcess(fault_layer_spec(events_file, name="forwarding-layer"), directory / "logs")
-    process.start()
-    try:
-        yield Layer(process, events_file)
-    finally:
-        process.stop()
-
-
-@dataclass(frozen=True)
-class Upstream:
-    """A server of this test behind the layer: its scenario name and its link URL."""
-
-    server: str
-    url: str
-
-
-@contextlib.asynccontextmanager
-async def upstream_behind(fault_layer: Layer, routes: Mapping[str, Handler]) -> AsyncIterator[Upstream]:
-    """Serve ``routes`` (path -> handler, any method) on this loop, behind a new link of the layer."""
-    app = web.Application()
-    for path, handler in routes.items():
-        app.router.add_route("*", path, handler)
-    # handler_cancellation: a handler sees CancelledError when its client's connection closes
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        server = f"plain{next(_names)}"
-        listen = layer.add_link(
-            fault_layer.process.url,
-            name=f"client->{server}",
-            server=server,
-            source=server,
-            upstream=f"http://127.0.0.1:{port}",
-        )
-        yield Upstream(server, f"http://{listen}")
-    finally:
-        await runner.cleanup()
-
-
-def _session(timeout_s: float = 5.0) -> aiohttp.ClientSession:
-    # no cookie jar: the Cookie header a test sends is the one that must arrive
-    return aiohttp.ClientSession(
-        timeout=aiohttp.ClientTimeout(total=timeout_s), cookie_jar=aiohttp.DummyCookieJar()
-    )
-
-
-async def _within(event: asyncio.Event, what: str) -> None:
-    """Wait (bounded) for ``event``; fail naming what did not happen."""
-    try:
-        await asyncio.wait_for(event.wait(), timeout=WAIT_S)
-    except TimeoutError:
-        pytest.fail(f"expected within {WAIT_S:.0f}s: {what}; it did not happen")
-
-
-def _closed_port() -> int:
-    """A loopback port nothing listens on (bound once by us, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
+from tests.integration.faults._layer_rig import (
+    Layer,
+    Upstream,
+    client_session,
+    closed_port,
+    link_to,
+    upstream_behind,
+    within,
+)
 
 # -- forwarding ------------------------------------------------------------------------------------
 
@@ -153,7 +70,7 @@ async def test_method_path_query_headers_body_and_cookies_pass_through_untouched
             ("Cookie", "session_id=abc; lang=en"),
         ]
     )
-    async with upstream_behind(fault_layer, {"/{tail:.*}": record}) as upstream, _session() as session:
+    async with upstream_behind(fault_layer, {"/{tail:.*}": record}) as upstream, client_session() as session:
         url = URL(f"{upstream.url}{RAW_TARGET}", encoded=True)
         async with session.request("PATCH", url, headers=headers, data=REQUEST_BODY) as response:
             status, answer_headers, answer = response.status, response.headers.copy(), await response.read()
@@ -187,22 +104,14 @@ async def _dead_upstream(fault_layer: Layer, how: str) -> AsyncIterator[Upstream
         async with upstream_behind(fault_layer, {"/{tail:.*}": _drop}) as upstream:
             yield upstream
         return
-    server = f"plain{next(_names)}"
-    listen = layer.add_link(
-        fault_layer.process.url,
-        name=f"client->{server}",
-        server=server,
-        source=server,
-        upstream=f"http://127.0.0.1:{_closed_port()}",
-    )
-    yield Upstream(server, f"http://{listen}")
+    yield link_to(fault_layer, closed_port())
 
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("how", ["refused", "dropped"])
 async def test_an_upstream_that_is_down_drops_the_clients_connection(fault_layer: Layer, how: str) -> None:
     history = fault_layer.history()
-    async with _dead_upstream(fault_layer, how) as upstream, _session() as session:
+    async with _dead_upstream(fault_layer, how) as upstream, client_session() as session:
         with pytest.raises((aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)):
             async with session.post(f"{upstream.url}/run", json={"_rowidx": 0}) as response:
                 pytest.fail(f"expected a dropped connection, got {response.status}: {await response.text()}")
@@ -233,14 +142,14 @@ async def test_a_client_that_gives_up_cancels_the_upstream_request(fault_layer: 
             await response.read()
 
     history = fault_layer.history()
-    async with upstream_behind(fault_layer, {"/slow": slow}) as upstream, _session() as session:
+    async with upstream_behind(fault_layer, {"/slow": slow}) as upstream, client_session() as session:
         request = asyncio.create_task(ask(session, f"{upstream.url}/slow"))
         try:
-            await _within(started, "the request reaches the server through the layer")
+            await within(started, "the request reaches the server through the layer")
             request.cancel()  # the client gives up, as when its own deadline passes
             with pytest.raises(asyncio.CancelledError):
                 await request
-            await _within(cancelled, "the server's handler is cancelled once the client has given up")
+            await within(cancelled, "the server's handler is cancelled once the client has given up")
         finally:
             request.cancel()
             release.set()
@@ -263,7 +172,7 @@ def _by_request(history: History, source: str) -> dict[str, list[Event]]:
 async def test_every_request_is_recorded_with_link_server_row_status_and_latency(hooked: Hooked) -> None:
     layer.reset(hooked.layer.url)
     _, history = hooked.context()
-    async with _session() as session:
+    async with client_session() as session:
         sent = [
             ("POST", "/run", {"_rowidx": 7}, "id-run"),
             ("POST", "/v1/chat/completions", {"messages": []}, "id-chat"),
@@ -369,7 +278,7 @@ async def test_prefix_drift_changes_one_id_of_a_tokenize_answer(fault_layer: Lay
     async with (
         upstream_behind(fault_layer, routes) as upstream,
         LayerControl(fault_layer.process.url) as control,
-        _session() as session,
+        client_session() as session,
     ):
         await control.arm(upstream.server, "prefix_drift", match={"route": "/tokenize"})
         async with session.post(f"{upstream.url}/tokenize", json={"model": "m", "prompt": "x"}) as response:
@@ -391,7 +300,7 @@ async def test_a_rewrite_leaves_a_non_json_answer_alone_and_says_so(fault_layer:
     async with (
         upstream_behind(fault_layer, {"/text": _plain_text}) as upstream,
         LayerControl(fault_layer.process.url) as control,
-        _session() as session,
+        client_session() as session,
     ):
         await control.arm(upstream.server, "nan_logprobs", match={"route": "/text"})
         async with session.post(f"{upstream.url}/text") as response:
