@@ -39,7 +39,10 @@ EXTERNAL_REASON = (
     "which this run did not start and cannot signal"
 )
 # run as they are: no fault, and a semantic fault on the policy's answers (the fault layer acts on them)
-CATALOG_RUN = ("baseline", "policy-nan-logprobs")
+CATALOG_RUN = ("policy-nan-logprobs",)
+# The plain server answers one fixed text, no tool call: no row has a second turn, so the baseline
+# judges no prefix and sees no multi-turn row. It must fail as vacuous, never pass.
+CATALOG_VACUOUS = ("baseline",)
 # skipped: the policy's ready_delay_s needs a process to stop and restart
 CATALOG_SKIP = ("policy-not-ready-at-start",)
 
@@ -175,7 +178,7 @@ def test_scenarios_run_against_a_server_this_run_did_not_start(
 ) -> None:
     pytester.makeini("[pytest]\n" + INNER_ASYNCIO_INI)
     catalog = bundled.catalog_dir()
-    for name in CATALOG_RUN + CATALOG_SKIP:
+    for name in CATALOG_RUN + CATALOG_VACUOUS + CATALOG_SKIP:
         pytester.makefile(".chaos.yaml", **{name: (catalog / f"{name}.chaos.yaml").read_text()})
     pytester.makefile(".chaos.yaml", **{"policy-killed": KILL_POLICY})
     pytester.makepyfile(test_external=PYTHON_TESTS)
@@ -194,10 +197,12 @@ def test_scenarios_run_against_a_server_this_run_did_not_start(
         still_running = server.poll() is None
         left = _left_under(pytester.path, besides={os.getpid(), server.pid})
     reason = EXTERNAL_REASON.format(url=url)
-    result.assert_outcomes(passed=4, skipped=3)
+    result.assert_outcomes(passed=3, failed=1, skipped=3)
     result.stdout.fnmatch_lines_random(
         [
             *(f"*{name}.chaos.yaml::{name} PASSED*" for name in CATALOG_RUN),
+            *(f"*{name}.chaos.yaml::{name} FAILED*" for name in CATALOG_VACUOUS),
+            "*prefix_consistent: NOT_JUDGED: no returned rollout has two turns or more*",
             f"SKIPPED * faults/1 kill on 'policy': {reason}",
             f"SKIPPED * stack.policy.ready_delay_s=3 stops and restarts the policy: {reason}",
             f"SKIPPED * chaos_fault('freeze', 'policy'): {reason}",
