@@ -163,12 +163,13 @@ def _compare_one(
 
 
 def _unjudged_on_head(base: ScenarioVerdicts, head: ScenarioVerdicts) -> list[str]:
-    """The invariants that were against the collector on base and judged nothing on head."""
-    return [
-        name
-        for name, status in sorted(base.invariants.items())
-        if status in ("FAIL", "UNKNOWN") and head.invariants.get(name) == NOT_JUDGED
-    ]
+    """The invariants that were against the collector on base and judged nothing on head; none
+    when head passed one of them. A fix that stops a raise leaves ``raise_has_cause`` with nothing
+    to judge, and that is fine as long as what failed beside it (``isolated_failures``) now passes."""
+    against = [name for name, status in sorted(base.invariants.items()) if status in ("FAIL", "UNKNOWN")]
+    if any(head.invariants.get(name) == "PASS" for name in against):
+        return []
+    return [name for name in against if head.invariants.get(name) == NOT_JUDGED]
 
 
 def _not_judged(scenario: ScenarioComparison) -> str:

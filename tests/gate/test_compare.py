@@ -176,6 +176,20 @@ def test_passing_on_head_without_judging_what_failed_on_base_is_not_a_fix() -> N
     assert not decision.failures
 
 
+def test_a_fix_that_stops_the_raise_is_a_fix_when_what_failed_beside_it_now_passes() -> None:
+    """slime's PR #2078: base raised the batch for one row (isolated_failures and raise_has_cause
+    FAIL); head isolates the row, so there is no raise left for raise_has_cause to judge."""
+    against = {"isolated_failures": "FAIL", "raise_has_cause": "FAIL"}
+    base = {"one-row-raises": _v("one-row-raises", "failed", against)}
+    isolated = {"isolated_failures": "PASS", "raise_has_cause": "NOT_JUDGED"}
+    head = {"one-row-raises": _v("one-row-raises", "passed", isolated)}
+    decision = compare(base, head, ["one-row-raises"])
+    [scenario] = decision.scenarios
+    assert scenario.change == "fixed"
+    assert decision.exit_code == 0
+    assert not decision.not_judged
+
+
 def test_not_judged_on_one_side_is_a_change_shown_never_a_pass() -> None:
     base = {"baseline": _v("baseline", "passed", {"prefix_consistent": "PASS"})}
     head = {"baseline": _v("baseline", "passed", {"prefix_consistent": "NOT_JUDGED"})}
