@@ -58,7 +58,7 @@ _OPTIONS: Final = (
     ),
     (
         _settings.OPT_MODEL,
-        "PATH",
+        "PATH|ID",
         "Model directory in Hugging Face layout for either backend, or the id of a model in the local "
         "Hugging Face cache (ORG/NAME[@REVISION]; nothing is downloaded) (default: the bundled tiny model)",
     ),
