@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos import settings as s
+from pytest_rollout_chaos.report.run_info import describe_run
 from pytest_rollout_chaos.servers.policy import gpus
 from tests.conftest import INNER_ASYNCIO_INI
 
@@ -108,10 +109,12 @@ def test_a_model_id_is_found_in_the_local_hf_cache(
     hub = tmp_path / "hub"
     snapshot = _cached_model(hub, "Qwen/Qwen2.5-0.5B-Instruct")
     monkeypatch.setenv("HF_HUB_CACHE", str(hub))
-    settings = s.resolve(pytester.parseconfigure("--rollout-chaos-model=Qwen/Qwen2.5-0.5B-Instruct"))
+    config = pytester.parseconfigure("--rollout-chaos-model=Qwen/Qwen2.5-0.5B-Instruct")
+    settings = s.resolve(config)
     assert settings.model == snapshot
     assert settings.model_id == "Qwen/Qwen2.5-0.5B-Instruct"
     assert f"model=Qwen/Qwen2.5-0.5B-Instruct ({snapshot})" in settings.header_line()
+    assert describe_run(config, settings).model == f"Qwen/Qwen2.5-0.5B-Instruct ({snapshot})"
     directory = pytester.mkdir("Qwen")  # a directory of that name wins over the cache
     assert s.resolve(pytester.parseconfigure(f"--rollout-chaos-model={directory}")).model_id == ""
 
