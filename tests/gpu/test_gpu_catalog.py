@@ -101,6 +101,6 @@ def test_under_ray_the_policy_gets_the_gpu_ray_assigns(
     failed = {name: result.message for name, result in verdicts.items() if not result.passed}
     assert not failed, failed
     environment = _gpu.run_facts(facts)["environment"]
-    # one card visible, so Ray's only GPU id is 0 whatever its physical index
-    assert any("policy -> node 0 (GPUs 0)" in line for line in environment), environment
+    # Ray's ids are those of CUDA_VISIBLE_DEVICES when its node started: the card's own index
+    assert any(f"policy -> node 0 (GPUs {card.index})" in line for line in environment), environment
     assert any("asks Ray for 1 GPU(s)" in line for line in environment), environment
