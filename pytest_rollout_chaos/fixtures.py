@@ -6,7 +6,9 @@ unless ``--rollout-chaos`` is on; so without the flag nothing is ever started.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from pytest_rollout_chaos.servers.gym.stack import GymStack
     from pytest_rollout_chaos.servers.links import ProxyLinks
     from pytest_rollout_chaos.servers.policy.spec import PolicyServer
+    from pytest_rollout_chaos.servers.policy.vllm import VllmPython
     from pytest_rollout_chaos.servers.toxiproxy.handle import ChaosToxiproxy
     from pytest_rollout_chaos.stack import ChaosStack
     from pytest_rollout_chaos.trial import Trial
@@ -140,13 +143,8 @@ def chaos_policy(
 
         vllm = locate(chaos_settings.vllm_python)  # checked at session start; cached
         chaos_harness.summary_lines.append(f"vllm backend: {vllm.describe()}")
-        server_spec = spec.vllm_policy_spec(
-            chaos_settings.model,
-            vllm=vllm,
-            name=name,
-            port=free_port(),
-            seed=chaos_settings.seed,
-            events_file=events_file,
+        server_spec = _vllm_spec(
+            chaos_settings, chaos_harness, vllm, name, events_file=events_file, port=free_port()
         )
     else:
         server_spec = spec.tiny_policy_spec(
@@ -159,6 +157,41 @@ def chaos_policy(
         model_dir=chaos_settings.model,
         backend=chaos_settings.backend,
     )
+
+
+def _vllm_spec(
+    settings: ChaosSettings,
+    harness: ChaosHarness,
+    vllm: VllmPython,
+    name: str,
+    *,
+    events_file: Path,
+    port: int,
+) -> ServerSpec:
+    """``vllm serve`` with the defaults for the devices it will run on and the user's flags; its
+    command line goes to the run's facts."""
+    from pytest_rollout_chaos import preflight
+    from pytest_rollout_chaos.servers.policy import gpus
+    from pytest_rollout_chaos.servers.policy.spec import vllm_policy_spec
+    from pytest_rollout_chaos.servers.policy.vllm import default_args
+
+    num_gpus = preflight.policy_gpus(settings)  # checked at session start
+    cards = gpus.visible()
+    defaults, chosen = default_args(cards, settings.model, settings.vllm_args)
+    server_spec = vllm_policy_spec(
+        settings.model,
+        vllm=vllm,
+        name=name,
+        port=port,
+        seed=settings.seed,
+        extra_args=defaults,
+        user_args=settings.vllm_args,
+        num_gpus=num_gpus,
+        events_file=events_file,
+    )
+    harness.summary_lines.append(chosen + (f"; asks Ray for {num_gpus} GPU(s)" if num_gpus else ""))
+    harness.summary_lines.append(f"vllm command: {shlex.join(server_spec.argv)}")
+    return server_spec
 
 
 def _external_policy(

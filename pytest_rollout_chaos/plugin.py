@@ -58,8 +58,9 @@ _OPTIONS: Final = (
     ),
     (
         _settings.OPT_MODEL,
-        "PATH",
-        "Model directory in Hugging Face layout for either backend (default: the bundled tiny model)",
+        "PATH|ID",
+        "Model directory in Hugging Face layout for either backend, or the id of a model in the local "
+        "Hugging Face cache (ORG/NAME[@REVISION]; nothing is downloaded) (default: the bundled tiny model)",
     ),
     (
         _settings.OPT_TOXIPROXY,
@@ -81,6 +82,20 @@ _OPTIONS: Final = (
         "PATH",
         "Interpreter with vllm installed, for --rollout-chaos-backend=vllm "
         "(default: ROLLOUT_CHAOS_VLLM_PYTHON, else the current one if it imports vllm)",
+    ),
+    (
+        _settings.OPT_VLLM_ARGS,
+        "ARGS",
+        "Flags for vllm serve with --rollout-chaos-backend=vllm, as a shell would split them, passed after "
+        "the harness's own (host, port, served model name, seed, logprobs limit, which cannot be given); "
+        "they replace the defaults they name, such as --dtype or --gpu-memory-utilization",
+    ),
+    (
+        _settings.OPT_POLICY_GPUS,
+        "N",
+        "With --rollout-chaos-ray and the vllm backend, the GPUs the policy's actor asks Ray for "
+        "(default: the tensor x pipeline parallel size in --rollout-chaos-vllm-args where CUDA devices "
+        "are visible, else 0)",
     ),
     (
         _settings.OPT_POLICY_URL,

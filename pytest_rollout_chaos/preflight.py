@@ -34,6 +34,7 @@ def check(settings: ChaosSettings) -> None:
         gym_problem,
         toxiproxy_problem,
         ray_problem,
+        gpu_problem,
     )
     problems = [problem for check_one in checks if (problem := check_one(settings)) is not None]
     if problems:
@@ -89,6 +90,32 @@ def ray_problem(settings: ChaosSettings) -> str | None:
             "install the extra: pip install 'pytest-rollout-chaos[ray]'"
         )
     return None
+
+
+def gpu_problem(settings: ChaosSettings) -> str | None:
+    """GPUs the policy's Ray actor would ask for that this machine does not show (or that mean nothing)."""
+    try:
+        policy_gpus(settings)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def policy_gpus(settings: ChaosSettings) -> int:
+    """How many GPUs the policy asks Ray for on this machine (``ray.resources.policy_gpus``)."""
+    from pytest_rollout_chaos.ray.resources import policy_gpus as count
+    from pytest_rollout_chaos.servers.policy import gpus, vllm_args
+
+    # Nothing to ask for without Ray or GPUs: nvidia-smi is only asked when it matters.
+    backend = "an external server" if settings.policy_url is not None else settings.backend
+    wanted = backend == "vllm" and settings.ray.on
+    return count(
+        ray_on=settings.ray.on,
+        backend=backend,
+        parallel=vllm_args.parallel_size(settings.vllm_args),
+        override=settings.policy_gpus,
+        visible=len(gpus.visible()) if wanted else 0,
+    )
 
 
 def gym_problem(settings: ChaosSettings) -> str | None:

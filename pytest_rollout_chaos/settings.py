@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shlex
 import urllib.parse
 from pathlib import Path
 from typing import Final, Literal, cast
@@ -18,6 +19,7 @@ import pytest
 
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.ray import mode as ray_mode
+from pytest_rollout_chaos.servers.policy import hf_cache, vllm_args
 
 Backend = Literal["tiny", "vllm"]
 GymBackend = Literal["embedded", "nemo-gym"]
@@ -42,6 +44,8 @@ OPT_JSON: Final = "rollout_chaos_json"
 OPT_POLICY_URL: Final = "rollout_chaos_policy_url"
 OPT_UPSTREAM: Final = "rollout_chaos_upstream"
 OPT_RAY: Final = "rollout_chaos_ray"
+OPT_VLLM_ARGS: Final = "rollout_chaos_vllm_args"
+OPT_POLICY_GPUS: Final = "rollout_chaos_policy_gpus"
 # ini only (``-o`` sets it on the command line): how long an external policy may take to be ready.
 INI_POLICY_READY_TIMEOUT: Final = "rollout_chaos_policy_ready_timeout_s"
 DEFAULT_POLICY_READY_TIMEOUT_S: Final = 60.0
@@ -74,21 +78,31 @@ class ChaosSettings:
     upstream: Path | None = None
     # Where the policy and Gym servers run: here (off), in Ray actors on a local cluster, or on a cluster.
     ray: ray_mode.RayMode = ray_mode.OFF
+    # The user's own ``vllm serve`` flags, shell-split, passed after the harness's own.
+    vllm_args: tuple[str, ...] = ()
+    # GPUs the policy's Ray actor asks for; None: from the vLLM flags' parallel size.
+    policy_gpus: int | None = None
+    # The Hugging Face id ``model`` was found by in the local cache; "" for a directory given as one.
+    model_id: str = ""
 
     def header_line(self) -> str:
         """One line for ``pytest_report_header``."""
         parts = [
             f"target={self.target}",
             f"policy={self.policy_url} (external)" if self.policy_url else f"backend={self.backend}",
-            f"model={self.model}",
+            f"model={self.model_id} ({self.model})" if self.model_id else f"model={self.model}",
             f"toxiproxy={self.toxiproxy}",
             f"gym={self.gym}",
             f"seed={self.seed}",
         ]
         if self.upstream is not None:
             parts.append(f"upstream={self.upstream}")
+        if self.vllm_args:
+            parts.append(f"vllm-args={shlex.join(self.vllm_args)}")
         if self.ray.on:
             parts.append(f"ray={self.ray.describe()}")
+        if self.policy_gpus is not None:
+            parts.append(f"policy-gpus={self.policy_gpus}")
         if self.report is not None:
             parts.append(f"report={self.report}")
         if self.json_report is not None:
@@ -110,13 +124,7 @@ def resolve(config: pytest.Config) -> ChaosSettings:
             f"{raw.source(OPT_TOXIPROXY)}: invalid value {toxiproxy!r} "
             f"(valid: {', '.join(TOXIPROXY_MODES)}, or an http:// URL of a Toxiproxy API)"
         )
-    model_text = raw.get(OPT_MODEL)
-    model = raw.path(OPT_MODEL) if model_text else bundled.tiny_model_dir()
-    if model_text and not model.is_dir():
-        raise pytest.UsageError(
-            f"{raw.source(OPT_MODEL)}: model directory {str(model)!r} does not exist "
-            "(valid: a directory in Hugging Face layout, with config.json and tokenizer files)"
-        )
+    model, model_id = _model(raw)
     gym_python = raw.path(OPT_GYM_PYTHON) if raw.get(OPT_GYM_PYTHON) else None
     if gym_python is not None and not gym_python.exists():
         raise pytest.UsageError(
@@ -155,6 +163,7 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         raise pytest.UsageError(
             f"{raw.source(OPT_RAY)}: invalid value {raw.get(OPT_RAY)!r}: {error} (valid: {ray_mode.VALID})"
         ) from None
+    user_vllm_args = _vllm_args(raw, backend, policy_url)
     return ChaosSettings(
         enabled=enabled,
         target=target,
@@ -171,7 +180,74 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         policy_ready_timeout_s=_parse_timeout(config),
         upstream=upstream,
         ray=ray,
+        vllm_args=user_vllm_args,
+        policy_gpus=_parse_count(raw.get(OPT_POLICY_GPUS), raw.source(OPT_POLICY_GPUS)),
+        model_id=model_id,
     )
+
+
+def _model(raw: _Raw) -> tuple[Path, str]:
+    """The model directory, and the Hugging Face id it was found by ("" when given as a directory)."""
+    text = raw.get(OPT_MODEL)
+    if not text:
+        return bundled.tiny_model_dir(), ""
+    model = raw.path(OPT_MODEL)
+    if model.is_dir():
+        return model, ""
+    valid = (
+        "valid: a directory in Hugging Face layout, with config.json and tokenizer files, or the id of "
+        "a model in the local Hugging Face cache, such as Qwen/Qwen2.5-0.5B-Instruct"
+    )
+    if not hf_cache.looks_like_id(text):
+        raise pytest.UsageError(
+            f"{raw.source(OPT_MODEL)}: model directory {str(model)!r} does not exist ({valid})"
+        )
+    try:
+        return hf_cache.resolve(text), text
+    except hf_cache.ModelNotCachedError as error:
+        raise pytest.UsageError(
+            f"{raw.source(OPT_MODEL)}: {text!r} is not a model directory ({model} does not exist), "
+            f"and {error}"
+        ) from None
+
+
+def _vllm_args(raw: _Raw, backend: str, policy_url: str | None) -> tuple[str, ...]:
+    """The user's ``vllm serve`` flags, shell-split; a flag the harness sets is a usage error."""
+    text = raw.get(OPT_VLLM_ARGS)
+    if not text:
+        return ()
+    source = raw.source(OPT_VLLM_ARGS)
+    if policy_url is not None or backend != "vllm":
+        used = (
+            f"the server at --rollout-chaos-policy-url={policy_url}"
+            if policy_url
+            else f"the {backend} backend"
+        )
+        raise pytest.UsageError(
+            f"{source}: {text!r} are flags for the `vllm serve` that --rollout-chaos-backend=vllm starts; "
+            f"this run's policy is {used}"
+        )
+    try:
+        args = vllm_args.split(text)
+    except ValueError as error:
+        raise pytest.UsageError(f"{source}: {text!r} cannot be split as a shell would: {error}") from None
+    problem = vllm_args.reserved_problem(args, source=source)
+    if problem is None:
+        try:
+            vllm_args.parallel_size(args)
+        except ValueError as error:
+            problem = str(error).replace(vllm_args.OPTION, source, 1)
+    if problem is not None:
+        raise pytest.UsageError(problem)
+    return args
+
+
+def _parse_count(value: str | None, source: str) -> int | None:
+    if value is None:
+        return None
+    if not value.isdigit():
+        raise pytest.UsageError(f"{source}: invalid value {value!r} (valid: a whole number >= 0)")
+    return int(value)
 
 
 def policy_root_url(text: str) -> str:

@@ -24,6 +24,7 @@ SUITES: Final = frozenset(
         "ci",
         "docs",
         "examples",
+        "gpu",
         "integration",
         "nemo_gym",
         "plugin",

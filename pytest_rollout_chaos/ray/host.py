@@ -5,7 +5,8 @@ The actor owns the server the way the supervisor does in pytest's process: a ``M
 started by the actor's worker, so when Ray kills the actor (``ray.kill``, a node lost, the memory
 monitor) the server goes with it, as a server a trainer's actor spawned does. The port is fixed
 at creation, so a new actor made with the same arguments brings the server back where the
-proxies point.
+proxies point. A server that needs GPUs (``ServerSpec.gpus``) gets the ones Ray assigned the
+actor as its ``CUDA_VISIBLE_DEVICES``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from pytest_rollout_chaos.servers.process import PORT_ENV, READY_DELAY_ENV, ManagedProcess, ServerSpec
 
 WAIT_POLL_S = 0.05
+CUDA_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
 
 
 class ServerHost:
@@ -28,6 +30,12 @@ class ServerHost:
         self, spec: ServerSpec, log_dir: str, run_id: str, port: int, ready_delay_s: float = 0.0
     ) -> None:
         env = {**spec.env}
+        self._gpu_ids: list[str] = []
+        if spec.gpus > 0:  # the devices Ray assigned this actor, and only those
+            import ray
+
+            self._gpu_ids = [str(gpu) for gpu in ray.get_gpu_ids()]
+            env[CUDA_DEVICES_ENV] = ",".join(self._gpu_ids)
         if spec.port is None:
             env[PORT_ENV] = str(port)  # serve() binds it: same port on every start
         if ready_delay_s > 0:
@@ -45,6 +53,7 @@ class ServerHost:
             "ready_after_s": self._process.ready_after_s,
             "worker_pid": os.getpid(),
             "node_id": ray.get_runtime_context().get_node_id(),
+            "gpu_ids": self._gpu_ids,
         }
 
     def wait_exit(self, timeout_s: float) -> int | None:

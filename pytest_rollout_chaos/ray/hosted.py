@@ -80,6 +80,11 @@ class RayHostedProcess(ManagedProcess):
             else self.cluster.describe_slot(self.slot)
         )
 
+    def gpus_text(self) -> str:
+        """`` (GPUs 0,1)``: the devices Ray gave the server; '' for a server that asks for none."""
+        ids = self._info.get("gpu_ids") or []
+        return f" (GPUs {','.join(map(str, ids))})" if ids else ""
+
     def where(self) -> str:
         """``calculator_agent on node 1 (ray node 3f2a9c01)``."""
         return f"{self.name} on {self.node()}"
@@ -124,6 +129,7 @@ class RayHostedProcess(ManagedProcess):
             ray.remote(ServerHost)
             .options(
                 num_cpus=0,
+                num_gpus=self.spec.gpus,  # Ray hides every GPU from an actor that asks for none
                 max_restarts=0,
                 max_concurrency=4,
                 **self.cluster.actor_options(self.slot),
@@ -139,7 +145,13 @@ class RayHostedProcess(ManagedProcess):
             raise ServerStartError(
                 f"server {self.name!r} could not be started in its Ray actor on "
                 f"{self.cluster.describe_slot(self.slot)}: {type(error).__name__}: {error}\n"
-                f"command: {self.command_line()}\nlast log lines ({self.log_path}):\n{self.log_tail()}"
+                + (
+                    f"it asked Ray for {self.spec.gpus} GPU(s): a node without that many free GPUs "
+                    "never schedules it (see ray.cluster_resources())\n"
+                    if self.spec.gpus
+                    else ""
+                )
+                + f"command: {self.command_line()}\nlast log lines ({self.log_path}):\n{self.log_tail()}"
             ) from None
         self._adopt(info)
         threading.Thread(
@@ -278,5 +290,8 @@ class HostedStart:
         return process
 
     def describe(self) -> str:
-        where = ", ".join(f"{name} -> node {process.slot.index}" for name, process in self.placed.items())
+        where = ", ".join(
+            f"{name} -> node {process.slot.index}{process.gpus_text()}"
+            for name, process in self.placed.items()
+        )
         return f"ray placement: {where}"

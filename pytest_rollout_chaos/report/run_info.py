@@ -88,7 +88,7 @@ def describe_run(config: pytest.Config, settings: ChaosSettings) -> RunInfo:
         target=settings.target,
         seed=settings.seed,
         backend=f"external policy at {settings.policy_url}," if settings.policy_url else settings.backend,
-        model=str(settings.model),
+        model=f"{settings.model_id} ({settings.model})" if settings.model_id else str(settings.model),
         gym=settings.gym,
         toxiproxy_mode=settings.toxiproxy,
         command=shlex.join(["pytest", *config.invocation_params.args]),

@@ -59,6 +59,7 @@ class ServerSpec:
     stop_timeout_s: float = 5.0
     hint: str = ""
     cwd: Path | None = None
+    gpus: int = 0  # CUDA devices a scheduler (Ray) must give it; here it sees what this process sees
 
 
 ExitListener = Callable[["ManagedProcess", int], None]

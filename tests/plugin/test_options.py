@@ -27,6 +27,8 @@ def test_help_lists_every_option_in_the_group(pytester: pytest.Pytester) -> None
         s.OPT_POLICY_URL,
         s.OPT_UPSTREAM,
         s.OPT_RAY,
+        s.OPT_VLLM_ARGS,
+        s.OPT_POLICY_GPUS,
         s.OPT_SEED,
         s.OPT_REPORT,
         s.OPT_JSON,

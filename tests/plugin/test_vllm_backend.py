@@ -4,6 +4,7 @@ fake vLLM interpreter, so this needs no real vLLM)."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos import settings as s
+from pytest_rollout_chaos.servers.policy import gpus
 from pytest_rollout_chaos.servers.policy.vllm import VLLM_PYTHON_ENV, probe
 from tests.conftest import INNER_ASYNCIO_INI
 from tests.integration.policy._vllm_fakes import make_fake_vllm_python
@@ -127,3 +129,35 @@ def test_chaos_policy_runs_through_the_vllm_backend_and_stops(
     result.stdout.fnmatch_lines([f"*vllm backend: vllm 0.0.0+fake on Python * ({python}; python -m *"])
     [pid] = {int(m.group(1)) for line in result.outlines if (m := re.search(r"POLICY-PID (\d+)", line))}
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_the_users_vllm_flags_reach_the_server_and_the_run_facts(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python = make_fake_vllm_python(pytester.path / "venv")
+    monkeypatch.setenv(VLLM_PYTHON_ENV, str(python))
+    argv_file = pytester.path / "argv.json"
+    monkeypatch.setenv("FAKE_VLLM_ARGV_FILE", str(argv_file))
+    pytester.makepyfile(test_policy="def test_policy(chaos_policy):\n    pass\n")
+    facts = pytester.path / "results.json"
+    result = pytester.runpytest_subprocess(
+        "--rollout-chaos",
+        "--rollout-chaos-backend=vllm",
+        "--rollout-chaos-vllm-args=--max-model-len 512 --no-enforce-eager",
+        f"--rollout-chaos-json={facts}",
+        "-v",
+        "-p",
+        "no:cacheprovider",
+        timeout=120,
+    )
+    result.assert_outcomes(passed=1)
+    argv = json.loads(argv_file.read_text())
+    assert argv[-3:] == ["--max-model-len", "512", "--no-enforce-eager"]
+    assert argv[argv.index("--max-logprobs") + 1] == "20"
+    assert "--enforce-eager" not in argv
+    environment = json.loads(facts.read_text())["run"]["environment"]
+    [command] = [line for line in environment if line.startswith("vllm command: ")]
+    assert command.endswith(" --max-model-len 512 --no-enforce-eager"), command
+    assert f"{python.parent / 'vllm'} serve {bundled.tiny_model_dir()} --host 127.0.0.1 --port " in command
+    assert "vllm defaults: CPU (no CUDA device visible)" in environment or gpus.visible()
+    result.stdout.fnmatch_lines(["*vllm command: *--max-model-len 512 --no-enforce-eager*"])

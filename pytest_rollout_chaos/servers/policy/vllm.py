@@ -36,6 +36,7 @@ from typing import Final
 from pytest_rollout_chaos.errors import ServerStartError
 from pytest_rollout_chaos.history import EVENTS_FILE_ENV
 from pytest_rollout_chaos.servers import readiness
+from pytest_rollout_chaos.servers.policy import gpus, vllm_args
 from pytest_rollout_chaos.servers.process import ServerSpec
 
 VLLM_PYTHON_ENV: Final = "ROLLOUT_CHAOS_VLLM_PYTHON"
@@ -50,9 +51,10 @@ INSTALL_HINT: Final = (
     "Then pass --rollout-chaos-vllm-python=V/bin/python "
     f"(or set {VLLM_PYTHON_ENV}=V/bin/python)"
 )
-# Hermes tool calls as in our chat template; float32 so logprobs match an fp32 recomputation;
-# eager mode skips graph capture; ``--generation-config vllm`` ignores generation_config.json,
-# so sampling is what each request says.
+# The defaults on a CPU: Hermes tool calls as in our chat template; float32 so logprobs match an
+# fp32 recomputation; eager mode skips graph capture; ``--generation-config vllm`` ignores
+# generation_config.json, so sampling is what each request says. The user's
+# ``--rollout-chaos-vllm-args`` replace any of them (``vllm_args.merge``).
 DEFAULT_VLLM_ARGS: Final = (
     "--enable-auto-tool-choice",
     "--tool-call-parser",
@@ -62,8 +64,19 @@ DEFAULT_VLLM_ARGS: Final = (
     "--enforce-eager",
     "--generation-config",
     "vllm",
-    "--gpu-memory-utilization",  # on a GPU; the CPU build sizes its cache from the environment
+    "--gpu-memory-utilization",  # unused by the CPU build, which sizes its cache from the environment
     "0.3",
+)
+# The defaults on a GPU: the model's own dtype (16 bits for a float32 checkpoint), CUDA graphs,
+# and a memory share sized from the model and the card (``gpus.memory_share``), appended.
+GPU_DEFAULT_ARGS: Final = (
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "hermes",
+    "--dtype",
+    "auto",
+    "--generation-config",
+    "vllm",
 )
 # Environment defaults for the server (the caller's environment wins). The CPU build sizes its
 # KV cache from VLLM_CPU_KVCACHE_SPACE (GiB) and would pin OpenMP threads to cores that other
@@ -214,6 +227,31 @@ def generation_ok(model: str, *, timeout_s: float = 30.0) -> readiness.Probe:
     return probe
 
 
+def default_args(
+    cards: Sequence[gpus.Gpu], model_dir: Path, user_args: Sequence[str] = ()
+) -> tuple[tuple[str, ...], str]:
+    """The default flags on these cards (none: the CPU's), and a line saying what was chosen.
+
+    On a GPU the memory share is sized from the weights in the dtype the user's flags load them
+    in and the smallest card, split over the parallel size; a share the user gives wins.
+    """
+    if not cards:
+        return DEFAULT_VLLM_ARGS, "vllm defaults: CPU (no CUDA device visible)"
+    on = f"{len(cards)} x {cards[0].name}"
+    if vllm_args.last_value(user_args, "gpu-memory-utilization") is not None:
+        return GPU_DEFAULT_ARGS, f"vllm defaults: GPU ({on}), memory share as given"
+    dtype = vllm_args.last_value(user_args, "dtype") or "auto"
+    weights = gpus.loaded_bytes(model_dir, dtype)
+    card = min(card.total_bytes for card in cards)
+    parallel = vllm_args.parallel_size(user_args)
+    share = gpus.memory_share(weights, card, parallel=parallel)
+    line = (
+        f"vllm defaults: GPU ({on}), --gpu-memory-utilization {share:.2f} of {card / gpus.GIB:.0f} GiB "
+        f"for {weights / gpus.GIB:.1f} GiB of weights ({dtype}) over {parallel} device(s)"
+    )
+    return (*GPU_DEFAULT_ARGS, "--gpu-memory-utilization", f"{share:.2f}"), line
+
+
 def vllm_policy_spec(
     model_dir: Path,
     *,
@@ -224,12 +262,18 @@ def vllm_policy_spec(
     seed: int = 0,
     max_model_len: int | None = None,
     extra_args: Sequence[str] = DEFAULT_VLLM_ARGS,
+    user_args: Sequence[str] = (),
+    num_gpus: int = 0,
     events_file: Path | None = None,
     ready_timeout_s: float = 600.0,
 ) -> ServerSpec:
-    """vLLM's OpenAI server for ``model_dir`` on ``127.0.0.1:<port>``; ready: ``/health`` and a token."""
-    argv = [
-        *vllm.launch_argv(model_dir),
+    """vLLM's OpenAI server for ``model_dir`` on ``127.0.0.1:<port>``; ready: ``/health`` and a token.
+
+    The command is the harness's flags, then ``extra_args`` (the defaults) less those the user
+    names, then ``user_args`` (``--rollout-chaos-vllm-args``; a flag the harness sets there is a
+    ``ValueError``). ``num_gpus``: how many a scheduler (Ray) must give the server.
+    """
+    required = [
         "--host",
         "127.0.0.1",
         "--port",
@@ -238,10 +282,12 @@ def vllm_policy_spec(
         served_model_name,
         "--seed",
         str(seed),
+        "--max-logprobs",
+        str(vllm_args.MAX_LOGPROBS),
     ]
     if max_model_len is not None:
-        argv += ["--max-model-len", str(max_model_len)]
-    argv += list(extra_args)
+        required += ["--max-model-len", str(max_model_len)]
+    argv = [*vllm.launch_argv(model_dir), *vllm_args.merge(required, extra_args, user_args)]
     env = {key: value for key, value in DEFAULT_VLLM_ENV.items() if key not in os.environ}
     if events_file is not None:
         env[EVENTS_FILE_ENV] = str(events_file)
@@ -251,6 +297,7 @@ def vllm_policy_spec(
         probe=readiness.all_of(readiness.http_ok("/health"), generation_ok(served_model_name)),
         env=env,
         port=port,
+        gpus=num_gpus,
         ready_timeout_s=ready_timeout_s,
         stop_timeout_s=30.0,
         hint=(
