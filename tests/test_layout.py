@@ -5,7 +5,8 @@ a top-level module, ``tests/test_<module>.py``); the suites that run the stack o
 a whole keep their own folders (``SUITES``). In ``tests/``, a Python file is a test module
 (``test_*.py``), a ``conftest.py`` (fixtures), a package ``__init__.py``, or a helper that test
 modules import, whose name starts with ``_``. Programs run as child processes sit in a
-``programs/`` folder and the README's example code in ``examples/``; both keep their names.
+``programs/`` folder, the README's example code in ``examples/`` and the pinned upstream trees
+with their trim script in ``upstream/``; all keep their names.
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ SUITES: Final = frozenset(
         "plugin",
         "programs",
         "reliability",
+        "upstream",
     }
 )
-FREE_NAMES: Final = frozenset({"programs", "examples"})  # folders whose files keep their own names
+# folders whose files keep their own names (``upstream``: the pinned trainer trees and their trim script)
+FREE_NAMES: Final = frozenset({"programs", "examples", "upstream"})
 DATA: Final = "data"
 
 
