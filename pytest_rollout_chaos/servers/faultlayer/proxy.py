@@ -5,7 +5,8 @@ server's source (``invoke`` on arrival, ``ok``/``fail`` with status and latency 
 leaves, ``info`` when the connection was cut), with the row when the layer can tell it
 (``rows.RowIndex``). An ``ok`` whose answer, as it leaves, carries generated token ids (a
 ``/run`` result, a ``/v1/responses`` or chat/completions answer) lists one ``fingerprint`` per
-model call under ``generations`` and one ``logprob_digest`` under ``logprobs``, and a ``/run``
+model call under ``generations`` and one ``logprob_digest`` under ``logprobs`` (a policy's
+answer each one's ``finish_reason`` under ``finishes``), and a ``/run``
 result its ``reward`` (and under ``drifted`` the model calls whose prompt ids do not extend the
 previous call's): the servers' side of what a collector may hand back as turns, at a fixed
 ~25 bytes per generation and one pass over a body already decoded. Then, in this
@@ -243,13 +244,17 @@ async def _stream(record: _Record, request: web.Request, upstream: Answer) -> we
 
 
 def _generated(document: Any) -> dict[str, Any]:
-    """What an answer generated, as recorded: fingerprints, logprob digests and, for a ``/run``, its
-    reward and which model calls' prompt ids drifted."""
+    """What an answer generated, as recorded: fingerprints, logprob digests, for a policy's answer
+    why each generation stopped (``finishes``) and, for a ``/run``, its reward and which model
+    calls' prompt ids drifted."""
     calls = rewrite.answer_calls(document)
     facts: dict[str, Any] = {}
     if calls:
         facts["generations"] = [fingerprint(ids) for ids, _ in calls]
         facts["logprobs"] = [logprob_digest(values) for _, values in calls]
+        finishes = rewrite.answer_finishes(document)
+        if finishes:
+            facts["finishes"] = finishes
     reward = rewrite.answer_reward(document)
     if reward is not None:
         facts["reward"] = reward
