@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from typing import Any, Final, cast
 
@@ -154,10 +155,15 @@ def skip_unsupported_mode(collector: object, mode: Mode) -> None:
 
 
 def build_rows(workload: Workload, gym: GymStack) -> list[dict[str, Any]]:
-    """The requested rows: each task's rows, each repeated per generation, ``_rowidx`` 0..N-1."""
+    """The requested rows: each task's rows, each repeated per generation, ``_rowidx`` 0..N-1, with
+    the workload's token limit in their ``responses_create_params`` when it sets one."""
     rows: list[dict[str, Any]] = []
     for task in workload.tasks:
-        for row in gym.rows(task, workload.rows_per_task):
+        for given in gym.rows(task, workload.rows_per_task):
+            row = dict(given)
+            if workload.max_output_tokens is not None:
+                params = {**row["responses_create_params"], "max_output_tokens": workload.max_output_tokens}
+                row["responses_create_params"] = params
             for _ in range(workload.generations_per_prompt):
                 rows.append({**row, "_rowidx": len(rows)})
     return rows
@@ -166,12 +172,14 @@ def build_rows(workload: Workload, gym: GymStack) -> list[dict[str, Any]]:
 def collector_settings(scenario: Scenario) -> CollectorSettings:
     """The collector's own limits, scaled to the scenario's deadline so it can fail inside it."""
     within_s = scenario.expect.within_s
-    return CollectorSettings(
+    settings = CollectorSettings(
         request_timeout_s=max(1.0, min(30.0, within_s / 4)),
         collect_timeout_s=max(1.0, within_s * 0.9),
         policy_ready_timeout_s=max(1.0, within_s / 2),
         style=scenario.workload.style,
     )
+    tokens = scenario.workload.max_output_tokens
+    return settings if tokens is None else dataclasses.replace(settings, max_new_tokens=tokens)
 
 
 def run_once(

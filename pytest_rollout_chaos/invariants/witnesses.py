@@ -21,7 +21,7 @@ from typing import Final
 
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.sends import spans
-from pytest_rollout_chaos.invariants.served import served
+from pytest_rollout_chaos.invariants.served import finished, served
 
 NOT_READY_STATUSES: Final = frozenset({502, 503, 504})
 POLICY_LINK_SUFFIX: Final = "->policy"
@@ -133,6 +133,12 @@ def policy_refused_at_start(history: History) -> Count:
     return Count(refused)
 
 
+def generations_at_token_limit(history: History) -> Count:
+    """Generations the policy stopped at the token limit: ``finish_reason: length`` in the fault
+    layer's record of its answers."""
+    return Count(sum(1 for _, reason in finished(history) if reason == "length"))
+
+
 _LAYER: Final = "the fault layer's record of /run answers"
 WITNESSES: Final[tuple[Witness, ...]] = (
     Witness(
@@ -159,6 +165,12 @@ WITNESSES: Final[tuple[Witness, ...]] = (
         "requests the policy refused before it first answered",
         "the fault layer's record of requests to the policy",
         policy_refused_at_start,
+    ),
+    Witness(
+        "generations_at_token_limit",
+        "generations the policy stopped at the token limit",
+        "the fault layer's record of the policy's answers (finish_reason: length)",
+        generations_at_token_limit,
     ),
 )
 BY_NAME: Final[dict[str, Witness]] = {witness.name: witness for witness in WITNESSES}

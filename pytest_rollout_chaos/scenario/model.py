@@ -55,6 +55,7 @@ class Workload:
     mode: Mode = "train"
     style: Style = "gym"
     tasks: tuple[str, ...] = (v.TASK_NAMES[0],)
+    max_output_tokens: int | None = None  # None: the stack's default limit
 
     @property
     def total_rollouts(self) -> int:

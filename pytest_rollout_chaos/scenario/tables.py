@@ -70,6 +70,12 @@ WORKLOAD: Final = s.Section(
             "task groups in the batch",
             default=(v.TASK_NAMES[0],),
         ),
+        s.Field(
+            "max_output_tokens",
+            s.Integer(1),
+            "the token limit of each generation: every row's responses_create_params.max_output_tokens "
+            "(native style: the collector's max_new_tokens); default: the stack's",
+        ),
     ),
     doc="what the collector is asked to collect",
 )

@@ -33,6 +33,7 @@ workload:
   mode: train                # train | validation
   style: gym                 # gym (rows go to agent servers) | native
   tasks: [calculator]
+  # max_output_tokens: 16    # the token limit of each generation (omit: the stack's)
 
 faults:                      # kinds and their parameters: rollout-chaos schema
   - kind: latency

@@ -37,6 +37,8 @@ CAUGHT_BY = {
     "swallows_cancel": ("collection-cancelled", "cancel_honoured"),
     "mixed_env_batch": ("validation-batched-env", "batched_env_eval"),
     "drift_fails_batch": ("prefix-drift", "raise_has_cause"),
+    "length_as_completed": ("native-token-limit-truncated", "status_recorded"),
+    "generic_abort": ("trajectory-exception-isolated", "root_cause_visible"),
 }
 # Every scenario whose rows drift: a collector that fails the batch on one drifted row fails each.
 DRIFT_SCENARIOS = ("prefix-drift", "policy-tokenize-drift", "retokenization-drift", "unrepairable-drift")
