@@ -70,6 +70,13 @@ WORKLOAD: Final = s.Section(
             "task groups in the batch",
             default=(v.TASK_NAMES[0],),
         ),
+        s.Field(
+            "trainer_config",
+            s.DottedSettings(v.TRAINERS),
+            "upstream settings an adapter gives the trainer instead of the trainer's own defaults, as "
+            "TRAINER.dotted.key: value (nemo_rl.policy.generation.vllm_cfg.async_engine: true); "
+            "every other setting stays upstream's default, and an adapter of another trainer ignores them",
+        ),
     ),
     doc="what the collector is asked to collect",
 )
