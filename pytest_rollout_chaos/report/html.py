@@ -246,10 +246,8 @@ def _scenario_section(position: int, record: ScenarioRecord) -> str:
         parts += [f"<li><code>{escape(sighting)}</code></li>" for sighting in result.witnesses]
         parts.append("</ul></div>")
     for entry in result.trainer_settings if result is not None else ():
-        parts.append(
-            f'<details class="schedule"><summary>settings given to {escape(str(entry.get("trainer")))}'
-        )
-        parts.append("</summary><ul>")
+        trainer = escape(str(entry.get("trainer")))
+        parts.append(f'<details class="schedule"><summary>settings given to {trainer}</summary><ul>')
         parts += [f"<li><code>{escape(line)}</code></li>" for line in describe_settings(entry)]
         parts.append("</ul></details>")
     if result is not None:
