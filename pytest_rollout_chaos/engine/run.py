@@ -24,6 +24,7 @@ import pytest
 
 from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import contract
+from pytest_rollout_chaos.collector.adapters import trainer_settings
 from pytest_rollout_chaos.collector.protocol import (
     CollectorFactory,
     CollectorSettings,
@@ -177,6 +178,7 @@ def collector_settings(scenario: Scenario) -> CollectorSettings:
         collect_timeout_s=max(1.0, within_s * 0.9),
         policy_ready_timeout_s=max(1.0, within_s / 2),
         style=scenario.workload.style,
+        trainer_config=scenario.workload.trainer_config,
     )
     tokens = scenario.workload.max_output_tokens
     return settings if tokens is None else dataclasses.replace(settings, max_new_tokens=tokens)
@@ -351,9 +353,21 @@ def failure_text(result: ScenarioResult) -> str:
         lines.append("")
     if result.vacuous:
         lines += [*vacuity.section(result.vacuous), ""]
+    lines += settings_section(result.history)
     lines.append("timeline (faults, process exits, collection):")
     lines.append(_indent(timeline(result.history)))
     return "\n".join(lines)
+
+
+def settings_section(history: History) -> list[str]:
+    """What an adapter gave the trainer's code (every setting, and why), when the collector is one."""
+    lines = []
+    for entry in trainer_settings.recorded(history):
+        facts = ", ".join(f"{key} {entry[key]}" for key in ("mode", "variant") if entry.get(key))
+        lines.append(f"settings given to {entry.get('trainer')}{f' ({facts})' if facts else ''}:")
+        lines += [f"  {line}" for line in trainer_settings.describe(entry)]
+        lines.append("")
+    return lines
 
 
 def timeline(history: History, *, limit: int = 40) -> str:

@@ -56,6 +56,7 @@ class Workload:
     style: Style = "gym"
     tasks: tuple[str, ...] = (v.TASK_NAMES[0],)
     max_output_tokens: int | None = None  # None: the stack's default limit
+    trainer_config: Mapping[str, Any] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
 
     @property
     def total_rollouts(self) -> int:
@@ -244,6 +245,7 @@ def _stack(parsed: s.Parsed) -> StackSpec:
 def _workload(parsed: s.Parsed) -> Workload:
     values = dict(parsed.values)
     values["tasks"] = tuple(values["tasks"])
+    values["trainer_config"] = types.MappingProxyType(dict(values["trainer_config"] or {}))
     return Workload(**values)
 
 

@@ -76,6 +76,13 @@ WORKLOAD: Final = s.Section(
             "the token limit of each generation: every row's responses_create_params.max_output_tokens "
             "(native style: the collector's max_new_tokens); default: the stack's",
         ),
+        s.Field(
+            "trainer_config",
+            s.DottedSettings(v.TRAINERS),
+            "upstream settings an adapter gives the trainer instead of the trainer's own defaults, as "
+            "TRAINER.dotted.key: value (nemo_rl.policy.generation.vllm_cfg.async_engine: true); "
+            "every other setting stays upstream's default, and an adapter of another trainer ignores them",
+        ),
     ),
     doc="what the collector is asked to collect",
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
+from pytest_rollout_chaos.collector.adapters.trainer_settings import TRAINERS as _TRAINERS
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.invariants import registry as invariant_registry
 from pytest_rollout_chaos.invariants import witnesses
@@ -44,6 +45,9 @@ WITNESSES: Final = witnesses.NAMES
 
 TriggerKind = Literal["start", "after_completed", "after_s", "on_request"]
 TRIGGERS: Final = ("start", "after_completed", "after_s", "on_request")
+
+# The trainers an adapter drives: the first part of a ``workload.trainer_config`` key.
+TRAINERS: Final = _TRAINERS
 
 Mode = Literal["train", "validation"]
 MODES: Final = ("train", "validation")

@@ -173,6 +173,12 @@ def test_the_gate_shows_the_fix_and_every_other_verdict_the_pr_changes(
     assert target["head"]["invariants"][pair.by] == "PASS", target["head"]["message"]
     assert not [failure for failure in document["failures"] if "expected fixed" in failure]
     assert status == (1 if pair.regressions else 0), document["failures"]
+    # Each side names its tree and the commit its git archive records, and what ran it.
+    for side, tree in (("base", pair.base), ("head", pair.head)):
+        trainer = document[side]["environment"]["trainer"]
+        assert trainer["tree"] == tree
+        assert trainer["commit"].startswith(tree.rpartition("-")[2]), trainer
+    assert document["environments_differ"] == []
 
 
 def test_swapping_base_and_head_is_a_regression(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -352,3 +352,68 @@ def test_on_request_servers_must_be_started_and_used() -> None:
         "model, agent)",
         "s.chaos.yaml:8: faults[1].at.on_request.server: no task of the workload uses 'echo_agent'",
     ]
+
+
+def test_trainer_config_keys_name_a_trainer_and_hold_single_values() -> None:
+    scenario = load(
+        """\
+        name: base
+        description: a base scenario
+        workload:
+          trainer_config:
+            nemo_rl.policy.generation.vllm_cfg.async_engine: true
+            slime.rollout_seed: 7
+            verl.actor_rollout_ref.rollout.temperature: 0.5
+            skyrl.generator.skip_failed_rollouts: null
+        expect:
+          invariants: [accounted]
+        """
+        + WITNESS
+    )
+    assert dict(scenario.workload.trainer_config) == {
+        "nemo_rl.policy.generation.vllm_cfg.async_engine": True,
+        "slime.rollout_seed": 7,
+        "verl.actor_rollout_ref.rollout.temperature": 0.5,
+        "skyrl.generator.skip_failed_rollouts": None,
+    }
+    assert dict(load(BASE + WITNESS).workload.trainer_config) == {}
+
+
+def test_trainer_config_mistakes_name_their_line_and_what_is_valid() -> None:
+    valid = "(valid: TRAINER.dotted.key, TRAINER one of nemo_rl, slime, verl, skyrl)"
+    field = "s.chaos.yaml:{line}: workload.trainer_config.{key}: "
+    assert problems(
+        """\
+        name: base
+        description: a base scenario
+        workload:
+          trainer_config:
+            openrlhf.rollout.n: 2
+            slime: 1
+            nemo_rl.policy..top_p: 1.0
+            slime.rollout_stop: [a, b]
+            verl.actor_rollout_ref.rollout.val_kwargs: {temperature: 0}
+        expect:
+          invariants: [accounted]
+          witness: {multi_turn_rows: 1}
+        """
+    ) == [
+        *(
+            field.format(line=line, key=key) + f"invalid setting name {key!r} {valid}"
+            for line, key in ((5, "openrlhf.rollout.n"), (6, "slime"), (7, "nemo_rl.policy..top_p"))
+        ),
+        field.format(line=8, key="slime.rollout_stop") + "expected a single value, got a list",
+        field.format(line=9, key="verl.actor_rollout_ref.rollout.val_kwargs")
+        + "expected a single value, got a mapping",
+    ]
+    assert problems(
+        """\
+        name: base
+        description: a base scenario
+        workload:
+          trainer_config: [nemo_rl.x]
+        expect:
+          invariants: [accounted]
+          witness: {multi_turn_rows: 1}
+        """
+    ) == ["s.chaos.yaml:4: workload.trainer_config: expected a mapping, got a list"]
