@@ -132,7 +132,7 @@ def _archives(pair: Pair) -> tuple[Path, Path]:
     absent = [archive.name for archive in archives if not archive.is_file()]
     if absent:
         pytest.skip(
-            f"no {', '.join(absent)} in {upstream_dir()} (the pinned upstream trees sit beside the repo)"
+            f"no {', '.join(absent)} in {upstream_dir()} (ROLLOUT_CHAOS_UPSTREAM_DIR names another folder)"
         )
     return archives[0], archives[1]
 
