@@ -121,7 +121,10 @@ def test_the_engine_gives_a_scenario_its_own_count_or_the_runs(tmp_path: Path) -
     assert reason is None
     assert fewer.policy_names() == ("policy[0]",)
     _, reason = with_replicas(_scenario(3), stack, 1)
-    assert reason == "the scenario needs 3 policy replica(s) (stack.policy.replicas); this run started 2"
+    assert reason == (
+        "the scenario needs 3 policy replica(s) (stack.policy.replicas); this run started 2 "
+        "(--rollout-chaos-policy-replicas=3 starts them)"
+    )
 
 
 def test_real_nemo_gym_cannot_narrow_its_base_urls_so_the_scenario_skips(tmp_path: Path) -> None:

@@ -123,7 +123,10 @@ def with_replicas(scenario: Scenario, stack: ChaosStack, run_replicas: int) -> t
     if "policy" in stack.unmanaged():
         return stack, f"the scenario needs {asked}; {stack.unmanaged()['policy']}, and only it"
     if wanted > started:
-        return stack, (f"the scenario needs {asked}; this run started {started}")
+        return stack, (
+            f"the scenario needs {asked}; this run started {started} "
+            f"(--rollout-chaos-policy-replicas={wanted} starts them)"
+        )
     if MODEL_NAME in stack.gym.real_servers:
         return stack, (
             f"the scenario needs {asked}; this run started {started}, and real NeMo Gym's model server "
