@@ -49,7 +49,7 @@ from pytest_rollout_chaos.invariants.registry import judged
 from pytest_rollout_chaos.invariants.witnesses import look
 from pytest_rollout_chaos.scenario.model import Scenario, Workload
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
-from pytest_rollout_chaos.servers.gym.stack import GymStack
+from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME, GymStack
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 from pytest_rollout_chaos.trial import open_trial
@@ -75,7 +75,9 @@ def run_on(
     scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, settings: ChaosSettings
 ) -> ScenarioResult:
     """Run ``scenario`` on the session's ``stack`` and judge it; skip when it cannot act there."""
-    reason = not_applicable(scenario, stack)
+    stack, reason = with_replicas(scenario, stack, settings.policy_replicas)
+    if reason is None:
+        reason = not_applicable(scenario, stack)
     if reason is not None:
         pytest.skip(reason)
     stack.reset(
@@ -103,6 +105,35 @@ def raise_for(result: ScenarioResult) -> None:
     if result.vacuous and not result.expectation_failures and not _failing(result):
         raise VacuousScenarioError(vacuous_text(result))
     raise InvariantViolation(failure_text(result))
+
+
+def with_replicas(scenario: Scenario, stack: ChaosStack, run_replicas: int) -> tuple[ChaosStack, str | None]:
+    """The stack with the policy replicas ``scenario`` runs with (its ``stack.policy.replicas``, else
+    the run's ``run_replicas``), or why it cannot have them.
+
+    The embedded model server can spread its calls over fewer replicas than were started; real
+    NeMo Gym was given its list of base URLs at start, and an external policy is one server.
+    """
+    wanted = scenario.stack.policy.replicas or run_replicas
+    started = len(stack.started_replicas)
+    if wanted == started:
+        return stack, None
+    source = "stack.policy.replicas" if scenario.stack.policy.replicas else "--rollout-chaos-policy-replicas"
+    asked = f"{wanted} policy replica(s) ({source})"
+    if "policy" in stack.unmanaged():
+        return stack, f"the scenario needs {asked}; {stack.unmanaged()['policy']}, and only it"
+    if wanted > started:
+        return stack, (
+            f"the scenario needs {asked}; this run started {started} "
+            f"(--rollout-chaos-policy-replicas={wanted} starts them)"
+        )
+    if MODEL_NAME in stack.gym.real_servers:
+        return stack, (
+            f"the scenario needs {asked}; this run started {started}, and real NeMo Gym's model server "
+            "was given all their base URLs at start (run it with --rollout-chaos-policy-replicas="
+            f"{wanted})"
+        )
+    return stack.using(wanted), None
 
 
 def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:

@@ -22,6 +22,7 @@ from typing import Final
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.sends import spans
 from pytest_rollout_chaos.invariants.served import finished, served
+from pytest_rollout_chaos.servers.policy.replicas import replica_of
 
 NOT_READY_STATUSES: Final = frozenset({502, 503, 504})
 POLICY_LINK_SUFFIX: Final = "->policy"
@@ -119,12 +120,17 @@ def task_groups_stepped(history: History) -> Count:
     return Count(len(tasks), f"task groups {sorted(tasks)}" if tasks else "")
 
 
+def _into_policy(link: str) -> bool:
+    """Whether ``link`` leads to the policy or one of its replicas (``model->policy[1]``)."""
+    return replica_of(link)[0].endswith(POLICY_LINK_SUFFIX)
+
+
 def policy_refused_at_start(history: History) -> Count:
     """Requests to the policy refused (no answer, or HTTP 502/503/504) before its first real answer:
     one or more means the collection's first request found the policy not ready."""
     refused = 0
     for span in spans(history):
-        if not span.link.endswith(POLICY_LINK_SUFFIX) or span.ended is None:
+        if not _into_policy(span.link) or span.ended is None:
             continue
         if span.outcome == "info" or span.status in NOT_READY_STATUSES:
             refused += 1

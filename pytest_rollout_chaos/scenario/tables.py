@@ -26,6 +26,13 @@ POLICY: Final = s.Section(
             "the policy server answers /health only after this many seconds (readiness must wait)",
             default=0.0,
         ),
+        s.Field(
+            "replicas",
+            s.Integer(1),
+            "policy servers this scenario needs behind the model server, whatever "
+            "--rollout-chaos-policy-replicas says (skipped where the stack cannot have them); "
+            "default: the run's",
+        ),
     ),
     doc="policy server options",
 )

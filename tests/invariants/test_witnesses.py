@@ -129,3 +129,11 @@ def test_generations_at_token_limit_counts_the_policys_length_finishes() -> None
     assert sighting.count.seen == 2
     [unseen] = witnesses.look(History(), {"generations_at_token_limit": 1})
     assert not unseen.seen
+
+
+def test_policy_refused_at_start_counts_the_links_to_each_policy_replica() -> None:
+    loading = History()
+    _policy(loading, 0, status=None, link="model->policy[1]")
+    _policy(loading, 1, status=502, link="collector->policy[0]")
+    _policy(loading, 2, status=200, link="model->policy[0]")
+    assert witnesses.policy_refused_at_start(loading).seen == 2

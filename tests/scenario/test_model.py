@@ -116,9 +116,10 @@ def test_network_faults_target_links_and_process_faults_target_servers() -> None
     text = BASE + "faults:\n  - kind: latency\n    target: policy\n  - kind: kill\n    target: agent->model\n"
     assert problems(text) == [
         "s.chaos.yaml:7: faults[0].target: invalid target 'policy' for a latency fault (valid: agent->model, "
-        "agent->resources, model->policy, collector->agent, collector->resources)",
+        "agent->resources, model->policy, collector->agent, collector->resources; model->policy[i] for one "
+        "policy replica)",
         "s.chaos.yaml:9: faults[1].target: invalid target 'agent->model' for a kill fault (valid: policy, "
-        "model, resources, agent, head, calculator_agent, echo_agent)",
+        "model, resources, agent, head, calculator_agent, echo_agent; policy[i] for one policy replica)",
     ]
 
 
@@ -339,7 +340,7 @@ def test_a_step_without_kind_or_target_lists_the_choices() -> None:
     )
     assert problems(BASE + "faults:\n  - kind: down\n") == [
         "s.chaos.yaml:6: faults[0].target: missing required key (valid: agent->model, agent->resources, "
-        "model->policy, collector->agent, collector->resources)"
+        "model->policy, collector->agent, collector->resources; model->policy[i] for one policy replica)"
     ]
 
 

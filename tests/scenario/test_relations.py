@@ -203,7 +203,7 @@ def test_a_rule_whose_inputs_are_wrong_is_skipped() -> None:
 def test_a_row_is_judged_even_when_the_target_is_wrong() -> None:
     assert problems(scenario("  - {kind: hang, target: modle, row: 2}\n")) == [
         "s.chaos.yaml:6: faults[0].target: invalid target 'modle' for a hang fault (valid: policy, model, "
-        "resources, agent, head, calculator_agent, echo_agent)",
+        "resources, agent, head, calculator_agent, echo_agent; policy[i] for one policy replica)",
         "s.chaos.yaml:6: faults[0].row: row 2 does not exist: the workload has 2 rows "
         f"(valid: 0..1; {ROWS_2})",
     ]
