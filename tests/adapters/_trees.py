@@ -42,7 +42,9 @@ def pinned_tree(name: str, into: Path, *, needs: Sequence[str], holds: str) -> P
         )
     tarball = upstream_dir() / f"{name}.tar.gz"
     if not tarball.is_file():
-        pytest.skip(f"no {tarball.name} in {tarball.parent} (ROLLOUT_CHAOS_UPSTREAM_DIR names another folder)")
+        pytest.skip(
+            f"no {tarball.name} in {tarball.parent} (ROLLOUT_CHAOS_UPSTREAM_DIR names another folder)"
+        )
     tree = into / name
     if not tree.is_dir():
         partial = into / f"{name}.partial"

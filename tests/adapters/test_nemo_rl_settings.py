@@ -9,16 +9,14 @@ that the run fixes; only ``workload.trainer_config`` changes one. Nothing of the
 from __future__ import annotations
 
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any, cast
 
 import pytest
 
 from pytest_rollout_chaos.collector.adapters import nemo_rl_settings
 from pytest_rollout_chaos.collector.adapters.trainer_settings import Setting, TrainerSettings
-from pytest_rollout_chaos.collector.protocol import CollectorContext, CollectorSettings
+from pytest_rollout_chaos.collector.protocol import CollectorContext
 from pytest_rollout_chaos.errors import CollectorTargetError
-from pytest_rollout_chaos.history import History
+from tests.adapters._settings_context import settings_context
 from tests.adapters._trees import pinned_tree
 from tests.adapters._upstream_defaults import code_defaults, config_keys, get_default
 
@@ -28,18 +26,6 @@ TREES = ("nemo-rl-3eebe4da", "nemo-rl-964b609a", "nemo-rl-3069f281", "nemo-rl-c6
 @pytest.fixture(scope="module", params=TREES)
 def tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return pinned_tree(request.param, tmp_path_factory.mktemp("nemo-rl"), needs=(), holds="nemo_rl")
-
-
-def context(**trainer_config: Any) -> CollectorContext:
-    return CollectorContext(
-        gym=cast(Any, None),
-        policy="http://127.0.0.1:1/v1",
-        env=None,
-        tokenizer=None,
-        settings=CollectorSettings(trainer_config=MappingProxyType(trainer_config)),
-        history=History(),
-        model="tiny",
-    )
 
 
 def both_modes(ctx: CollectorContext) -> list[TrainerSettings]:
@@ -65,25 +51,27 @@ def departures(settings: list[Setting], tree: Path) -> list[str]:
 
 
 def test_no_setting_differs_from_upstreams_default_unless_the_scenario_asked(tree: Path) -> None:
-    for taken in both_modes(context()):
+    for taken in both_modes(settings_context()):
         assert departures(taken.items, tree) == []
 
 
 def test_nan_retries_are_upstreams_default_of_one(tree: Path) -> None:
     [default] = get_default(tree / "nemo_rl/environments/nemo_gym.py", "rollout_max_attempts_to_avoid_lp_nan")
     assert default == 1
-    assert nemo_rl_settings.nan_retries(nemo_rl_settings.train(context(), 2048)) == default
+    assert nemo_rl_settings.nan_retries(nemo_rl_settings.train(settings_context(), 2048)) == default
 
 
 def test_validation_takes_the_path_validate_takes_by_default(tree: Path) -> None:
     [default] = set(get_default(tree / "nemo_rl/algorithms/grpo.py", "async_engine"))
-    _, config = nemo_rl_settings.validation(context(), rows=8, max_model_len=2048, pad_token_id=0)
+    _, config = nemo_rl_settings.validation(settings_context(), rows=8, max_model_len=2048, pad_token_id=0)
     assert config["policy"]["generation"]["vllm_cfg"]["async_engine"] is default is False
     assert nemo_rl_settings.variant(config) == "sync"
 
 
 def test_the_async_engine_variant_is_the_scenarios_choice() -> None:
-    ctx = context(**{"nemo_rl.policy.generation.vllm_cfg.async_engine": True, "slime.rollout_seed": 7})
+    ctx = settings_context(
+        **{"nemo_rl.policy.generation.vllm_cfg.async_engine": True, "slime.rollout_seed": 7}
+    )
     taken, config = nemo_rl_settings.validation(ctx, rows=8, max_model_len=2048, pad_token_id=0)
     assert nemo_rl_settings.variant(config) == "async_engine"
     asked = [item for item in taken.items if item.source == "scenario"]
@@ -93,7 +81,7 @@ def test_the_async_engine_variant_is_the_scenarios_choice() -> None:
 
 
 def test_a_scenario_may_raise_the_nan_retries() -> None:
-    taken = nemo_rl_settings.train(context(**{f"nemo_rl.{nemo_rl_settings.NAN_RETRIES}": 3}), 2048)
+    taken = nemo_rl_settings.train(settings_context(**{f"nemo_rl.{nemo_rl_settings.NAN_RETRIES}": 3}), 2048)
     assert nemo_rl_settings.nan_retries(taken) == 3
     assert nemo_rl_settings.actor_cfg(taken) == {
         "model_name": "tiny",
@@ -106,12 +94,14 @@ def test_a_key_the_adapter_does_not_hand_nemo_rl_is_an_error_naming_the_valid_on
     with pytest.raises(
         CollectorTargetError, match=r"no setting nemo_rl\.policy\.generation\.vllm_cfg\.asnyc_engine"
     ) as raised:
-        nemo_rl_settings.settings(context(**{"nemo_rl.policy.generation.vllm_cfg.asnyc_engine": True}))
+        nemo_rl_settings.settings(
+            settings_context(**{"nemo_rl.policy.generation.vllm_cfg.asnyc_engine": True})
+        )
     assert "nemo_rl.policy.generation.vllm_cfg.async_engine" in str(raised.value)
 
 
 def test_the_settings_are_recorded_for_the_report() -> None:
-    ctx = context()
+    ctx = settings_context()
     nemo_rl_settings.train(ctx, 2048).record(ctx.history, mode="train")
     [event] = ctx.history.events(op="trainer_settings")
     assert event.data["trainer"] == "nemo_rl"

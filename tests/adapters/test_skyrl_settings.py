@@ -9,15 +9,13 @@ default unless the variant's name or the scenario asks.
 from __future__ import annotations
 
 import sys
-from types import MappingProxyType
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from pytest_rollout_chaos.collector.adapters import skyrl
-from pytest_rollout_chaos.collector.protocol import CollectorContext, CollectorSettings
 from pytest_rollout_chaos.errors import CollectorTargetError
-from pytest_rollout_chaos.history import History
+from tests.adapters._settings_context import settings_context
 from tests.adapters._skyrl_trees import BASE, HEAD, unpack
 
 # What the run fixes where SkyRL has a default of its own: the workload's shape and the stack.
@@ -29,18 +27,6 @@ RUN_DEPARTURES = {
     "generator.inference_engine.served_model_name",
     "trainer.policy.model.path",
 }
-
-
-def context(**trainer_config: Any) -> CollectorContext:
-    return CollectorContext(
-        gym=cast(Any, None),
-        policy="http://127.0.0.1:1/v1",
-        env=None,
-        tokenizer=None,
-        settings=CollectorSettings(trainer_config=MappingProxyType(trainer_config)),
-        history=History(),
-        model="tiny",
-    )
 
 
 @pytest.fixture(params=[BASE, HEAD])
@@ -67,7 +53,7 @@ def value_at(config: Any, key: str) -> Any:
 
 def test_only_the_runs_fields_differ_from_skyrls_defaults(config_class: Any) -> None:
     defaults = config_class()
-    taken = skyrl.settings(context(), policy_root="http://127.0.0.1:1", model_dir="/models/tiny")
+    taken = skyrl.settings(settings_context(), policy_root="http://127.0.0.1:1", model_dir="/models/tiny")
     differ = set()
     for item in taken.items:
         assert item.source == "run", item
@@ -78,7 +64,7 @@ def test_only_the_runs_fields_differ_from_skyrls_defaults(config_class: Any) -> 
 
 
 def test_a_scenario_may_turn_on_skip_failed_rollouts() -> None:
-    ctx = context(**{"skyrl.generator.skip_failed_rollouts": True})
+    ctx = settings_context(**{"skyrl.generator.skip_failed_rollouts": True})
     taken = skyrl.settings(ctx, policy_root="http://127.0.0.1:1", model_dir="/m")
     [asked] = [item for item in taken.items if item.source == "scenario"]
     assert (asked.key, asked.value) == ("generator.skip_failed_rollouts", True)
@@ -86,4 +72,6 @@ def test_a_scenario_may_turn_on_skip_failed_rollouts() -> None:
 
 def test_a_field_the_adapter_does_not_set_is_an_error() -> None:
     with pytest.raises(CollectorTargetError, match=r"no setting skyrl\.generator\.batched"):
-        skyrl.settings(context(**{"skyrl.generator.batched": True}), policy_root="http://x", model_dir="/m")
+        skyrl.settings(
+            settings_context(**{"skyrl.generator.batched": True}), policy_root="http://x", model_dir="/m"
+        )

@@ -9,15 +9,12 @@ changes one. Nothing of slime is imported.
 from __future__ import annotations
 
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any, cast
 
 import pytest
 
 from pytest_rollout_chaos.collector.adapters import slime
-from pytest_rollout_chaos.collector.protocol import CollectorContext, CollectorSettings
 from pytest_rollout_chaos.errors import CollectorTargetError
-from pytest_rollout_chaos.history import History
+from tests.adapters._settings_context import settings_context
 from tests.adapters._slime_trees import BASE, HEAD, unpack
 from tests.adapters._upstream_defaults import attributes_read, code_defaults
 
@@ -27,22 +24,11 @@ def tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     return unpack(request.param, tmp_path_factory.mktemp("slime"))
 
 
-def context(**trainer_config: Any) -> CollectorContext:
-    return CollectorContext(
-        gym=cast(Any, None),
-        policy="http://127.0.0.1:1/v1",
-        env=None,
-        tokenizer=None,
-        settings=CollectorSettings(trainer_config=MappingProxyType(trainer_config)),
-        history=History(),
-    )
-
-
 def test_no_argument_differs_from_slimes_default_unless_the_scenario_asked(tree: Path) -> None:
     defaults = code_defaults(tree, "slime")
     read = attributes_read(tree, "slime", "args")
     wrong = []
-    for item in slime.settings(context(), n_samples_per_prompt=4).items:
+    for item in slime.settings(settings_context(), n_samples_per_prompt=4).items:
         if item.key not in read:
             wrong.append(f"{item.key}: slime never reads args.{item.key}")
         if item.source == "upstream default" and item.value not in defaults.get(item.key, []):
@@ -53,14 +39,16 @@ def test_no_argument_differs_from_slimes_default_unless_the_scenario_asked(tree:
 
 
 def test_the_seed_and_the_concurrency_are_slimes() -> None:
-    taken = {item.key: item for item in slime.settings(context(), n_samples_per_prompt=1).items}
+    taken = {item.key: item for item in slime.settings(settings_context(), n_samples_per_prompt=1).items}
     assert taken["rollout_seed"].value == 42
     assert taken["sglang_server_concurrency"].value == 512
     assert taken["n_samples_per_prompt"].source == "run"
 
 
 def test_a_scenario_sets_a_slime_argument_and_the_others_ignore_it() -> None:
-    ctx = context(**{"slime.rollout_seed": 7, "nemo_rl.policy.generation.vllm_cfg.async_engine": True})
+    ctx = settings_context(
+        **{"slime.rollout_seed": 7, "nemo_rl.policy.generation.vllm_cfg.async_engine": True}
+    )
     taken = {item.key: item for item in slime.settings(ctx, n_samples_per_prompt=1).items}
     assert (taken["rollout_seed"].value, taken["rollout_seed"].source) == (7, "scenario")
     assert [key for key, item in taken.items() if item.source == "scenario"] == ["rollout_seed"]
@@ -70,4 +58,4 @@ def test_an_argument_the_adapter_does_not_hand_slime_is_an_error() -> None:
     with pytest.raises(
         CollectorTargetError, match=r"no setting slime\.rollout_sed \(valid: slime\.hf_checkpoint"
     ):
-        slime.settings(context(**{"slime.rollout_sed": 7}), n_samples_per_prompt=1)
+        slime.settings(settings_context(**{"slime.rollout_sed": 7}), n_samples_per_prompt=1)

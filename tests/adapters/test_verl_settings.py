@@ -10,26 +10,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from pytest_rollout_chaos.collector.adapters import verl
-from pytest_rollout_chaos.collector.protocol import CollectorContext, CollectorSettings
 from pytest_rollout_chaos.errors import CollectorTargetError
-from pytest_rollout_chaos.history import History
-
-
-def context(**trainer_config: Any) -> CollectorContext:
-    return CollectorContext(
-        gym=cast(Any, None),
-        policy="http://127.0.0.1:1/v1",
-        env=None,
-        tokenizer=None,
-        settings=CollectorSettings(trainer_config=MappingProxyType(trainer_config)),
-        history=History(),
-    )
+from tests.adapters._settings_context import settings_context
 
 
 def verls_rollout_config() -> Any:
@@ -45,7 +32,7 @@ def test_every_rollout_setting_is_verls_own_default() -> None:
     upstream = verls_rollout_config()
     OmegaConf: Any = importlib.import_module("omegaconf").OmegaConf
     wrong = []
-    for item in verl.settings(context()).items:
+    for item in verl.settings(settings_context()).items:
         key = item.key.removeprefix("actor_rollout_ref.rollout.")
         theirs = OmegaConf.to_container(
             OmegaConf.create({"v": OmegaConf.select(upstream, key)}), resolve=True
@@ -56,7 +43,7 @@ def test_every_rollout_setting_is_verls_own_default() -> None:
 
 
 def test_the_manager_config_is_the_settings_nested() -> None:
-    ctx = context(**{"verl.actor_rollout_ref.rollout.temperature": 0.5})
+    ctx = settings_context(**{"verl.actor_rollout_ref.rollout.temperature": 0.5})
     taken = verl.settings(ctx)
     rollout = {item.key: item for item in taken.items}["actor_rollout_ref.rollout.temperature"]
     assert (rollout.value, rollout.source) == (0.5, "scenario")
@@ -64,4 +51,4 @@ def test_the_manager_config_is_the_settings_nested() -> None:
 
 def test_a_key_the_manager_is_not_given_is_an_error() -> None:
     with pytest.raises(CollectorTargetError, match=r"no setting verl\.actor_rollout_ref\.rollout\.n "):
-        verl.settings(context(**{"verl.actor_rollout_ref.rollout.n": 4}))
+        verl.settings(settings_context(**{"verl.actor_rollout_ref.rollout.n": 4}))
