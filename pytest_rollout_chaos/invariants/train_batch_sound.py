@@ -1,13 +1,13 @@
 """``train_batch_sound``: every sample the trainer would train on is a real generation of its row.
 
-A collector that says which rollouts it hands to training (``Rollout.in_train_batch``) is held to
-that batch: each sample in it must be a row that was requested, once, that did not come back
+The train batch is what the collector says it hands to training (``Rollout.in_train_batch``);
+where it does not say (None), every rollout that is not aborted, the convention the other
+invariants judge by. Each sample in it must be a row that was requested, once, that did not come back
 aborted (an aborted row in the batch is a placeholder whose fabricated reward, often 0, enters
 the advantage baseline as if it were a trajectory), and, in gym style, whose row has a successful
 ``/run`` answer in the fault layer's record (a sample for a row no ``/run`` answered is nothing
 the model generated for it). A raise hands the trainer nothing, which is judged and holds: the
-step failed instead of training on a bad batch. A collector that marks no rollout either way
-says nothing to judge, nor does an empty batch: NOT_JUDGED.
+step failed instead of training on a bad batch. An empty batch holds nothing to judge: NOT_JUDGED.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ class TrainBatchSound:
                 return verdict(self.name, Status.PASS, "the step raised; no train batch reached the trainer")
             return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
         returned = [r for r in observation.rollouts if r is not None]
-        if all(r.in_train_batch is None for r in returned):
-            return not_judged(self.name, "the collector does not say which rollouts it hands to training")
-        batch = [r for r in returned if r.in_train_batch]
+        batch = [r for r in returned if _trained(r)]
         if not batch:
-            return not_judged(self.name, "the train batch is empty: every rollout was left out of training")
+            return not_judged(
+                self.name, "the train batch is empty: every rollout came back aborted or left out of training"
+            )
         requested = set(observation.requested)
         counts = Counter(r.row_index for r in batch)
         record = served(observation.history)
@@ -44,10 +44,14 @@ class TrainBatchSound:
         ]
         if not problems:
             checked = " against the record of /run answers" if record.style == "gym" else ""
+            said = (
+                "" if any(r.in_train_batch is not None for r in returned) else " (the rollouts not aborted)"
+            )
             return verdict(
                 self.name,
                 Status.PASS,
-                f"each of the {len(batch)} samples in the train batch is a generated row of its own{checked}",
+                f"each of the {len(batch)} samples in the train batch{said} is a generated row of its own"
+                f"{checked}",
             )
         return verdict(
             self.name,
@@ -65,6 +69,13 @@ class TrainBatchSound:
             ),
             problems,
         )
+
+
+def _trained(rollout: Rollout) -> bool:
+    """In the train batch: as the collector says, else when it is not aborted."""
+    if rollout.in_train_batch is None:
+        return rollout.status != "aborted"
+    return rollout.in_train_batch
 
 
 def _problem(rollout: Rollout, requested: set[int], count: int, record: Served) -> str | None:

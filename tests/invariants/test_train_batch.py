@@ -76,12 +76,23 @@ def test_without_a_record_the_batch_is_still_held_to_its_rows() -> None:
     assert CHECK.check(observe(1, [placeholder(0)])).status is Status.FAIL
 
 
-def test_a_raise_holds_and_a_collector_that_does_not_say_is_not_judged() -> None:
+def test_a_collector_that_does_not_say_trains_on_its_rollouts_not_aborted() -> None:
+    silent = CHECK.check(
+        observe(2, [rollout(0), rollout(1, status="aborted")], history=answered(2, failed=(1,)))
+    )
+    assert silent.status is Status.PASS
+    assert "1 samples in the train batch (the rollouts not aborted)" in silent.summary
+    made_up = CHECK.check(observe(2, [rollout(0), rollout(1, reward=0.0)], history=answered(2, failed=(1,))))
+    assert made_up.status is Status.FAIL
+    assert made_up.evidence[0].startswith("row 1 is in the train batch with reward 0.0, but no /run of row 1")
+
+
+def test_a_raise_holds_and_an_empty_batch_is_not_judged() -> None:
     raised = CHECK.check(observe(2, None, raised=AttributeError("'list' object has no attribute 'x'")))
     assert raised.status is Status.PASS
-    silent = CHECK.check(observe(2, [rollout(0), rollout(1, status="aborted")]))
-    assert silent.status is Status.NOT_JUDGED
-    assert silent.summary == "the collector does not say which rollouts it hands to training"
-    empty = CHECK.check(observe(1, [replace(rollout(0, status="aborted"), in_train_batch=False)]))
+    empty = CHECK.check(observe(2, [replace(rollout(0), in_train_batch=False), rollout(1, status="aborted")]))
     assert empty.status is Status.NOT_JUDGED
+    assert empty.summary == (
+        "the train batch is empty: every rollout came back aborted or left out of training"
+    )
     assert CHECK.check(observe(1, None)).status is Status.UNKNOWN
