@@ -4,6 +4,7 @@ to the rows requested and the fault layer's record of their ``/run`` answers."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from pytest_rollout_chaos.collector.protocol import Rollout
 from pytest_rollout_chaos.history import History
@@ -15,7 +16,7 @@ from tests.invariants.test_records import run_answered
 CHECK = TrainBatchSound()
 
 
-def trained(index: int, **kwargs: object) -> Rollout:
+def trained(index: int, **kwargs: Any) -> Rollout:
     return replace(rollout(index, **kwargs), in_train_batch=True)
 
 

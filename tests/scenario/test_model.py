@@ -208,7 +208,8 @@ def test_unknown_invariant_and_repeated_one() -> None:
         "s.chaos.yaml:4: expect.invariants[0]: unknown invariant 'acounted' (valid: accounted, "
         "no_silent_short_count, isolated_failures, finite_logprobs, prefix_consistent, batched_env_eval, "
         "bounded, root_cause_visible, corroborated, turns_generated, logprobs_generated, rewards_recorded, "
-        "attempts_bounded, no_empty_epoch, ends_promptly, quiet_after_end, cancel_honoured, raise_has_cause, train_batch_sound)",
+        "attempts_bounded, no_empty_epoch, ends_promptly, quiet_after_end, cancel_honoured, raise_has_cause, "
+        "train_batch_sound)",
         "s.chaos.yaml:4: expect.invariants[2]: 'bounded' is listed twice",
     ]
 
