@@ -1,6 +1,6 @@
 """Gate wall time per trainer: ``rollout-chaos gate`` over the pinned base and head trees, whole catalog.
 
-For each pair in ``../shared/upstream`` (the pre-fix tree and the PR tree the adapters' tests use)
+For each pair in ``tests/upstream`` (the pre-fix tree and the PR tree the adapters' tests use)
 it runs the gate as a user would, whole catalog, in a subprocess, and reports the wall time of each
 side and of the whole gate, the gate's exit status and summary line, and the verdict changes. The
 gate runs with ``ROLLOUT_CHAOS_TRAINERS_PYTHON`` (an interpreter with the trainers, CI's trainers
@@ -22,8 +22,8 @@ from benchmarks._result import Number, Result
 from benchmarks.catalog import TRAINERS_PYTHON_ENV, imports
 
 REPO = Path(__file__).resolve().parent.parent
-# The pinned trees: ``$ROLLOUT_CHAOS_UPSTREAM_DIR``, else ``shared/upstream`` beside the repository.
-UPSTREAM = Path(os.environ.get("ROLLOUT_CHAOS_UPSTREAM_DIR") or REPO.parent / "shared" / "upstream")
+# The pinned trees: ``$ROLLOUT_CHAOS_UPSTREAM_DIR``, else the repository's ``tests/upstream``.
+UPSTREAM = Path(os.environ.get("ROLLOUT_CHAOS_UPSTREAM_DIR") or REPO / "tests" / "upstream")
 TIMEOUT_S = 3600.0
 
 # pair -> (target, module that must import, base tarball, head tarball, the scenario the head fixes)

@@ -58,6 +58,14 @@ def _parser() -> argparse.ArgumentParser:
         "validate", help="Check scenario files; print one path:line line per problem", description=DESCRIPTION
     )
     validate.add_argument("paths", nargs="+", type=Path, metavar="FILE", help="Files, or folders to search")
+    validate.add_argument(
+        "--policy-replicas",
+        type=_replica_count,
+        default=1,
+        metavar="N",
+        help="Policy replicas the run starts (--rollout-chaos-policy-replicas), which policy[i] targets "
+        "are checked against where a file does not ask for its own (default: 1)",
+    )
     validate.set_defaults(handler=_validate)
 
     listing = commands.add_parser("list", help="List the built-in catalog and the scenarios in FOLDERs")
@@ -116,12 +124,18 @@ def scenario_files(paths: Iterable[Path]) -> list[Path]:
     return files
 
 
+def _replica_count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r} (valid: a whole number >= 1)")
+    return int(text)
+
+
 def _validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     files = scenario_files(args.paths)
     invalid = 0
     for path in files:
         try:
-            load_scenario(path)
+            load_scenario(path, policy_replicas=args.policy_replicas)
         except ScenarioFileError as exc:
             invalid += 1
             for problem in exc.problems:

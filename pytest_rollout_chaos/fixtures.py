@@ -7,7 +7,7 @@ unless ``--rollout-chaos`` is on; so without the flag nothing is ever started.
 from __future__ import annotations
 
 import shlex
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -123,40 +123,76 @@ def chaos_toxics_reset(chaos_toxiproxy: ChaosToxiproxy) -> ChaosToxiproxy:
 
 
 @pytest.fixture(scope="session")
-def chaos_policy(
+def chaos_policy_replicas(
     chaos_harness: ChaosHarness,
     chaos_settings: ChaosSettings,
     pytestconfig: pytest.Config,
     chaos_ray: HostedStart | None,
-) -> PolicyServer:
-    """The session's policy server: the tiny torch model, or ``vllm serve`` (``--rollout-chaos-backend``),
-    or the server already running at ``--rollout-chaos-policy-url``, which is not started (no process)."""
+    request: pytest.FixtureRequest,
+) -> tuple[PolicyServer, ...]:
+    """The session's policy servers: ``--rollout-chaos-policy-replicas`` of them (more when a
+    collected scenario asks for more with ``stack.policy.replicas`` and the model server can use
+    fewer per scenario), each the tiny torch model or ``vllm serve`` (``--rollout-chaos-backend``)
+    in its own process group; or the one server already running at ``--rollout-chaos-policy-url``,
+    which is not started (no process)."""
     from pytest_rollout_chaos.servers.policy import spec
+    from pytest_rollout_chaos.servers.policy.replicas import replica_names
 
     if chaos_settings.policy_url is not None:
-        return _external_policy(chaos_settings.policy_url, chaos_harness, chaos_settings, pytestconfig)
-    name = "policy"
-    events_file = chaos_harness.log_dir / f"{name}.events.jsonl"
+        return (_external_policy(chaos_settings.policy_url, chaos_harness, chaos_settings, pytestconfig),)
+    count = replicas_to_start(chaos_settings, request.session.items)
+    vllm = None
     if chaos_settings.backend == "vllm":
         from pytest_rollout_chaos.servers.policy.vllm import locate
-        from pytest_rollout_chaos.servers.ports import free_port
 
         vllm = locate(chaos_settings.vllm_python)  # checked at session start; cached
         chaos_harness.summary_lines.append(f"vllm backend: {vllm.describe()}")
-        server_spec = _vllm_spec(
-            chaos_settings, chaos_harness, vllm, name, events_file=events_file, port=free_port()
+    if count > 1:
+        chaos_harness.summary_lines.append(f"policy: {count} replicas behind the model server")
+    replicas = []
+    for name in replica_names(count):
+        events_file = chaos_harness.log_dir / f"{name}.events.jsonl"
+        if vllm is not None:
+            from pytest_rollout_chaos.servers.ports import free_port
+
+            server_spec = _vllm_spec(
+                chaos_settings, chaos_harness, vllm, name, events_file=events_file, port=free_port()
+            )
+        else:
+            server_spec = spec.tiny_policy_spec(
+                chaos_settings.model, name=name, seed=chaos_settings.seed, events_file=events_file
+            )
+        process = (chaos_ray or chaos_harness.start)(server_spec)
+        replicas.append(
+            spec.PolicyServer.of(
+                process,
+                model=spec.DEFAULT_SERVED_MODEL_NAME,
+                model_dir=chaos_settings.model,
+                backend=chaos_settings.backend,
+            )
         )
-    else:
-        server_spec = spec.tiny_policy_spec(
-            chaos_settings.model, name=name, seed=chaos_settings.seed, events_file=events_file
-        )
-    process = (chaos_ray or chaos_harness.start)(server_spec)
-    return spec.PolicyServer.of(
-        process,
-        model=spec.DEFAULT_SERVED_MODEL_NAME,
-        model_dir=chaos_settings.model,
-        backend=chaos_settings.backend,
+    return tuple(replicas)
+
+
+def replicas_to_start(settings: ChaosSettings, items: Sequence[pytest.Item]) -> int:
+    """``--rollout-chaos-policy-replicas``, or more where a collected scenario asks for more
+    (``stack.policy.replicas``) and the embedded model server can narrow them per scenario; real
+    NeMo Gym is given its list of base URLs once, so there the option decides alone."""
+    if settings.gym != "embedded":
+        return settings.policy_replicas
+    asked = (
+        scenario.stack.policy.replicas
+        for item in items
+        if (scenario := getattr(item, "scenario", None)) is not None
+        and getattr(getattr(scenario, "stack", None), "policy", None) is not None
     )
+    return max([settings.policy_replicas, *(count for count in asked if isinstance(count, int))])
+
+
+@pytest.fixture(scope="session")
+def chaos_policy(chaos_policy_replicas: tuple[PolicyServer, ...]) -> PolicyServer:
+    """The session's (first) policy server; ``chaos_policy_replicas`` has them all."""
+    return chaos_policy_replicas[0]
 
 
 def _vllm_spec(
@@ -229,18 +265,24 @@ def chaos_links(chaos_toxiproxy: ChaosToxiproxy, chaos_fault_layer: FaultLayer) 
 
 
 @pytest.fixture(scope="session")
-def chaos_collector_policy_url(chaos_policy: PolicyServer, chaos_links: ProxyLinks) -> str:
-    """The policy's OpenAI base URL as the collector reaches it: through the ``collector->policy`` link."""
+def chaos_collector_policy_url(
+    chaos_policy_replicas: tuple[PolicyServer, ...], chaos_links: ProxyLinks
+) -> str:
+    """The policy's OpenAI base URL as the collector reaches it: through the ``collector->policy`` link
+    (to the first replica, ``collector->policy[0]``, when there are several)."""
     from pytest_rollout_chaos.servers.links import COLLECTOR_TO_POLICY
+    from pytest_rollout_chaos.servers.policy.replicas import replica_names
 
-    return chaos_links(COLLECTOR_TO_POLICY, chaos_policy.base_url)
+    first = replica_names(len(chaos_policy_replicas))[0]
+    link = COLLECTOR_TO_POLICY.removesuffix("policy") + first
+    return chaos_links(link, chaos_policy_replicas[0].base_url)
 
 
 @pytest.fixture(scope="session")
 def chaos_gym(
     chaos_harness: ChaosHarness,
     chaos_settings: ChaosSettings,
-    chaos_policy: PolicyServer,
+    chaos_policy_replicas: tuple[PolicyServer, ...],
     chaos_links: ProxyLinks,
     chaos_ray: HostedStart | None,
 ) -> GymStack:
@@ -251,8 +293,13 @@ def chaos_gym(
     between servers, and from the collector to them, goes through a Toxiproxy proxy.
     """
     from pytest_rollout_chaos.servers.gym.stack import eos_token_id, start_gym_stack
+    from pytest_rollout_chaos.servers.policy.replicas import replica_names
 
     start = chaos_ray or chaos_harness.start
+    chaos_policy = chaos_policy_replicas[0]
+    policy_urls = dict(
+        zip(replica_names(len(chaos_policy_replicas)), [p.url for p in chaos_policy_replicas], strict=True)
+    )
     if chaos_settings.gym == "nemo-gym":
         from pytest_rollout_chaos.servers.nemo_gym.locate import locate
         from pytest_rollout_chaos.servers.nemo_gym.stack import start_nemo_gym_stack
@@ -263,14 +310,14 @@ def chaos_gym(
             start,
             chaos_harness.log_dir,
             python=python,
-            policy_url=chaos_policy.url,
+            policy_url=policy_urls,
             model=chaos_policy.model,
             link=chaos_links,
         )
     return start_gym_stack(
         start,
         chaos_harness.log_dir,
-        policy_url=chaos_policy.url,
+        policy_url=policy_urls,
         model=chaos_policy.model,
         eos_token_id=eos_token_id(chaos_policy.model_dir),
         link=chaos_links,
@@ -279,7 +326,7 @@ def chaos_gym(
 
 @pytest.fixture(scope="session")
 def chaos_stack(  # noqa: PLR0917 - pytest passes fixtures by name
-    chaos_policy: PolicyServer,
+    chaos_policy_replicas: tuple[PolicyServer, ...],
     chaos_gym: GymStack,
     chaos_toxiproxy: ChaosToxiproxy,
     chaos_links: ProxyLinks,
@@ -294,7 +341,8 @@ def chaos_stack(  # noqa: PLR0917 - pytest passes fixtures by name
     if chaos_ray is not None:
         chaos_harness.summary_lines.append(chaos_ray.describe())
     return ChaosStack(
-        policy=chaos_policy,
+        policy=chaos_policy_replicas[0],
+        replicas=chaos_policy_replicas,
         gym=chaos_gym,
         toxiproxy=chaos_toxiproxy,
         links=chaos_links.links,

@@ -98,6 +98,13 @@ _OPTIONS: Final = (
         "are visible, else 0)",
     ),
     (
+        _settings.OPT_POLICY_REPLICAS,
+        "N",
+        "Start N policy servers (tiny or vllm), each behind its own proxy, that the model server "
+        "spreads its calls over as NeMo Gym's vllm_model does over its base URLs; scenario targets "
+        "policy[0], policy[1], ... name one (default: 1)",
+    ),
+    (
         _settings.OPT_POLICY_URL,
         "URL",
         "Use the OpenAI-compatible policy server already running at URL (vLLM, SGLang, ...) instead of "
@@ -284,7 +291,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         return None
     from pytest_rollout_chaos.scenario_items import ScenarioFile
 
-    return ScenarioFile.from_parent(parent, path=file_path)
+    return ScenarioFile.from_parent(parent, path=file_path, policy_replicas=settings.policy_replicas)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

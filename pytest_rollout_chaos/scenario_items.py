@@ -32,10 +32,22 @@ STORY_ERRORS: Final = (InvariantViolation, FaultError, ScenarioError, CollectorC
 
 
 class ScenarioFile(pytest.File):
-    """A ``*.chaos.yaml`` file; a file with problems is a collection error listing them."""
+    """A ``*.chaos.yaml`` file; a file with problems is a collection error listing them.
+
+    ``policy_replicas`` is how many policy replicas the run starts, which ``policy[i]`` targets
+    are checked against (unless the file asks for its own).
+    """
+
+    def __init__(self, *, policy_replicas: int = 1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.policy_replicas = policy_replicas
 
     def collect(self) -> Iterable[pytest.Item]:
-        scenario = load_scenario(self.path, shown_as=_relative(self.path, self.config.invocation_params.dir))
+        scenario = load_scenario(
+            self.path,
+            shown_as=_relative(self.path, self.config.invocation_params.dir),
+            policy_replicas=self.policy_replicas,
+        )
         for tag in scenario.tags:
             _register_marker(self.config, tag)
         yield ScenarioItem.from_parent(

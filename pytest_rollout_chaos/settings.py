@@ -46,6 +46,7 @@ OPT_UPSTREAM: Final = "rollout_chaos_upstream"
 OPT_RAY: Final = "rollout_chaos_ray"
 OPT_VLLM_ARGS: Final = "rollout_chaos_vllm_args"
 OPT_POLICY_GPUS: Final = "rollout_chaos_policy_gpus"
+OPT_POLICY_REPLICAS: Final = "rollout_chaos_policy_replicas"
 # ini only (``-o`` sets it on the command line): how long an external policy may take to be ready.
 INI_POLICY_READY_TIMEOUT: Final = "rollout_chaos_policy_ready_timeout_s"
 DEFAULT_POLICY_READY_TIMEOUT_S: Final = 60.0
@@ -82,6 +83,8 @@ class ChaosSettings:
     vllm_args: tuple[str, ...] = ()
     # GPUs the policy's Ray actor asks for; None: from the vLLM flags' parallel size.
     policy_gpus: int | None = None
+    # Policy servers started behind the model server, which spreads model calls over them.
+    policy_replicas: int = 1
     # The Hugging Face id ``model`` was found by in the local cache; "" for a directory given as one.
     model_id: str = ""
 
@@ -101,6 +104,8 @@ class ChaosSettings:
             parts.append(f"vllm-args={shlex.join(self.vllm_args)}")
         if self.ray.on:
             parts.append(f"ray={self.ray.describe()}")
+        if self.policy_replicas != 1:
+            parts.append(f"policy-replicas={self.policy_replicas}")
         if self.policy_gpus is not None:
             parts.append(f"policy-gpus={self.policy_gpus}")
         if self.report is not None:
@@ -182,6 +187,7 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         ray=ray,
         vllm_args=user_vllm_args,
         policy_gpus=_parse_count(raw.get(OPT_POLICY_GPUS), raw.source(OPT_POLICY_GPUS)),
+        policy_replicas=_policy_replicas(raw, policy_url),
         model_id=model_id,
     )
 
@@ -240,6 +246,24 @@ def _vllm_args(raw: _Raw, backend: str, policy_url: str | None) -> tuple[str, ..
     if problem is not None:
         raise pytest.UsageError(problem)
     return args
+
+
+def _policy_replicas(raw: _Raw, policy_url: str | None) -> int:
+    """How many policy servers to start: a whole number >= 1, and 1 beside an external policy."""
+    value = raw.get(OPT_POLICY_REPLICAS)
+    if value is None or value == "":
+        return 1
+    source = raw.source(OPT_POLICY_REPLICAS)
+    if not value.strip().isdigit() or int(value) < 1:
+        raise pytest.UsageError(f"{source}: invalid value {value!r} (valid: a whole number >= 1)")
+    replicas = int(value)
+    if replicas > 1 and policy_url is not None:
+        raise pytest.UsageError(
+            f"{source}: {replicas} replicas cannot be started beside "
+            f"--rollout-chaos-policy-url={policy_url}, which names one server this run does not start "
+            "(valid: 1, or leave out the policy URL)"
+        )
+    return replicas
 
 
 def _parse_count(value: str | None, source: str) -> int | None:

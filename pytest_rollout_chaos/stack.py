@@ -12,10 +12,17 @@ the layer, server state reset, every server running.
 A stack wired without Toxiproxy or without the fault layer (the collector integration tests,
 the benchmarks' direct stacks) has None there: network faults, or semantic faults, then say
 that they have nothing to act through.
+
+With several policy replicas (``--rollout-chaos-policy-replicas``) each is a server of its own,
+``policy[0]``, ``policy[1]``, ..., behind its own link ``model->policy[i]``; ``policy`` and
+``model->policy`` stand for every replica in use. A scenario may use fewer replicas than were
+started (``stack.policy.replicas``): ``using(n)`` is the stack with the first n, which is all the
+faults see; the model server is told to spread its calls over those only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -30,6 +37,7 @@ from pytest_rollout_chaos.servers.gym.stack import (
     RESOURCES_NAME,
     GymStack,
 )
+from pytest_rollout_chaos.servers.policy.replicas import POLICY, indexed_names, replica_names, replica_of
 from pytest_rollout_chaos.servers.policy.spec import PolicyServer
 from pytest_rollout_chaos.servers.process import ManagedProcess
 from pytest_rollout_chaos.servers.toxiproxy.handle import ChaosToxiproxy
@@ -50,10 +58,28 @@ class ChaosStack:
     links: Mapping[str, str]  # link name -> Toxiproxy proxy name
     fault_layer: FaultLayer | None
     collector_policy_url: str  # the policy's OpenAI base URL through the collector->policy link
+    replicas: tuple[PolicyServer, ...] = ()  # every policy replica started, ``policy`` first; () = (policy,)
+    replicas_in_use: int = 0  # how many of them this scenario uses; 0: all
 
     @property
     def agent_names(self) -> tuple[str, ...]:
         return tuple(self.gym.agents)
+
+    @property
+    def started_replicas(self) -> tuple[PolicyServer, ...]:
+        return self.replicas or (self.policy,)
+
+    def policy_names(self, *, in_use: bool = True) -> tuple[str, ...]:
+        """The server names of the policy replicas (in use): ``policy`` alone, or ``policy[i]`` each."""
+        names = replica_names(len(self.started_replicas))
+        return names[: self.replicas_in_use or None] if in_use else names
+
+    def using(self, replicas: int) -> ChaosStack:
+        """This stack with only its first ``replicas`` policy replicas in use (``ValueError`` beyond them)."""
+        started = len(self.started_replicas)
+        if not 1 <= replicas <= started:
+            raise ValueError(f"{replicas} policy replicas asked of a stack that started {started}")
+        return dataclasses.replace(self, replicas_in_use=replicas)
 
     def servers(self) -> dict[str, ManagedProcess]:
         """Scenario server names (and the processes' own names) -> processes this run started.
@@ -61,8 +87,9 @@ class ChaosStack:
         An external policy (``--rollout-chaos-policy-url``) is no process of ours: see ``unmanaged``.
         """
         named: dict[str, ManagedProcess] = {}
-        if self.policy.process is not None:
-            named["policy"] = self.policy.process
+        for name, replica in zip(self.policy_names(), self.started_replicas, strict=False):
+            if replica.process is not None:
+                named[name] = replica.process
         named.update(self.gym.processes)
         for alias, actual in _SERVER_ALIASES.items():
             named[alias] = self.gym.processes[actual]
@@ -80,21 +107,35 @@ class ChaosStack:
         return {"policy": reason} if reason is not None else {}
 
     def expand_target(self, target: str) -> tuple[str, ...]:
-        """``agent`` and ``collector->agent`` stand for every agent instance; others for themselves."""
+        """``agent`` and ``collector->agent`` stand for every agent instance, ``policy`` and
+        ``model->policy`` for every policy replica in use, ``policy[i]`` for that replica's own
+        name (``policy`` when only one was started); others for themselves."""
         if target == AGENTS_ALIAS:
             return self.agent_names
         if target == COLLECTOR_TO_AGENT:
             return tuple(f"{COLLECTOR_TO_AGENT}:{agent}" for agent in self.agent_names)
-        return (target,)
+        base, index = replica_of(target)
+        head, arrow, end = base.rpartition("->")
+        if end != POLICY:
+            return (target,)
+        names = self.policy_names()
+        if index is None:
+            return tuple(f"{head}{arrow}{name}" for name in names)
+        if index >= len(names):
+            valid = ", ".join((POLICY, *indexed_names(len(names))))
+            raise ValueError(f"{target!r}: this stack runs {len(names)} policy replica(s) (valid: {valid})")
+        return (f"{head}{arrow}{names[index]}",)
 
     def events_files(self) -> list[Path]:
         """Every server's History events file, and the fault layer's."""
         layer = [self.fault_layer.events_file] if self.fault_layer is not None else []
-        return [*self.gym.events_files, *layer, *self.policy.events_files()]
+        policies = [path for replica in self.started_replicas for path in replica.events_files()]
+        return [*self.gym.events_files, *layer, *policies]
 
     def reset(self, *, env_latency_ms_per_call: float = 0.0, env_latency_ms_per_item: float = 0.0) -> None:
         """Undo whatever the last test left: restart dead servers, clear toxics and fault rules."""
-        for process in _unique(self.servers().values()):
+        started = [replica.process for replica in self.started_replicas if replica.process is not None]
+        for process in _unique([*self.servers().values(), *started]):
             if not process.is_running():
                 _logger.warning("server %r was down before the test; restarting it", process.name)
                 process.restart()
@@ -103,6 +144,8 @@ class ChaosStack:
         if self.fault_layer is not None:
             layer.reset(self.fault_layer.url)
         self.gym.reset_state()
+        if self.replicas_in_use and self.replicas_in_use < len(self.started_replicas):
+            self.gym.use_policy_replicas(self.replicas_in_use)
         if env_latency_ms_per_call or env_latency_ms_per_item:
             self.gym.set_env_latency(per_call_ms=env_latency_ms_per_call, per_item_ms=env_latency_ms_per_item)
 

@@ -50,6 +50,23 @@ def test_validate_good_files_exits_0(folder: Path) -> None:
     assert result.stderr == "2 file(s) checked, 0 with problems\n"
 
 
+def test_validate_checks_policy_replicas_against_the_count_given(tmp_path: Path) -> None:
+    (tmp_path / "kill.chaos.yaml").write_text(
+        "name: kill\ndescription: d\nfaults:\n  - {kind: kill, target: 'policy[1]'}\n"
+        "expect:\n  invariants: [accounted]\n"
+    )
+    refused = run("validate", "kill.chaos.yaml", cwd=tmp_path)
+    assert refused.returncode == 1
+    assert refused.stdout.startswith(
+        "kill.chaos.yaml:4: faults[0].target: 'policy[1]' is not a replica the stack runs: it runs 1 "
+    )
+    accepted = run("validate", "--policy-replicas=2", "kill.chaos.yaml", cwd=tmp_path)
+    assert (accepted.returncode, accepted.stdout) == (0, "")
+    bad = run("validate", "--policy-replicas=0", "kill.chaos.yaml", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "--policy-replicas: invalid value '0' (valid: a whole number >= 1)" in bad.stderr
+
+
 def test_validate_prints_one_line_per_problem_and_exits_1(folder: Path) -> None:
     result = run("validate", ".", cwd=folder)
     assert result.returncode == 1

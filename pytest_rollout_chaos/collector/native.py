@@ -129,6 +129,10 @@ class NativeLoop:
                         f"policy unreachable while generating row {sample.index}: {root_cause(error)}; "
                         "failing fast instead of retrying a dead server"
                     ) from error
+                if isinstance(error, TimeoutError):
+                    limit = self.settings.request_timeout_s
+                    self._abort(sample, f"generation failed: no answer from the policy within {limit} s")
+                    return
                 self._abort(sample, f"generation failed: {root_cause(error)}")
                 return
             bad = results.bad_logprob([turn])

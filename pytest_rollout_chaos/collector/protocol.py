@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
 
 from pytest_rollout_chaos.errors import CollectorTargetError
@@ -66,6 +67,9 @@ class CollectorSettings:
     max_turns: int = 4
     max_new_tokens: int = 16
     temperature: float = 1.0
+    trainer_config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """The scenario's ``workload.trainer_config``: ``trainer.dotted.key -> value``, the only upstream
+    settings an adapter may change from the trainer's own defaults (``adapters.settings``)."""
 
     def __post_init__(self) -> None:
         for name in ("request_timeout_s", "collect_timeout_s", "policy_ready_timeout_s"):
@@ -80,6 +84,11 @@ class CollectorSettings:
             )
         if self.style not in STYLES:
             raise ValueError(f"CollectorSettings.style must be one of {STYLES}, got {self.style!r}")
+        for key in self.trainer_config:
+            if not isinstance(key, str) or "." not in key:
+                raise ValueError(
+                    f"CollectorSettings.trainer_config keys are 'trainer.dotted.key', got {key!r}"
+                )
 
 
 class GymRunner(Protocol):

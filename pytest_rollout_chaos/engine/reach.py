@@ -18,6 +18,7 @@ import pytest
 from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario
+from pytest_rollout_chaos.servers.policy.replicas import replica_of
 
 Reach = Mapping[str, tuple[str, ...] | None]
 
@@ -41,10 +42,12 @@ def declared_reach(collector: object) -> Reach | None:
 
 
 def unreachable(step: FaultStep, reach: Reach) -> str | None:
-    """Why ``step`` cannot reach a collector with ``reach``, or None."""
-    if step.target not in reach:
+    """Why ``step`` cannot reach a collector with ``reach``, or None; one policy replica
+    (``policy[0]``) counts as ``policy``."""
+    target = step.target if step.target in reach else replica_of(step.target)[0]
+    if target not in reach:
         return f"it acts on {step.target!r}"
-    routes = reach[step.target]
+    routes = reach[target]
     route = _route(step)
     if routes is None or route is None or any(_matches(route, given) for given in routes):
         return None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 import traceback
 from typing import Any, Final, cast
@@ -24,6 +25,7 @@ import pytest
 
 from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import contract
+from pytest_rollout_chaos.collector.adapters import trainer_settings
 from pytest_rollout_chaos.collector.protocol import (
     CollectorFactory,
     CollectorSettings,
@@ -48,7 +50,7 @@ from pytest_rollout_chaos.invariants.registry import judged
 from pytest_rollout_chaos.invariants.witnesses import look
 from pytest_rollout_chaos.scenario.model import Scenario, Workload
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
-from pytest_rollout_chaos.servers.gym.stack import GymStack
+from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME, GymStack
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 from pytest_rollout_chaos.trial import open_trial
@@ -75,7 +77,9 @@ def run_on(
     scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, settings: ChaosSettings
 ) -> ScenarioResult:
     """Run ``scenario`` on the session's ``stack`` and judge it; skip when it cannot act there."""
-    reason = not_applicable(scenario, stack)
+    stack, reason = with_replicas(scenario, stack, settings.policy_replicas)
+    if reason is None:
+        reason = not_applicable(scenario, stack)
     if reason is not None:
         pytest.skip(reason)
     stack.reset(
@@ -103,6 +107,35 @@ def raise_for(result: ScenarioResult) -> None:
     if result.vacuous and not result.expectation_failures and not _failing(result):
         raise VacuousScenarioError(vacuous_text(result))
     raise InvariantViolation(failure_text(result))
+
+
+def with_replicas(scenario: Scenario, stack: ChaosStack, run_replicas: int) -> tuple[ChaosStack, str | None]:
+    """The stack with the policy replicas ``scenario`` runs with (its ``stack.policy.replicas``, else
+    the run's ``run_replicas``), or why it cannot have them.
+
+    The embedded model server can spread its calls over fewer replicas than were started; real
+    NeMo Gym was given its list of base URLs at start, and an external policy is one server.
+    """
+    wanted = scenario.stack.policy.replicas or run_replicas
+    started = len(stack.started_replicas)
+    if wanted == started:
+        return stack, None
+    source = "stack.policy.replicas" if scenario.stack.policy.replicas else "--rollout-chaos-policy-replicas"
+    asked = f"{wanted} policy replica(s) ({source})"
+    if "policy" in stack.unmanaged():
+        return stack, f"the scenario needs {asked}; {stack.unmanaged()['policy']}, and only it"
+    if wanted > started:
+        return stack, (
+            f"the scenario needs {asked}; this run started {started} "
+            f"(--rollout-chaos-policy-replicas={wanted} starts them)"
+        )
+    if MODEL_NAME in stack.gym.real_servers:
+        return stack, (
+            f"the scenario needs {asked}; this run started {started}, and real NeMo Gym's model server "
+            "was given all their base URLs at start (run it with --rollout-chaos-policy-replicas="
+            f"{wanted})"
+        )
+    return stack.using(wanted), None
 
 
 def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
@@ -156,10 +189,15 @@ def skip_unsupported_mode(collector: object, mode: Mode) -> None:
 
 
 def build_rows(workload: Workload, gym: GymStack) -> list[dict[str, Any]]:
-    """The requested rows: each task's rows, each repeated per generation, ``_rowidx`` 0..N-1."""
+    """The requested rows: each task's rows, each repeated per generation, ``_rowidx`` 0..N-1, with
+    the workload's token limit in their ``responses_create_params`` when it sets one."""
     rows: list[dict[str, Any]] = []
     for task in workload.tasks:
-        for row in gym.rows(task, workload.rows_per_task):
+        for given in gym.rows(task, workload.rows_per_task):
+            row = dict(given)
+            if workload.max_output_tokens is not None:
+                params = {**row["responses_create_params"], "max_output_tokens": workload.max_output_tokens}
+                row["responses_create_params"] = params
             for _ in range(workload.generations_per_prompt):
                 rows.append({**row, "_rowidx": len(rows)})
     return rows
@@ -168,12 +206,15 @@ def build_rows(workload: Workload, gym: GymStack) -> list[dict[str, Any]]:
 def collector_settings(scenario: Scenario) -> CollectorSettings:
     """The collector's own limits, scaled to the scenario's deadline so it can fail inside it."""
     within_s = scenario.expect.within_s
-    return CollectorSettings(
+    settings = CollectorSettings(
         request_timeout_s=max(1.0, min(30.0, within_s / 4)),
         collect_timeout_s=max(1.0, within_s * 0.9),
         policy_ready_timeout_s=max(1.0, within_s / 2),
         style=scenario.workload.style,
+        trainer_config=scenario.workload.trainer_config,
     )
+    tokens = scenario.workload.max_output_tokens
+    return settings if tokens is None else dataclasses.replace(settings, max_new_tokens=tokens)
 
 
 def run_once(
@@ -350,9 +391,21 @@ def failure_text(result: ScenarioResult) -> str:
         lines.append("")
     if result.vacuous:
         lines += [*vacuity.section(result.vacuous), ""]
+    lines += settings_section(result.history)
     lines.append("timeline (faults, process exits, collection):")
     lines.append(_indent(timeline(result.history)))
     return "\n".join(lines)
+
+
+def settings_section(history: History) -> list[str]:
+    """What an adapter gave the trainer's code (every setting, and why), when the collector is one."""
+    lines = []
+    for entry in trainer_settings.recorded(history):
+        facts = ", ".join(f"{key} {entry[key]}" for key in ("mode", "variant") if entry.get(key))
+        lines.append(f"settings given to {entry.get('trainer')}{f' ({facts})' if facts else ''}:")
+        lines += [f"  {line}" for line in trainer_settings.describe(entry)]
+        lines.append("")
+    return lines
 
 
 def timeline(history: History, *, limit: int = 40) -> str:

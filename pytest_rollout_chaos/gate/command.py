@@ -21,6 +21,7 @@ from typing import Final, TextIO
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.gate import render
 from pytest_rollout_chaos.gate.compare import EXIT_NOT_JUDGED, compare
+from pytest_rollout_chaos.gate.environment import probe
 from pytest_rollout_chaos.gate.sides import (
     GateUsageError,
     SideRequest,
@@ -60,6 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--python",
         default=sys.executable,
         help="The trainer environment's interpreter (default: this one)",
+    )
+    parser.add_argument(
+        "--head-python",
+        metavar="PYTHON",
+        help="The head side's interpreter, when it differs from --python (another environment: "
+        "the outputs then flag every version that differs)",
     )
     parser.add_argument(
         "--expect-fixed",
@@ -120,9 +127,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     targets = args.target if not args.head_target else f"{args.target} (head: {args.head_target})"
     print(f"rollout-chaos gate: {targets}, base {base_tree} then head {head_tree}", file=err, flush=True)
-    base = run_side("base", base_tree, request, scratch, progress)
-    head_request = dataclasses.replace(request, target=args.head_target or request.target)
-    head = run_side("head", head_tree, head_request, scratch, progress)
+    head_request = dataclasses.replace(
+        request, target=args.head_target or request.target, python=args.head_python or request.python
+    )
+    base_env = probe(request.python, args.base, base_tree)
+    head_env = probe(head_request.python, args.head, head_tree)
+    for label, env in (("base", base_env), ("head", head_env)):
+        print(f"{label}: {env.trainer()}; {env.describe()}", file=err, flush=True)
+    base = run_side("base", base_tree, request, scratch, progress, environment=base_env)
+    head = run_side("head", head_tree, head_request, scratch, progress, environment=head_env)
     unjudged = [side for side in (base, head) if not side.verdicts]
     if unjudged:
         for side in unjudged:
@@ -167,6 +180,8 @@ def _request(args: argparse.Namespace) -> SideRequest:
             "cannot be one it may skip"
         )
     check_python(args.python)
+    if args.head_python:
+        check_python(args.head_python)
     return SideRequest(
         target=args.target,
         python=args.python,

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_rollout_chaos.gate.compare import CHANGES, EXIT_FAIL, EXIT_PASS, GateDecision, ScenarioComparison
+from pytest_rollout_chaos.gate.environment import differences
 from pytest_rollout_chaos.gate.sides import SideRun
 from pytest_rollout_chaos.gate.verdicts import ScenarioVerdicts
 
@@ -42,6 +43,13 @@ def text(decision: GateDecision, base: SideRun, head: SideRun) -> str:
     lines.append("")
     for side in (base, head):
         lines.append(f"{side.label}: {side.tree} ({side.wall_s:.0f} s, pytest exit {side.exit_code})")
+        if side.environment is not None:
+            lines.append(f"  trainer {side.environment.trainer()}")
+            lines.append(f"  {side.environment.describe()}")
+    differ = environment_differences(base, head)
+    if differ:
+        lines.append("ENVIRONMENTS DIFFER between the sides (a verdict may move for that alone):")
+        lines += [f"  {line}" for line in differ]
     lines += [f"  {failure}" for failure in (*decision.failures, *decision.not_judged)]
     lines.append(summary(decision))
     return "\n".join(lines)
@@ -58,6 +66,7 @@ def markdown(decision: GateDecision, base: SideRun, head: SideRun, target: str) 
     ]
     if decision.failures or decision.not_judged:
         lines += [f"- **{line}**" for line in (*decision.failures, *decision.not_judged)] + [""]
+    lines += _environment_table(base, head)
     moved = [s for s in decision.scenarios if s.change != "same"]
     still = [s for s in decision.scenarios if s.change == "same"]
     if moved:
@@ -94,6 +103,33 @@ def as_json(
         "verdict": decision.verdict,
         "failures": list(decision.failures),
         "not_judged": list(decision.not_judged),
+        "environments_differ": environment_differences(base, head),
         "scenarios": [scenario.to_json() for scenario in decision.scenarios],
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def environment_differences(base: SideRun, head: SideRun) -> list[str]:
+    """What differs between the environments that ran the sides (empty when either is unknown)."""
+    if base.environment is None or head.environment is None:
+        return []
+    return differences(base.environment, head.environment)
+
+
+def _environment_table(base: SideRun, head: SideRun) -> list[str]:
+    """Per side, the trainer's commit and the versions that ran it; a ⚠️ on every one that differs."""
+    if base.environment is None or head.environment is None:
+        return []
+    envs = (base.environment, head.environment)
+    lines = ["| | base | head |", "|---|---|---|"]
+    lines.append(f"| trainer | `{envs[0].trainer()}` | `{envs[1].trainer()}` |")
+    for name in dict.fromkeys([*envs[0].versions, *envs[1].versions]):
+        ours, theirs = (
+            env.versions.get(name) or ("unknown" if env.error else "not installed") for env in envs
+        )
+        flag = " ⚠️" if ours != theirs else ""
+        lines.append(f"| {name}{flag} | {ours} | {theirs} |")
+    differ = environment_differences(base, head)
+    if differ:
+        lines += ["", f"**⚠️ The sides ran in different environments:** {'; '.join(differ)}."]
+    return [*lines, ""]

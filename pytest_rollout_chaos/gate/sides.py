@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Final
 
 from pytest_rollout_chaos.errors import ChaosError
+from pytest_rollout_chaos.gate.environment import SideEnvironment
 from pytest_rollout_chaos.gate.verdicts import ScenarioVerdicts, read_junit
 from pytest_rollout_chaos.servers.process import reaper
 
@@ -62,10 +63,12 @@ class SideRun:
     verdicts: dict[str, ScenarioVerdicts] = field(default_factory=dict)
     log: Path | None = None
     output_tail: list[str] = field(default_factory=list)
+    environment: SideEnvironment | None = None  # the trainer's commit and the versions that ran it
 
     def to_json(self) -> dict[str, object]:
         return {
             "tree": str(self.tree),
+            "environment": self.environment.to_json() if self.environment is not None else None,
             "exit_code": self.exit_code,
             "wall_s": round(self.wall_s, 1),
             "timed_out": self.timed_out,
@@ -135,13 +138,19 @@ def command(request: SideRequest, tree: Path, junit: Path, basetemp: Path) -> li
 
 
 def run_side(
-    label: str, tree: Path, request: SideRequest, scratch: Path, progress: Callable[[str], None]
+    label: str,
+    tree: Path,
+    request: SideRequest,
+    scratch: Path,
+    progress: Callable[[str], None],
+    *,
+    environment: SideEnvironment | None = None,
 ) -> SideRun:
     """Run the scenarios against ``tree``; every status line goes to ``progress`` as it comes."""
     workdir = scratch / label
     workdir.mkdir(parents=True, exist_ok=True)
     junit, log = workdir / "junit.xml", workdir / "pytest.log"
-    run = SideRun(label=label, tree=tree, log=log)
+    run = SideRun(label=label, tree=tree, log=log, environment=environment)
     started = time.monotonic()
     child = subprocess.Popen(
         command(request, tree, junit, workdir / "tmp"),

@@ -1,9 +1,12 @@
 """``isolated_failures``: one bad trajectory never takes down its siblings (slime #2078).
 
-Which trajectories went bad is read from the servers' own ``fail`` events and the faults'
-``inject`` events that name rows, never from the collector's claims. Raising is allowed when
-the failure was not one trajectory's: an infrastructure fault, a process exit, or more failed
-rows than the configured aborted bound.
+Which trajectories went bad is read from the servers' own ``fail`` events and from what the
+faults actually touched: the fault layer's ``hook`` record of each request of a row that a
+trajectory fault's rule hit (what ``engine.acted`` counts), never from the collector's claims
+and never from an ``inject`` that merely names a row: a fault whose rule hit nothing of that
+row (the row finished first, or never reached that server) made no victim. Raising is allowed
+when the failure was not one trajectory's: an infrastructure fault, a process exit, or more
+failed rows than the configured aborted bound.
 """
 
 from __future__ import annotations
@@ -28,14 +31,29 @@ SERVER_SOURCES: Final = frozenset({"agent", "model", "resources", "policy"})
 
 
 def failed_rows(events: list[Event]) -> set[int]:
+    """Rows a server failed, and rows whose request a trajectory fault's rule hit and changed."""
     rows: set[int] = set()
     for event in events:
         if event.source in SERVER_SOURCES and event.kind == "fail" and isinstance(event.data.get("row"), int):
             rows.add(event.data["row"])
-        if event.source == "fault" and event.op == "inject":
-            named = event.data.get("rows", [event.data.get("row")])
-            rows.update(row for row in named or () if isinstance(row, int))
+        if touched_row(event):
+            rows.add(event.data["row"])
     return rows
+
+
+def touched_row(event: Event) -> bool:
+    """A fault-layer ``hook``: a trajectory fault's rule fired on a request of a known row and did
+    its damage (a rewrite that changed nothing, or was skipped, touched nothing)."""
+    data = event.data
+    return (
+        event.op == "hook"
+        and "link" in data
+        and data.get("effect") in TRAJECTORY_FAULTS
+        and isinstance(data.get("row"), int)
+        and not isinstance(data.get("row"), bool)
+        and "skipped" not in data
+        and data.get("changed") != 0
+    )
 
 
 def infrastructure_events(events: list[Event]) -> list[Event]:

@@ -4,10 +4,11 @@ The names are an interface (ARCHITECTURE.md#history-and-invariants). ``STANDING`
 invariants every scenario is judged by, listed in ``expect.invariants`` or not: what no collector
 may get away with anywhere. Those that hold the collector's claims against the servers' records
 (every row accounted for, finite logprobs, rollouts that happened, turns, logprobs and rewards
-the servers produced, bounded retries), the empty-epoch check, the train batch the collector
-says it hands to training, and a raise's cause. A scenario
-lists what is specific to it; ``judged`` gives its full list. A standing invariant that finds
-nothing to judge says NOT_JUDGED silently; a listed one makes the scenario vacuous.
+the servers produced, a status the policy's finish reason bears out, bounded retries), the
+empty-epoch check, the train batch the collector says it hands to training, and a raise's
+cause. A scenario lists what is specific to it; ``judged`` gives its full list. A standing
+invariant that finds nothing to judge says NOT_JUDGED silently; a listed one makes the scenario
+vacuous.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pytest_rollout_chaos.invariants.quiet_after_end import QuietAfterEnd
 from pytest_rollout_chaos.invariants.raise_has_cause import RaiseHasCause
 from pytest_rollout_chaos.invariants.rewards_recorded import RewardsRecorded
 from pytest_rollout_chaos.invariants.root_cause_visible import RootCauseVisible
+from pytest_rollout_chaos.invariants.status_recorded import StatusRecorded
 from pytest_rollout_chaos.invariants.train_batch_sound import TrainBatchSound
 from pytest_rollout_chaos.invariants.turns_generated import TurnsGenerated
 
@@ -55,6 +57,7 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     QuietAfterEnd(),
     CancelHonoured(),
     RaiseHasCause(),
+    StatusRecorded(),
     TrainBatchSound(),
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
@@ -66,6 +69,7 @@ STANDING: Final[tuple[str, ...]] = (
     "turns_generated",
     "logprobs_generated",
     "rewards_recorded",
+    "status_recorded",
     "attempts_bounded",
     "no_empty_epoch",
     "train_batch_sound",

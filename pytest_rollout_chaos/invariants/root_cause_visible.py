@@ -2,7 +2,12 @@
 
 The one bare ``CancelledError`` that hides nothing is the caller's own: when the collection was
 cancelled from outside (the ``cancel`` fault), raising it is what ``cancel_honoured`` asks for.
-A collection that neither raised nor aborted a rollout showed no failure to name: NOT_JUDGED.
+An aborted rollout's ``error`` must name what the History recorded as that row's failure
+(``causes.row_causes``: the HTTP status and a word of the body, the cut connection, the client's
+deadline with its seconds, the fault's kind); a text that names none of them ("row 3 aborted")
+fails, with the recorded causes as evidence. A row with no recorded failure needs an error
+that names something. A collection that neither raised nor aborted a rollout showed no
+failure to name: NOT_JUDGED.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import asyncio
 from typing import ClassVar
 
 from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
+from pytest_rollout_chaos.invariants.causes import row_causes
 from pytest_rollout_chaos.invariants.rules import chain, hides_root_cause, informative
 
 
@@ -49,23 +55,40 @@ class RootCauseVisible:
             return not_judged(
                 self.name, "nothing failed: the collector raised nothing and aborted no rollout"
             )
-        hidden = [
-            f"row {rollout.row_index}: error={rollout.error!r}"
-            for rollout in aborted
-            if not informative(rollout.error)
-        ]
+        events = observation.history.events()
+        hidden: list[str] = []
+        recorded = 0
+        for rollout in aborted:
+            error = rollout.error
+            causes = row_causes(events, rollout.row_index)
+            recorded += bool(causes)
+            if not informative(error):
+                hidden.append(f"row {rollout.row_index}: error={error!r}")
+            elif causes and not any(cause.named_by(str(error)) for cause in causes):
+                seen = "; ".join(dict.fromkeys(cause.describe for cause in causes))
+                claim = f"row {rollout.row_index}: error={error!r}"
+                hidden.append(f"{claim} names none of what was recorded: {seen}")
         if hidden:
             return verdict(
                 self.name,
                 Status.FAIL,
                 story(
                     observation,
-                    what=f"{len(hidden)} aborted rollouts carry no root cause",
-                    expected="every aborted rollout's error names what failed",
+                    what=f"{len(hidden)} aborted rollouts do not name their root cause",
+                    expected=(
+                        "every aborted rollout's error names what the servers recorded as its row's "
+                        "failure: the HTTP status and the body, the exception, the deadline and its "
+                        "seconds, the fault"
+                    ),
                 ),
                 hidden,
             )
-        return verdict(self.name, Status.PASS, f"each of {len(aborted)} aborted rollouts names its cause")
+        return verdict(
+            self.name,
+            Status.PASS,
+            f"each of {len(aborted)} aborted rollouts names its cause ({recorded} held against their "
+            "row's recorded failure)",
+        )
 
 
 def cancelled_from_outside(observation: Observation) -> bool:

@@ -10,11 +10,13 @@ independent of the collector: in gym style the agents' ``/run`` answers (one per
 ``_rowidx`` in the request), in native style the policy's chat, completions or token-in,
 token-out ``/inference/v1/generate`` answers on the collector's own link (tied to a row by its
 prompt or its trajectory's session header; several rows sharing a prompt may leave some untied).
+A policy's answer also says why each generation stopped (``finishes``, its ``finish_reason``),
+read by ``finished`` and ``finishes`` whatever the style and link, by the generation's fingerprint.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -108,3 +110,26 @@ def _by_row(style: Literal["gym", "native"], events: Sequence[Event]) -> Served:
 
 def _number(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def finished(history: History) -> Iterator[tuple[str, str]]:
+    """Each generation the policy answered, as (fingerprint, finish reason): the ``finish_reason``
+    of each choice of every answered chat, completions or generate request the layer recorded
+    (``stop``, ``length``, ...), whatever the link."""
+    for event in history.events():
+        reasons = event.data.get("finishes") if event.kind == "ok" and "link" in event.data else None
+        if not isinstance(reasons, list):
+            continue
+        generations = event.data.get("generations") or ()
+        for generated, reason in zip(generations, reasons, strict=False):
+            if isinstance(reason, str):
+                yield str(generated), reason
+
+
+def finishes(history: History) -> dict[str, set[str]]:
+    """Why the policy stopped each generation, by fingerprint (``finished``); a generation
+    answered twice may hold two reasons."""
+    found: dict[str, set[str]] = {}
+    for generated, reason in finished(history):
+        found.setdefault(generated, set()).add(reason)
+    return found

@@ -21,7 +21,8 @@ from typing import Final
 
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.sends import spans
-from pytest_rollout_chaos.invariants.served import served
+from pytest_rollout_chaos.invariants.served import finished, served
+from pytest_rollout_chaos.servers.policy.replicas import replica_of
 
 NOT_READY_STATUSES: Final = frozenset({502, 503, 504})
 POLICY_LINK_SUFFIX: Final = "->policy"
@@ -119,18 +120,29 @@ def task_groups_stepped(history: History) -> Count:
     return Count(len(tasks), f"task groups {sorted(tasks)}" if tasks else "")
 
 
+def _into_policy(link: str) -> bool:
+    """Whether ``link`` leads to the policy or one of its replicas (``model->policy[1]``)."""
+    return replica_of(link)[0].endswith(POLICY_LINK_SUFFIX)
+
+
 def policy_refused_at_start(history: History) -> Count:
     """Requests to the policy refused (no answer, or HTTP 502/503/504) before its first real answer:
     one or more means the collection's first request found the policy not ready."""
     refused = 0
     for span in spans(history):
-        if not span.link.endswith(POLICY_LINK_SUFFIX) or span.ended is None:
+        if not _into_policy(span.link) or span.ended is None:
             continue
         if span.outcome == "info" or span.status in NOT_READY_STATUSES:
             refused += 1
             continue
         break
     return Count(refused)
+
+
+def generations_at_token_limit(history: History) -> Count:
+    """Generations the policy stopped at the token limit: ``finish_reason: length`` in the fault
+    layer's record of its answers."""
+    return Count(sum(1 for _, reason in finished(history) if reason == "length"))
 
 
 _LAYER: Final = "the fault layer's record of /run answers"
@@ -159,6 +171,12 @@ WITNESSES: Final[tuple[Witness, ...]] = (
         "requests the policy refused before it first answered",
         "the fault layer's record of requests to the policy",
         policy_refused_at_start,
+    ),
+    Witness(
+        "generations_at_token_limit",
+        "generations the policy stopped at the token limit",
+        "the fault layer's record of the policy's answers (finish_reason: length)",
+        generations_at_token_limit,
     ),
 )
 BY_NAME: Final[dict[str, Witness]] = {witness.name: witness for witness in WITNESSES}

@@ -29,6 +29,7 @@ from pytest_rollout_chaos.ray.cluster import NodeSlot, RayCluster
 from pytest_rollout_chaos.ray.host import ServerHost
 from pytest_rollout_chaos.servers.gym.stack import HEAD_NAME, MODEL_NAME, RESOURCES_NAME
 from pytest_rollout_chaos.servers.nemo_gym.stack import ENV_NAME
+from pytest_rollout_chaos.servers.policy.replicas import POLICY, replica_of
 from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec, reaper
 from pytest_rollout_chaos.servers.procfs import alive
@@ -38,8 +39,14 @@ CALL_S: Final = 10.0
 WATCH_S: Final = 5.0
 EXIT_CODE_WAIT_S: Final = 2.0
 KILLED: Final = -int(signal.SIGKILL)  # how a server ended when its actor died
-# Every server but the agents stays on the head node (as the stack builders name them).
+# Every server but the agents stays on the head node (as the stack builders name them), every
+# policy replica (``policy[i]``) included, each in its own actor.
 HEAD_NODE_SERVERS: Final = frozenset({"policy", MODEL_NAME, RESOURCES_NAME, HEAD_NAME, ENV_NAME})
+
+
+def on_head_node(name: str) -> bool:
+    """Whether server ``name`` runs on the head node: all but the agents."""
+    return name in HEAD_NODE_SERVERS or replica_of(name)[0] == POLICY
 
 
 class RayHostedProcess(ManagedProcess):
@@ -277,7 +284,7 @@ class HostedStart:
         self.placed: dict[str, RayHostedProcess] = {}
 
     def __call__(self, spec: ServerSpec) -> ManagedProcess:
-        if spec.name in HEAD_NODE_SERVERS:
+        if on_head_node(spec.name):
             slot = self.cluster.slot_for(None)
         else:
             slot = self.cluster.slot_for(self._agents)

@@ -17,6 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import Final
 
+from pytest_rollout_chaos.collector.adapters.trainer_settings import describe as describe_settings
 from pytest_rollout_chaos.report import timeline as tl
 from pytest_rollout_chaos.report.record import ResultFacts, ScenarioRecord
 from pytest_rollout_chaos.report.run_info import TOXIPROXY_LINE, RunInfo, log_href
@@ -244,6 +245,11 @@ def _scenario_section(position: int, record: ScenarioRecord) -> str:
         parts.append('<div class="schedule"><b>witnesses</b><ul>')
         parts += [f"<li><code>{escape(sighting)}</code></li>" for sighting in result.witnesses]
         parts.append("</ul></div>")
+    for entry in result.trainer_settings if result is not None else ():
+        trainer = escape(str(entry.get("trainer")))
+        parts.append(f'<details class="schedule"><summary>settings given to {trainer}</summary><ul>')
+        parts += [f"<li><code>{escape(line)}</code></li>" for line in describe_settings(entry)]
+        parts.append("</ul></details>")
     if result is not None:
         parts.append(_verdict_table(result))
         parts.append(_picture(record))

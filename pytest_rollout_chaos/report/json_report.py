@@ -130,4 +130,5 @@ def _result(result: ResultFacts) -> dict[str, Any]:
         "unacted": list(result.unacted),
         "witnesses": list(result.witnesses),
         "vacuous": list(result.vacuous),
+        "trainer_settings": [dict(entry) for entry in result.trainer_settings],
     }

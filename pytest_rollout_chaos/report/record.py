@@ -98,9 +98,13 @@ class ResultFacts:
     faults: tuple[FaultFacts, ...] = ()  # the same, as data
     witnesses: tuple[str, ...] = ()  # ``prompt_ids_drifted: seen 3 (at least 1): ...`` per witness
     vacuous: tuple[str, ...] = ()  # listed invariants not judged, witnesses not seen
+    # What an adapter gave upstream, one entry per collection (``adapters.trainer_settings``):
+    # ``{"trainer": ..., "mode": ..., "settings": [{"key", "value", "source", "where"}, ...]}``
+    trainer_settings: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def of(cls, result: ScenarioResult) -> ResultFacts:
+        from pytest_rollout_chaos.collector.adapters.trainer_settings import recorded
         from pytest_rollout_chaos.faults.apply import describe
 
         t0 = result.history.t0
@@ -138,6 +142,7 @@ class ResultFacts:
             ),
             witnesses=tuple(sighting.describe() for sighting in result.witnesses),
             vacuous=tuple(result.vacuous),
+            trainer_settings=tuple(recorded(result.history)),
         )
 
     def not_passed(self) -> list[VerdictFacts]:
@@ -253,6 +258,7 @@ def _result_facts(data: Mapping[str, Any]) -> ResultFacts:
         faults=tuple(FaultFacts(**fault) for fault in data.get("faults", ())),
         witnesses=tuple(data.get("witnesses", ())),
         vacuous=tuple(data.get("vacuous", ())),
+        trainer_settings=tuple(data.get("trainer_settings", ())),
     )
 
 

@@ -1,7 +1,8 @@
 """The lines of the ``rollout-chaos`` terminal-summary section (pure strings, no pytest).
 
 Totals first (scenarios, faults, invariant verdicts, each invariant's own counts), then one
-line per scenario with its time, so a slow or failing scenario stands out in CI logs.
+line per scenario with its time, so a slow or failing scenario stands out in CI logs, then,
+when the collector is an adapter, each setting it gave the trainer.
 """
 
 from __future__ import annotations
@@ -35,11 +36,32 @@ def summary_lines(
         lines.append("per scenario:")
         width = max(len(record.name) for record in records)
         lines += [_scenario_line(record, width) for record in records]
+        lines += settings_lines(records)
     else:
         lines.append("scenarios: none run")
     lines += list(extra_lines)
     if report_path is not None:
         lines.append(f"report: {report_path}")
+    return lines
+
+
+def settings_lines(records: Sequence[ScenarioRecord]) -> list[str]:
+    """Each setting an adapter gave its trainer, once, with the scenarios it was given in when not
+    in every one that ran an adapter (where upstream sets each: the JSON results, the failure text)."""
+    given: dict[str, list[str]] = {}
+    ran = [record for record in records if record.result is not None and record.result.trainer_settings]
+    for record in ran:
+        for entry in record.result.trainer_settings if record.result is not None else ():
+            facts = " ".join(str(entry[key]) for key in ("mode", "variant") if entry.get(key))
+            for item in entry.get("settings") or ():
+                line = f"{entry.get('trainer')} {facts}: {item['key']} = {item['value']!r} ({item['source']})"
+                given.setdefault(line, []).append(record.name)
+    if not given:
+        return []
+    lines = ["settings given to the trainer:"]
+    for line, names in given.items():
+        unique = sorted(set(names))
+        lines.append(f"  {line}" + (f" [{', '.join(unique)}]" if len(unique) < len(ran) else ""))
     return lines
 
 

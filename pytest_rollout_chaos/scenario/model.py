@@ -37,6 +37,7 @@ class ScenarioFileError(ScenarioError):
 class PolicyOptions:
     splice_prefix: bool = True
     ready_delay_s: float = 0.0
+    replicas: int | None = None  # None: as many as the run starts (--rollout-chaos-policy-replicas)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -55,6 +56,8 @@ class Workload:
     mode: Mode = "train"
     style: Style = "gym"
     tasks: tuple[str, ...] = (v.TASK_NAMES[0],)
+    max_output_tokens: int | None = None  # None: the stack's default limit
+    trainer_config: Mapping[str, Any] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))
 
     @property
     def total_rollouts(self) -> int:
@@ -168,10 +171,12 @@ class Scenario:
         return self.description.strip().splitlines()[0]
 
 
-def load_scenario(path: Path | str, *, shown_as: Path | None = None) -> Scenario:
+def load_scenario(path: Path | str, *, shown_as: Path | None = None, policy_replicas: int = 1) -> Scenario:
     """Read and validate one scenario file; raise ``ScenarioFileError`` listing every problem.
 
     Messages and ``Scenario.path`` use ``shown_as`` when given (a path relative to where the user is).
+    ``policy_replicas`` is how many policy replicas the run starts (``policy[i]`` targets are checked
+    against it) unless the file asks for its own (``stack.policy.replicas``).
     """
     path = Path(path)
     shown = shown_as if shown_as is not None else path
@@ -179,11 +184,12 @@ def load_scenario(path: Path | str, *, shown_as: Path | None = None) -> Scenario
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioFileError((s.Problem(shown, 1, "(file)", f"cannot read: {exc}"),)) from None
-    return parse_scenario(text, shown)
+    return parse_scenario(text, shown, policy_replicas=policy_replicas)
 
 
-def parse_scenario(text: str, path: Path) -> Scenario:
-    """Validate scenario ``text`` (read from ``path``, used in messages)."""
+def parse_scenario(text: str, path: Path, *, policy_replicas: int = 1) -> Scenario:
+    """Validate scenario ``text`` (read from ``path``, used in messages); ``policy_replicas`` as in
+    ``load_scenario``."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -205,7 +211,7 @@ def parse_scenario(text: str, path: Path) -> Scenario:
     except s.Rejected as rejected:
         parsed = rejected.partial
     if parsed is not None:
-        relations.check(parsed, problems)
+        relations.check(parsed, problems, policy_replicas=policy_replicas)
     if problems.items or parsed is None:
         raise ScenarioFileError(tuple(sorted(problems.items, key=lambda problem: problem.line)))
     return _build(parsed, path)
@@ -243,6 +249,7 @@ def _stack(parsed: s.Parsed) -> StackSpec:
 def _workload(parsed: s.Parsed) -> Workload:
     values = dict(parsed.values)
     values["tasks"] = tuple(values["tasks"])
+    values["trainer_config"] = types.MappingProxyType(dict(values["trainer_config"] or {}))
     return Workload(**values)
 
 

@@ -48,10 +48,12 @@ class Shape:
     generations_per_prompt: int | None
     style: str | None
     servers: tuple[str, ...] | None
+    replicas: int | None = 1  # the policy replicas the scenario runs with
 
     @classmethod
-    def of(cls, scenario: s.Parsed) -> Shape:
-        """The shape of a (possibly partly wrong) scenario file; absent sections take their defaults."""
+    def of(cls, scenario: s.Parsed, *, policy_replicas: int = 1) -> Shape:
+        """The shape of a (possibly partly wrong) scenario file; absent sections take their defaults,
+        the policy's replicas the run's (``policy_replicas``)."""
         workload = _known_values(scenario, "workload", tables.WORKLOAD)
         stack = _known_values(scenario, "stack", tables.STACK)
         tasks = workload.get("tasks")
@@ -62,6 +64,7 @@ class Shape:
             generations_per_prompt=workload.get("generations_per_prompt"),
             style=workload.get("style"),
             servers=tuple(servers) if servers is not None else None,
+            replicas=_replicas(stack, policy_replicas),
         )
 
     @classmethod
@@ -127,9 +130,10 @@ class Shape:
         return None if None in counts else max((count or 0 for count in counts), default=0)
 
 
-def check(scenario: s.Parsed, problems: s.Problems) -> None:
-    """Record every problem between the parts of ``scenario`` that could be read."""
-    rules = _Rules(Shape.of(scenario), problems)
+def check(scenario: s.Parsed, problems: s.Problems, *, policy_replicas: int = 1) -> None:
+    """Record every problem between the parts of ``scenario`` that could be read; ``policy[i]``
+    targets against the replicas it asks for, else the run's ``policy_replicas``."""
+    rules = _Rules(Shape.of(scenario, policy_replicas=policy_replicas), problems)
     for index, step in enumerate(scenario.part("faults") or ()):
         if isinstance(step, s.Parsed):
             rules.step(step, f"faults[{index}]")
@@ -144,6 +148,19 @@ def check(scenario: s.Parsed, problems: s.Problems) -> None:
                 "a scenario with no fault step must name what has to happen for it to test anything "
                 f"(valid: {', '.join(v.WITNESSES)}; e.g. witness: {{multi_turn_rows: 1}})",
             )
+
+
+def _replicas(stack: Mapping[str, Any], policy_replicas: int) -> int | None:
+    """The scenario's own ``stack.policy.replicas``, else the run's; None where it is unreadable."""
+    if "policy" not in stack:
+        return None  # a stack section with problems
+    policy = stack["policy"]
+    if policy is None:
+        return policy_replicas
+    if not isinstance(policy, s.Parsed) or "replicas" in policy.bad:
+        return None
+    replicas = policy.values.get("replicas")
+    return policy_replicas if replicas is None else int(replicas)
 
 
 def _known_values(scenario: s.Parsed, key: str, table: s.Section) -> Mapping[str, Any]:
@@ -215,10 +232,21 @@ class _Rules:
                 )
 
     def server(self, name: str, line: int, field: str) -> bool:
-        """``name`` must be started by the stack; an agent instance must also serve a task of the workload."""
+        """``name`` must be started by the stack; an agent instance must also serve a task of the
+        workload; a policy replica ``policy[i]`` must be one the scenario runs."""
         if name in _NOT_STARTED:
             return True
         shape = self.shape
+        name, index = v.replica_of(name)
+        if index is not None and shape.replicas is not None and index >= shape.replicas:
+            valid = ", ".join((v.POLICY, *v.replica_names(shape.replicas)))
+            self.problems.add(
+                line,
+                field,
+                f"'policy[{index}]' is not a replica the stack runs: it runs {shape.replicas} policy "
+                f"replica(s) (--rollout-chaos-policy-replicas, or stack.policy.replicas) (valid: {valid})",
+            )
+            return False
         server = "agent" if name in TASK_OF_AGENT else name
         if shape.servers is not None and server not in shape.servers:
             valid = ", ".join(shape.servers)

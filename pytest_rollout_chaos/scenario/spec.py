@@ -510,3 +510,52 @@ class MappingOf:
         if self.min_items:
             schema["minProperties"] = self.min_items
         return schema
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DottedSettings:
+    """A mapping of ``TRAINER.dotted.key`` names to single values; ``TRAINER`` is one of ``firsts``.
+
+    Values are scalars (string, number, boolean, null): one setting each, never a whole section.
+    """
+
+    firsts: tuple[str, ...]
+    what: str = "setting"
+
+    def parse(self, node: yaml.Node, field: str, problems: Problems) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        items, doubtful = readable_items(node, field, problems)
+        failed = doubtful is not None
+        for key, key_node, value_node in items:
+            first, dot, rest = key.partition(".")
+            if first not in self.firsts or not dot or re.fullmatch(_DOTTED, rest) is None:
+                problems.reject(
+                    key_node,
+                    join(field, key),
+                    f"invalid {self.what} name {key!r} (valid: TRAINER.dotted.key, TRAINER one of "
+                    f"{choices_text(self.firsts)})",
+                )
+                failed = True
+                continue
+            try:
+                values[key] = scalar_value(value_node, join(field, key), problems)
+            except Rejected:
+                failed = True
+        for key in doubtful or ():
+            values.pop(key, None)
+        if failed:
+            raise Rejected(None)
+        return values
+
+    def json_schema(self) -> JsonSchema:
+        firsts = "|".join(re.escape(first) for first in self.firsts)
+        return {
+            "type": "object",
+            "patternProperties": {
+                f"^(?:{firsts})\\.{_DOTTED}$": {"type": ["string", "number", "boolean", "null"]}
+            },
+            "additionalProperties": False,
+        }
+
+
+_DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"

@@ -130,7 +130,10 @@ class FaultStepSpec:
         for field in _COMMON:
             properties[field.name] = {**field.spec.json_schema(), "description": field.doc}
         properties["kind"] = {"const": kind, "description": "the fault kind"}
-        properties["target"] = {"enum": list(v.targets_for(kind)), "description": _COMMON_DOCS["target"]}
+        targets: s.JsonSchema = {"enum": list(v.targets_for(kind))}
+        if (replicas := v.replica_pattern(kind)) is not None:
+            targets = {"anyOf": [targets, {"type": "string", "pattern": replicas}]}
+        properties["target"] = {**targets, "description": _COMMON_DOCS["target"]}
         required = ["kind"] if kind in v.FIXED_TARGETS else ["kind", "target"]
         schema: s.JsonSchema = {"type": "object", "properties": properties, "required": required}
         for name, param in params.items():
@@ -250,10 +253,9 @@ class _StepReader:
 
 def _parse_target(kind: str, node: yaml.Node, field: str, problems: s.Problems) -> str:
     target = s.scalar_value(node, field, problems)
-    valid = v.targets_for(kind)
-    if target not in valid:
+    if not isinstance(target, str) or not v.valid_target(kind, target):
         raise problems.reject(
-            node, field, f"invalid target {target!r} for a {kind} fault (valid: {', '.join(valid)})"
+            node, field, f"invalid target {target!r} for a {kind} fault (valid: {v.targets_text(kind)})"
         )
     return str(target)
 
@@ -265,7 +267,7 @@ def _parse_param(param: p.Param, node: yaml.Node, field: str, problems: s.Proble
 
 
 def _missing_target(kind: str) -> str:
-    return f"missing required key (valid: {', '.join(v.targets_for(kind))})"
+    return f"missing required key (valid: {v.targets_text(kind)})"
 
 
 def _kinds_text() -> str:

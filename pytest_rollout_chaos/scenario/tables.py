@@ -26,6 +26,13 @@ POLICY: Final = s.Section(
             "the policy server answers /health only after this many seconds (readiness must wait)",
             default=0.0,
         ),
+        s.Field(
+            "replicas",
+            s.Integer(1),
+            "policy servers this scenario needs behind the model server, whatever "
+            "--rollout-chaos-policy-replicas says (skipped where the stack cannot have them); "
+            "default: the run's",
+        ),
     ),
     doc="policy server options",
 )
@@ -69,6 +76,19 @@ WORKLOAD: Final = s.Section(
             s.ListOf(s.Choice(v.TASK_NAMES, "task"), min_items=1, unique=True),
             "task groups in the batch",
             default=(v.TASK_NAMES[0],),
+        ),
+        s.Field(
+            "max_output_tokens",
+            s.Integer(1),
+            "the token limit of each generation: every row's responses_create_params.max_output_tokens "
+            "(native style: the collector's max_new_tokens); default: the stack's",
+        ),
+        s.Field(
+            "trainer_config",
+            s.DottedSettings(v.TRAINERS),
+            "upstream settings an adapter gives the trainer instead of the trainer's own defaults, as "
+            "TRAINER.dotted.key: value (nemo_rl.policy.generation.vllm_cfg.async_engine: true); "
+            "every other setting stays upstream's default, and an adapter of another trainer ignores them",
         ),
     ),
     doc="what the collector is asked to collect",

@@ -26,6 +26,7 @@ stack:
   policy:
     splice_prefix: true      # splice earlier turns' token ids into the next prompt
     ready_delay_s: 0         # the policy answers /health only after this long
+    # replicas: 2            # policy servers behind the model server (default: the run's)
 
 workload:
   rows_per_task: 4
@@ -33,6 +34,7 @@ workload:
   mode: train                # train | validation
   style: gym                 # gym (rows go to agent servers) | native
   tasks: [calculator]
+  # max_output_tokens: 16    # the token limit of each generation (omit: the stack's)
 
 faults:                      # kinds and their parameters: rollout-chaos schema
   - kind: latency

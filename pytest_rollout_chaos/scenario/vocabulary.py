@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
+from pytest_rollout_chaos.collector.adapters.trainer_settings import TRAINERS as _TRAINERS
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.invariants import registry as invariant_registry
 from pytest_rollout_chaos.invariants import witnesses
 from pytest_rollout_chaos.servers.gym.tasks import AGENT_FOR_TASK, TASKS
+from pytest_rollout_chaos.servers.policy import replicas
 
 FAULT_KINDS: Final = tuple(registry.FAULTS)
 
@@ -31,6 +33,13 @@ COLLECTOR: Final = "collector"
 AGENT_INSTANCES: Final = tuple(AGENT_FOR_TASK[task] for task in TASKS)
 TASK_NAMES: Final = TASKS
 
+# ``policy`` names every policy replica; ``policy[i]`` one of them (``--rollout-chaos-policy-replicas``,
+# ``stack.policy.replicas``), in a server target and at the end of a link (``model->policy[1]``).
+POLICY: Final = replicas.POLICY
+replica_of = replicas.replica_of
+replica_names = replicas.indexed_names
+
+
 # Faults whose target is fixed by what they act on (``cancel``: the collection itself); a step
 # may leave the target out, and gets the first.
 FIXED_TARGETS: Final[dict[str, tuple[str, ...]]] = {
@@ -44,6 +53,9 @@ WITNESSES: Final = witnesses.NAMES
 
 TriggerKind = Literal["start", "after_completed", "after_s", "on_request"]
 TRIGGERS: Final = ("start", "after_completed", "after_s", "on_request")
+
+# The trainers an adapter drives: the first part of a ``workload.trainer_config`` key.
+TRAINERS: Final = _TRAINERS
 
 Mode = Literal["train", "validation"]
 MODES: Final = ("train", "validation")
@@ -62,3 +74,26 @@ def targets_for(kind: str) -> tuple[str, ...]:
     if isinstance(targets, tuple):
         return targets
     return LINKS if targets == "links" else SERVERS + AGENT_INSTANCES
+
+
+def valid_target(kind: str, target: str) -> bool:
+    """Whether ``target`` is a valid target of ``kind``: one of ``targets_for``, or a policy replica
+    (``policy[i]``, ``model->policy[i]``) where the kind takes ``policy`` (``model->policy``)."""
+    base, _ = replica_of(target)
+    return base in targets_for(kind) and (base == target or base.endswith(POLICY))
+
+
+def replica_pattern(kind: str) -> str | None:
+    """The JSON Schema pattern of the replica targets ``kind`` takes (``policy[i]``), or None."""
+    bases = [target for target in targets_for(kind) if target.endswith(POLICY)]
+    if not bases:
+        return None
+    return "^(" + "|".join(bases) + r")\[[0-9]+\]$"  # the names hold no regex metacharacter
+
+
+def targets_text(kind: str) -> str:
+    """The valid targets of ``kind`` for a message, with the replica forms it takes."""
+    targets = targets_for(kind)
+    replicas = [f"{target}[i]" for target in targets if target.endswith(POLICY)]
+    text = ", ".join(targets)
+    return f"{text}; {', '.join(replicas)} for one policy replica" if replicas else text

@@ -12,7 +12,8 @@ front of the real server; the layer's one request at a time per upstream connect
 dropping of the client's connection when the upstream drops, keep it invisible to TCP-level
 behaviour.
 Which server a link leads to, and the History source of its requests, follow from its name:
-``model->policy`` leads to ``policy``, ``collector->agent:<instance>`` to that agent instance
+``model->policy`` leads to ``policy`` (``model->policy[1]`` to the replica ``policy[1]``, source
+``policy``), ``collector->agent:<instance>`` to that agent instance
 (source ``agent``). Calls are synchronous with a deadline: stacks are built in synchronous
 session fixtures.
 """
@@ -45,11 +46,12 @@ def link_server(link: str) -> tuple[str, str]:
     """The server a link leads to and the History source of its requests.
 
     ``collector->agent:calculator_agent`` -> ``("calculator_agent", "agent")``;
-    ``agent->model`` -> ``("model", "model")``.
+    ``agent->model`` -> ``("model", "model")``; ``model->policy[1]`` -> ``("policy[1]", "policy")``
+    (a policy replica).
     """
     _, _, target = link.rpartition("->")
     source, _, instance = target.partition(":")
-    return (instance or source), source
+    return (instance or source), re.sub(r"\[[0-9]+\]$", "", source)
 
 
 def _host_port(link: str, upstream_url: str) -> urllib.parse.SplitResult:

@@ -1,8 +1,8 @@
 """The pinned upstream trees the adapters' tests drive: ``git archive`` tarballs, unpacked once.
 
-They sit in ``shared/upstream`` beside the repository (``ROLLOUT_CHAOS_UPSTREAM_DIR`` names another
-folder). A fresh clone has none, and the plain project venv lacks the trainers' dependencies:
-either way a test that needs a tree skips, saying which.
+They sit in ``tests/upstream`` (trimmed to what the adapters open; ``SOURCES.md`` there says where
+each comes from), or in the folder ``ROLLOUT_CHAOS_UPSTREAM_DIR`` names. The plain project venv
+lacks the trainers' dependencies: a test that needs them skips, saying which.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ REPO: Final = Path(__file__).resolve().parents[2]
 
 
 def upstream_dir() -> Path:
-    """``$ROLLOUT_CHAOS_UPSTREAM_DIR``, else ``shared/upstream`` beside the repository."""
+    """``$ROLLOUT_CHAOS_UPSTREAM_DIR``, else the repository's ``tests/upstream``."""
     configured = os.environ.get("ROLLOUT_CHAOS_UPSTREAM_DIR")
-    return Path(configured) if configured else REPO.parent / "shared" / "upstream"
+    return Path(configured) if configured else REPO / "tests" / "upstream"
 
 
 def missing_modules(modules: Sequence[str]) -> list[str]:
@@ -42,7 +42,9 @@ def pinned_tree(name: str, into: Path, *, needs: Sequence[str], holds: str) -> P
         )
     tarball = upstream_dir() / f"{name}.tar.gz"
     if not tarball.is_file():
-        pytest.skip(f"no {tarball.name} in {tarball.parent} (the pinned upstream trees sit beside the repo)")
+        pytest.skip(
+            f"no {tarball.name} in {tarball.parent} (ROLLOUT_CHAOS_UPSTREAM_DIR names another folder)"
+        )
     tree = into / name
     if not tree.is_dir():
         partial = into / f"{name}.partial"

@@ -1,4 +1,4 @@
-"""The verl-recipe tree for the ``verl`` adapter's tests: unpacked once from ``shared/upstream``.
+"""The verl-recipe tree for the ``verl`` adapter's tests: unpacked once from ``tests/upstream``.
 
 ``tests.adapters._trees`` finds and unpacks it, or skips saying why.
 """

@@ -141,7 +141,7 @@ def _archives(pair: Pair) -> tuple[Path, Path]:
     absent = [archive.name for archive in archives if not archive.is_file()]
     if absent:
         pytest.skip(
-            f"no {', '.join(absent)} in {upstream_dir()} (the pinned upstream trees sit beside the repo)"
+            f"no {', '.join(absent)} in {upstream_dir()} (ROLLOUT_CHAOS_UPSTREAM_DIR names another folder)"
         )
     return archives[0], archives[1]
 
@@ -190,6 +190,12 @@ def test_the_gate_shows_the_fix_and_every_other_verdict_the_pr_changes(
         assert target["head"]["invariants"][pair.by] == "PASS", target["head"]["message"]
         assert not not_fixed, not_fixed
     assert status == (1 if pair.regressions or pair.still_raises else 0), document["failures"]
+    # Each side names its tree and the commit its git archive records, and what ran it.
+    for side, tree in (("base", pair.base), ("head", pair.head)):
+        trainer = document[side]["environment"]["trainer"]
+        assert trainer["tree"] == tree
+        assert trainer["commit"].startswith(tree.rpartition("-")[2]), trainer
+    assert document["environments_differ"] == []
 
 
 def test_swapping_base_and_head_is_a_regression(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

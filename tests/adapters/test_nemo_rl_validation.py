@@ -113,6 +113,26 @@ def test_an_adapter_that_batches_the_environment_itself_makes_the_pre_fix_tree_l
     assert not catalog_on(BASE, "nemo_rl")[SCENARIO].passed
 
 
+@pytest.mark.slow
+def test_validates_default_path_batches_the_environment_so_the_scenario_names_the_async_engine(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Without ``vllm_cfg.async_engine`` (off by default) ``validate()`` takes ``run_multi_turn_rollout``,
+    which steps the environment once per task group per turn even before PR #2209: the bug is on
+    the async-engine path only, which is why the scenario asks for it in ``trainer_config``."""
+    scratch = tmp_path_factory.mktemp("sync-validation")
+    text = (CATALOG / f"{SCENARIO}.chaos.yaml").read_text(encoding="utf-8")
+    asked = "  trainer_config:\n    nemo_rl.policy.generation.vllm_cfg.async_engine: true\n"
+    assert asked in text
+    copy = scratch / "sync.chaos.yaml"
+    copy.write_text(text.replace(asked, "").replace(f"name: {SCENARIO}", "name: sync-validation"), "utf-8")
+    tree = nemo_rl_tree(BASE, tmp_path_factory.mktemp("nemo-rl-sync"))
+    verdicts = run_catalog(
+        scratch, target="nemo_rl", scenarios=[], stack_args=[f"--rollout-chaos-upstream={tree}", str(copy)]
+    )
+    assert verdicts["sync-validation"].passed, verdicts["sync-validation"].message
+
+
 # -- the pieces, without a trainer -----------------------------------------------------------------
 
 

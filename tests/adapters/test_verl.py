@@ -149,9 +149,12 @@ def test_validation_rows_carry_the_validation_sampling(verl_recipe: ModuleType) 
     ctx = verl_context(StartedGym())
     collector = verl.factory(ctx)
     prompts = verl.prompts_proto(collector.recipe, rows(2), collector.tokenizer, validate=True)
-    built = verl_recipe._build_nemo_gym_examples(prompts, collector.manager().rollout_config, validate=True)
+    config = collector.manager().rollout_config
+    built = verl_recipe._build_nemo_gym_examples(prompts, config, validate=True)
     assert [row["_rowidx"] for row in built] == [0, 1]
-    assert all(row["responses_create_params"]["temperature"] == ctx.settings.temperature for row in built)
+    # verl's own val_kwargs (rollout.yaml: temperature 0), not the training temperature (1.0)
+    assert (config.val_kwargs.temperature, config.temperature) == (0, 1.0)
+    assert all(row["responses_create_params"]["temperature"] == 0 for row in built)
     assert prompts.meta_info["validate"] is True
 
 

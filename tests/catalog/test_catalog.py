@@ -37,6 +37,14 @@ CAUGHT_BY = {
     "swallows_cancel": ("collection-cancelled", "cancel_honoured"),
     "mixed_env_batch": ("validation-batched-env", "batched_env_eval"),
     "drift_fails_batch": ("prefix-drift", "raise_has_cause"),
+    "length_as_completed": ("native-token-limit-truncated", "status_recorded"),
+    "generic_abort": ("trajectory-exception-isolated", "root_cause_visible"),
+}
+# The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
+# that must judge FAIL); that collector's own scenario is in CAUGHT_BY.
+REPLICA_SCENARIOS = {
+    "policy-replica-killed": ("swallowed_exception", "accounted"),
+    "policy-replica-nan-logprobs": ("nan_silent", "finite_logprobs"),
 }
 # Every scenario whose rows drift: a collector that fails the batch on one drifted row fails each.
 DRIFT_SCENARIOS = ("prefix-drift", "policy-tokenize-drift", "retokenization-drift", "unrepairable-drift")
@@ -52,6 +60,7 @@ def stack_args(chaos_settings: ChaosSettings) -> list[str]:
         f"--rollout-chaos-backend={chaos_settings.backend}",
         f"--rollout-chaos-gym={chaos_settings.gym}",
         f"--rollout-chaos-ray={chaos_settings.ray.describe()}",
+        f"--rollout-chaos-policy-replicas={chaos_settings.policy_replicas}",
     ]
 
 
@@ -63,9 +72,15 @@ def skipped_on(settings: ChaosSettings) -> set[str]:
         for scenario in map(load_scenario, CATALOG.glob("*.chaos.yaml"))
         if any(registry.fault_class(step.kind).family == "ray" for step in scenario.faults)
     }
-    if not settings.ray.on:
-        return needs_ray
-    return set() if settings.ray.kind == "local" and settings.ray.nodes >= 2 else {"rollout-node-lost"}
+    skipped = set(needs_ray) if not settings.ray.on else set()
+    if settings.ray.on and not (settings.ray.kind == "local" and settings.ray.nodes >= 2):
+        skipped.add("rollout-node-lost")
+    # Two replicas are started for them unless real NeMo Gym (given its base URLs once, at start)
+    # or an external policy (one server) makes the run's own count the only one.
+    fixed_count = settings.gym != "embedded" or settings.policy_url is not None
+    if fixed_count and settings.policy_replicas != 2:
+        skipped |= set(REPLICA_SCENARIOS)
+    return skipped
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +163,24 @@ def test_known_bug_collector_fails_its_scenario_and_passes_the_baseline(
         # raises on it, its own bug. Anything else counts.
         return
     assert baseline.passed, f"{collector} fails even without a fault:\n{baseline.message}"
+
+
+@pytest.mark.parametrize("scenario", sorted(REPLICA_SCENARIOS))
+def test_known_bug_collector_fails_each_replica_scenario(
+    tmp_path: Path, scenario: str, known_bug_stack_args: list[str]
+) -> None:
+    collector, invariant = REPLICA_SCENARIOS[scenario]
+    # Their replicas are started by the run: a shared external policy would be one server.
+    args = [arg for arg in known_bug_stack_args if not arg.startswith("--rollout-chaos-policy-url=")]
+    verdicts = run_catalog(
+        tmp_path, target=f"fixtures.collectors.{collector}:factory", scenarios=[scenario], stack_args=args
+    )
+    exposed = verdicts[scenario]
+    assert exposed.skipped is None, f"{scenario} skipped: {exposed.skipped}"
+    assert exposed.invariants.get(invariant) == "FAIL", (
+        f"{collector} on {scenario}: {invariant} judged {exposed.invariants.get(invariant)}: "
+        f"{exposed.invariants}\n{exposed.message}"
+    )
 
 
 def test_failing_the_batch_on_one_drifted_row_fails_every_drift_scenario(

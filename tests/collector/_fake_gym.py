@@ -88,7 +88,7 @@ class FakeGym:
             if behaviour == "hang":
                 await asyncio.sleep(3600)
             if behaviour == "error":
-                self._record("fail", index, status=500)
+                self._record("fail", index, status=500, body=f"\"ValueError('row {index}')\"")
                 raise GymRequestError(
                     "calculator_agent", "http://127.0.0.1:1/run", 500, f"ValueError('row {index}')"
                 )

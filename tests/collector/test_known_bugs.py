@@ -40,10 +40,12 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
     "collection_deadline_only": ({}, 1, "every request was answered, so nothing was left to wait for"),
     "detached_after_raise": ({}, 1, "the collector kept working after the collection ended"),
     "drift_fails_batch": ({0: ["drift"]}, 0, "the batch failed for no batch-level cause"),
+    "generic_abort": ({1: ["error"]}, 0, "1 aborted rollouts do not name their root cause"),
 }
 # Checked elsewhere: the native-style ones by test_reference_native, the cancelled one by
-# test_cancellation.
-ELSEWHERE = {"per_sample_env", "mixed_env_batch", "swallows_cancel"}
+# test_cancellation, the one whose bug needs the policy's finish reasons in the catalog
+# (native-token-limit-truncated).
+ELSEWHERE = {"per_sample_env", "mixed_env_batch", "swallows_cancel", "length_as_completed"}
 DEADLINE_S = 1.5
 # A collection deadline is noticed late only past ends_promptly's margin (3 s): give it room.
 SETTINGS: dict[str, dict[str, float]] = {"collection_deadline_only": {"collect_timeout_s": 4.0}}

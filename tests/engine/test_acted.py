@@ -143,6 +143,18 @@ def test_a_process_fault_touches_the_requests_into_its_server_in_flight_or_sent_
     )
 
 
+def test_a_process_fault_on_one_policy_replica_counts_only_what_that_replica_received() -> None:
+    step = FaultStep("kill", "policy[1]", line=9)
+    history = history_of(
+        *request("model->policy[0]", "the healthy replica", 0.25, 0.3),
+        *request("model->policy[1]", "cut on the killed one", 0.1, 0.25, kind="info"),
+        *request("model->policy[1]", "refused by the killed one", 0.3, 0.31, kind="info"),
+        *request("model->policy[0]", "the healthy one again", 0.35, 0.4),
+    )
+    [touch] = count_touches([applied(Kill("policy[1]"), step, 0.2, 0.5)], history, ended_at=0.8)
+    assert touch.count == 2
+
+
 def test_a_process_fault_on_a_server_the_collection_never_used_touched_nothing() -> None:
     # The process existed and was killed, but no request of the collection went to it.
     step = FaultStep("kill", "echo_agent", line=8)

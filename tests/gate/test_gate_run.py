@@ -9,6 +9,7 @@ its pytest really reported.
 from __future__ import annotations
 
 import json
+import platform
 from pathlib import Path
 
 import pytest
@@ -86,7 +87,13 @@ def test_a_fix_passes_the_gate_and_swapping_the_trees_is_a_regression(
     assert by_name["short-results"]["head"]["invariants"]["no_silent_short_count"] == "PASS"
     assert document["passed"] is True
     assert document["base"]["tree"] == str(buggy.resolve())
+    # Each side's environment, read in its interpreter (this one: both sides alike, nothing flagged)
+    assert document["base"]["environment"]["trainer"] == {"tree": buggy.name, "commit": None}
+    assert document["head"]["environment"]["versions"]["python"] == platform.python_version()
+    assert document["environments_differ"] == []
+    assert f"  trainer {fixed.name} (commit unknown)" in out
     assert comment.read_text().startswith("### ✅ rollout-chaos gate (`gated_trainer.collector:factory`)")
+    assert f"| python | {platform.python_version()} | {platform.python_version()} |" in comment.read_text()
 
     status = _gate(fixed, buggy, "--expect-fixed", "short-results")
     out, err = capsys.readouterr()

@@ -63,6 +63,45 @@ def test_isolated_failures_is_not_judged_without_failures() -> None:
     assert IsolatedFailures().check(observe(2, all_ok(2))).status is Status.NOT_JUDGED
 
 
+def _named_not_touched(*, touched: int | None = None, changed: int = 2) -> History:
+    """A fault whose inject names row 1 and whose rule no request of row 1 passed through; with
+    ``touched``, its rule hit a request of that row instead (and changed ``changed`` values)."""
+    history = History()
+    inject = {"fault": "nan_logprobs", "target": "policy", "row": 1, "rule": "r1"}
+    history.append("fault", "info", "inject", inject)
+    for row in range(4):
+        facts = {"link": "collector->agent:calculator_agent", "server": "calculator_agent", "row": row}
+        history.append("agent", "invoke", "POST /run", facts, request_id=f"run{row}")
+        history.append("agent", "ok", "POST /run", {**facts, "status": 200}, request_id=f"run{row}")
+    if touched is not None:
+        hook = {"effect": "nan_logprobs", "rule": "r1", "row": touched, "route": "/v1/chat/completions"}
+        history.append("policy", "info", "hook", {**hook, "link": "model->policy", "changed": changed})
+    return history
+
+
+def test_isolated_failures_names_no_victim_of_a_fault_that_touched_nothing() -> None:
+    history = _named_not_touched()
+    raised = IsolatedFailures().check(observe(4, None, history=history, raised=RuntimeError("boom")))
+    assert raised.status is Status.NOT_JUDGED, raised.render()
+    outcome = all_ok(4)
+    outcome[1] = rollout(1, "aborted", error="row 1 was named by a fault")
+    history.append("agent", "fail", "POST /run", {"row": 2, "status": 500})
+    outcome[2] = rollout(2, "aborted", error="HTTP 500 from agent")
+    verdict = IsolatedFailures().check(observe(4, outcome, history=history))
+    assert verdict.status is Status.FAIL, verdict.render()
+    assert "rows [2] failed and siblings [1] were lost or aborted" in verdict.summary
+
+
+def test_isolated_failures_counts_a_row_the_fault_layer_saw_a_rule_change() -> None:
+    outcome = all_ok(4)
+    outcome[3] = rollout(3, "aborted", error="non-finite logprob nan")
+    touched = IsolatedFailures().check(observe(4, outcome, history=_named_not_touched(touched=3)))
+    assert touched.status is Status.PASS, touched.render()
+    assert "rows [3] failed" in touched.summary
+    unchanged = _named_not_touched(touched=3, changed=0)  # the rule fired and rewrote nothing
+    assert IsolatedFailures().check(observe(4, all_ok(4), history=unchanged)).status is Status.NOT_JUDGED
+
+
 def _served(history: History, tasks: list[str], turn: int) -> None:
     """What the resources server records for one ``/step_batch`` call: each item's task and turn."""
     data = {"batch_size": len(tasks), "tasks": tasks, "turns": [turn] * len(tasks)}

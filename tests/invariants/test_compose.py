@@ -38,6 +38,7 @@ INTERFACE_NAMES = (
     "quiet_after_end",
     "cancel_honoured",
     "raise_has_cause",
+    "status_recorded",
     "train_batch_sound",
 )
 

@@ -115,3 +115,25 @@ def test_policy_refused_at_start_counts_refusals_before_the_first_answer() -> No
     _policy(ready, 0, status=200)
     _policy(ready, 1, status=None)
     assert witnesses.policy_refused_at_start(ready).seen == 0
+
+
+def test_generations_at_token_limit_counts_the_policys_length_finishes() -> None:
+    history = History()
+    for request, finishes in enumerate([["length", "stop"], ["length"], ["stop"]]):
+        facts = {"link": "collector->policy", "server": "policy", "status": 200}
+        generated = [fingerprint([request, n]) for n in range(len(finishes))]
+        data = {**facts, "generations": generated, "finishes": finishes}
+        history.append("policy", "ok", "POST /v1/chat/completions", data)
+    [sighting] = witnesses.look(history, {"generations_at_token_limit": 2})
+    assert sighting.seen
+    assert sighting.count.seen == 2
+    [unseen] = witnesses.look(History(), {"generations_at_token_limit": 1})
+    assert not unseen.seen
+
+
+def test_policy_refused_at_start_counts_the_links_to_each_policy_replica() -> None:
+    loading = History()
+    _policy(loading, 0, status=None, link="model->policy[1]")
+    _policy(loading, 1, status=502, link="collector->policy[0]")
+    _policy(loading, 2, status=200, link="model->policy[0]")
+    assert witnesses.policy_refused_at_start(loading).seen == 2

@@ -34,8 +34,10 @@ NAMES = (MODEL_NAME, RESOURCES_NAME, HEAD_NAME, ENV_NAME, *DEFAULT_AGENTS)
 REAL = frozenset({MODEL_NAME, RESOURCES_NAME, *DEFAULT_AGENTS})  # what the nemo-gym backend reports
 
 
-def _stack(without_hooks: frozenset[str], tmp_path: Path) -> ChaosStack:
-    """A ChaosStack of processes that are never started: ``not_applicable`` only reads names."""
+def _stack(without_hooks: frozenset[str], tmp_path: Path, *, replicas: int = 1) -> ChaosStack:
+    """A ChaosStack of processes that are never started: ``not_applicable`` only reads names.
+    ``replicas`` policy servers (run with ``--rollout-chaos-policy-replicas``, as real NeMo Gym
+    needs for a scenario that asks for them)."""
 
     def process(name: str, port: int) -> ManagedProcess:
         return ManagedProcess(ServerSpec(name, ("true",), readiness.address_known(), port=port), tmp_path)
@@ -50,11 +52,18 @@ def _stack(without_hooks: frozenset[str], tmp_path: Path) -> ChaosStack:
         events_files=[],
         real_servers=without_hooks,
     )
-    policy = PolicyServer.of(
-        process("policy", 19999), model="m", model_dir=bundled.tiny_model_dir(), backend="tiny"
+    policies = tuple(
+        PolicyServer.of(
+            process(f"policy[{index}]", 19990 + index),
+            model="m",
+            model_dir=bundled.tiny_model_dir(),
+            backend="tiny",
+        )
+        for index in range(replicas)
     )
     return ChaosStack(
-        policy=policy,
+        policy=policies[0],
+        replicas=policies,
         gym=gym,
         toxiproxy=None,
         links={},
@@ -67,7 +76,11 @@ def _stack(without_hooks: frozenset[str], tmp_path: Path) -> ChaosStack:
 def test_every_catalog_scenario_runs_on_real_servers(path: Path, tmp_path: Path) -> None:
     scenario = load_scenario(path)
     needs_ray = any(registry.fault_class(step.kind).family == "ray" for step in scenario.faults)
-    for stack in (_stack(REAL, tmp_path), _stack(frozenset(), tmp_path)):
+    replicas = scenario.stack.policy.replicas or 1
+    for stack in (
+        _stack(REAL, tmp_path, replicas=replicas),
+        _stack(frozenset(), tmp_path, replicas=replicas),
+    ):
         reason = not_applicable(scenario, stack)
         if needs_ray:  # these servers are not in Ray actors
             assert reason is not None

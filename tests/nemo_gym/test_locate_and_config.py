@@ -56,6 +56,14 @@ def test_each_process_sees_itself_at_its_port_and_peers_through_their_links() ->
     assert view["gym_resources"]["resources_servers"]["equivalence_rule"]["grading_rule"] == "exact"
 
 
+def test_policy_replicas_are_vllm_models_list_of_base_urls() -> None:
+    urls = ["http://127.0.0.1:9000/v1", "http://127.0.0.1:9001/v1/"]
+    model = config.model_instance("gym_model", policy_base_url=urls, model="tiny")
+    assert model.settings["base_url"] == ["http://127.0.0.1:9000/v1", "http://127.0.0.1:9001/v1"]
+    with pytest.raises(ValueError, match="must end in /v1"):
+        config.model_instance("m", policy_base_url=[urls[0], "http://127.0.0.1:9001"], model="tiny")
+
+
 def test_config_errors_name_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="must end in /v1"):
         config.model_instance("m", policy_base_url="http://127.0.0.1:9000", model="tiny")

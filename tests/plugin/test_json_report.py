@@ -14,65 +14,10 @@ import pytest
 
 from pytest_rollout_chaos.report.json_report import json_schema
 from tests.conftest import INNER_ASYNCIO_INI
-from tests.plugin.test_reports import SCENARIO
+from tests.plugin._report_project import make_project
 
 VALIDATOR = jsonschema.Draft202012Validator(json_schema(), format_checker=jsonschema.FormatChecker())
 NAMES = ("all-complete", "loses-a-row", "no-result", "not-here")
-
-# As test_reports' runner, and each fault step is applied for real (its fault built by the
-# registry) and touches one request per returned row.
-RUNNER_CONFTEST = """
-import pytest
-from pytest_rollout_chaos.collector.protocol import Rollout
-from pytest_rollout_chaos.errors import InvariantViolation
-from pytest_rollout_chaos.faults import registry
-from pytest_rollout_chaos.history import History
-from pytest_rollout_chaos.engine.acted import Touches
-from pytest_rollout_chaos.engine.result import RESULT_KEY, ScenarioResult
-from pytest_rollout_chaos.engine.run import failure_text, judge
-from pytest_rollout_chaos.engine.schedule import Applied
-
-@pytest.fixture
-def chaos_scenario_runner():
-    def run(scenario, request):
-        if scenario.name == "no-result":
-            raise RuntimeError("the stack could not start")
-        if scenario.name == "not-here":
-            pytest.skip("latency needs a proxy this backend lacks")
-        history = History()
-        rows = [{"_rowidx": i, "agent_ref": {"name": "calculator_agent"}} for i in range(3)]
-        history.append("collector", "invoke", "collect", {"rows": 3})
-        returned = 2 if scenario.name == "loses-a-row" else 3
-        touches = []
-        for step in scenario.faults:
-            fault = registry.build(step.kind, {"target": step.target, **step.params})
-            injected = history.append("fault", "info", "inject", {"fault": step.kind, "target": step.target})
-            applied = Applied(step, fault, injected.t, injected=True)
-            touches.append(Touches(applied, returned, f"requests on {step.target} while it was on"))
-        for index in range(returned):
-            history.append("collector", "ok", "run", {"row": index})
-        history.append("collector", "ok", "collect", {"returned": returned})
-        for touch in touches:
-            step = touch.applied.step
-            healed = history.append("fault", "info", "heal", {"fault": step.kind, "target": step.target})
-            touch.applied.healed_at = healed.t
-        result = ScenarioResult(scenario, rows, history)
-        result.rollouts = [Rollout(index, "completed") for index in range(returned)]
-        result.elapsed_s = 0.25
-        result.faults_injected = len(touches)
-        result.touches = touches
-        judge(result)
-        request.node.stash[RESULT_KEY] = result
-        if not result.passed:
-            raise InvariantViolation(failure_text(result))
-    return run
-"""
-
-
-def _project(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(RUNNER_CONFTEST)
-    for name in NAMES:
-        pytester.makefile(".chaos.yaml", **{name: SCENARIO.format(name=name)})
 
 
 def _document(path: Path) -> dict[str, Any]:
@@ -124,7 +69,7 @@ def _check_scenarios(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_the_json_document_tells_the_run_and_every_scenario(pytester: pytest.Pytester) -> None:
-    _project(pytester)
+    make_project(pytester, *NAMES)
     option = "--rollout-chaos-json=out/results.json"
     result = pytester.runpytest("--rollout-chaos", option, "--rollout-chaos-seed=5")
     result.assert_outcomes(passed=1, failed=2, skipped=1)
@@ -141,14 +86,14 @@ def test_the_json_document_tells_the_run_and_every_scenario(pytester: pytest.Pyt
 
 def test_the_ini_twin_writes_it_too(pytester: pytest.Pytester) -> None:
     pytester.makeini(f"[pytest]\n{INNER_ASYNCIO_INI}rollout_chaos_json = results.json\n")
-    _project(pytester)
+    make_project(pytester, *NAMES)
     pytester.runpytest("--rollout-chaos", "-k", "all-complete").assert_outcomes(passed=1)
     document = _document(pytester.path / "results.json")
     assert [entry["name"] for entry in document["scenarios"]] == ["all-complete"]
 
 
 def test_under_xdist_one_document_covers_every_worker(pytester: pytest.Pytester) -> None:
-    _project(pytester)
+    make_project(pytester, *NAMES)
     result = pytester.runpytest_subprocess(
         "--rollout-chaos",
         "-n",

@@ -29,6 +29,7 @@ def test_help_lists_every_option_in_the_group(pytester: pytest.Pytester) -> None
         s.OPT_RAY,
         s.OPT_VLLM_ARGS,
         s.OPT_POLICY_GPUS,
+        s.OPT_POLICY_REPLICAS,
         s.OPT_SEED,
         s.OPT_REPORT,
         s.OPT_JSON,

@@ -13,75 +13,11 @@ import psutil
 import pytest
 
 from pytest_rollout_chaos.history import EVENTS_FILE_ENV
-
-SCENARIO = """\
-name: {name}
-description: "A slow model link <em>under load</em>; every row still completes."
-tags: [network, demo]
-upstream: ["NVIDIA-NeMo/Gym#1787"]
-workload:
-  rows_per_task: 3
-faults:
-  - kind: latency
-    target: agent->model
-    at: start
-    latency_ms: 200
-expect:
-  invariants: [accounted, bounded]
-  within_s: 30
-"""
-
-# A runner without servers: it records a small History, returns rollouts (one row short for
-# ``loses-a-row``), and lets the real ``judge`` and invariants decide, as ``run_scenario`` does.
-RUNNER_CONFTEST = """
-import pytest
-from pytest_rollout_chaos.collector.protocol import Rollout
-from pytest_rollout_chaos.errors import InvariantViolation
-from pytest_rollout_chaos.history import History
-from pytest_rollout_chaos.engine.result import RESULT_KEY, ScenarioResult
-from pytest_rollout_chaos.engine.run import failure_text, judge
-
-@pytest.fixture
-def chaos_scenario_runner():
-    def run(scenario, request):
-        if scenario.name == "no-result":
-            raise RuntimeError("the stack could not start")
-        if scenario.name == "not-here":
-            pytest.skip("latency needs a proxy this backend lacks")
-        history = History()
-        rows = [{"_rowidx": i, "agent_ref": {"name": "calculator_agent"}} for i in range(3)]
-        history.append("collector", "invoke", "collect", {"rows": 3})
-        for step in scenario.faults:
-            data = {"fault": step.kind, "target": step.target, **step.params}
-            history.append("fault", "info", "inject", data)
-        for row in rows:
-            history.append("collector", "invoke", "run", {"row": row["_rowidx"]})
-        returned = 2 if scenario.name == "loses-a-row" else 3
-        for index in range(returned):
-            history.append("collector", "ok", "run", {"row": index})
-        history.append("collector", "ok", "collect", {"returned": returned})
-        for step in scenario.faults:
-            history.append("fault", "info", "heal", {"fault": step.kind, "target": step.target})
-        result = ScenarioResult(scenario, rows, history)
-        result.rollouts = [Rollout(index, "completed") for index in range(returned)]
-        result.elapsed_s = 0.25
-        result.faults_injected = len(scenario.faults)
-        judge(result)
-        request.node.stash[RESULT_KEY] = result
-        if not result.passed:
-            raise InvariantViolation(failure_text(result))
-    return run
-"""
-
-
-def _project(pytester: pytest.Pytester, *names: str) -> None:
-    pytester.makeconftest(RUNNER_CONFTEST)
-    for name in names:
-        pytester.makefile(".chaos.yaml", **{name: SCENARIO.format(name=name)})
+from tests.plugin._report_project import make_project
 
 
 def test_the_terminal_section_counts_scenarios_faults_and_invariants(pytester: pytest.Pytester) -> None:
-    _project(pytester, "all-complete", "loses-a-row")
+    make_project(pytester, "all-complete", "loses-a-row")
     result = pytester.runpytest("--rollout-chaos")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
@@ -105,7 +41,7 @@ def test_the_terminal_section_counts_scenarios_faults_and_invariants(pytester: p
 
 
 def test_a_scenario_that_ends_without_a_result_is_counted(pytester: pytest.Pytester) -> None:
-    _project(pytester, "all-complete", "no-result")
+    make_project(pytester, "all-complete", "no-result")
     result = pytester.runpytest("--rollout-chaos")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
@@ -126,7 +62,7 @@ def test_no_section_without_scenarios_unless_verbose(pytester: pytest.Pytester) 
 
 
 def test_junit_xml_carries_the_scenario_properties(pytester: pytest.Pytester) -> None:
-    _project(pytester, "loses-a-row")
+    make_project(pytester, "loses-a-row")
     result = pytester.runpytest("--rollout-chaos", "--junitxml=junit.xml")
     result.assert_outcomes(failed=1)
     case = ElementTree.parse(pytester.path / "junit.xml").getroot().find(".//testcase")
@@ -149,7 +85,7 @@ def test_junit_xml_carries_the_scenario_properties(pytester: pytest.Pytester) ->
 
 
 def test_the_html_report_names_each_scenario_verdict_and_fault(pytester: pytest.Pytester) -> None:
-    _project(pytester, "all-complete", "loses-a-row", "no-result")
+    make_project(pytester, "all-complete", "loses-a-row", "no-result")
     result = pytester.runpytest("--rollout-chaos", "--rollout-chaos-report=out/report.html")
     result.assert_outcomes(passed=1, failed=2)
     path = pytester.path / "out" / "report.html"
@@ -225,7 +161,7 @@ def _servers_left(under: Path, timeout_s: float = 10.0) -> list[int]:
 
 
 def test_verbose_runs_show_each_scenarios_faults_and_outcome_as_it_ends(pytester: pytest.Pytester) -> None:
-    _project(pytester, "all-complete", "loses-a-row")
+    make_project(pytester, "all-complete", "loses-a-row")
     verbose = pytester.runpytest("--rollout-chaos", "-v")
     verbose.stdout.fnmatch_lines(
         [
@@ -242,7 +178,7 @@ def test_verbose_runs_show_each_scenarios_faults_and_outcome_as_it_ends(pytester
 
 
 def test_under_xdist_one_page_and_one_section_cover_every_scenario(pytester: pytest.Pytester) -> None:
-    _project(pytester, "all-complete", "loses-a-row", "no-result", "not-here")
+    make_project(pytester, "all-complete", "loses-a-row", "no-result", "not-here")
     before = {path.relative_to(pytester.path) for path in pytester.path.rglob("*")}
     result = pytester.runpytest_subprocess(
         "--rollout-chaos",
@@ -288,7 +224,7 @@ def _pytester_own(path: Path) -> bool:
 
 
 def test_a_skipped_scenario_shows_its_reason_in_the_summary(pytester: pytest.Pytester) -> None:
-    _project(pytester, "not-here")
+    make_project(pytester, "not-here")
     result = pytester.runpytest("--rollout-chaos", "-v", "-p", "no:cacheprovider")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*SKIP*not-here*latency needs a proxy this backend lacks*"])

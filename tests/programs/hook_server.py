@@ -52,6 +52,7 @@ async def chat(request: web.Request) -> web.Response:
                     "message": {"role": "assistant", "content": "abc"},
                     "logprobs": {"content": content},
                     "token_ids": GENERATION,
+                    "finish_reason": "length",
                 }
             ],
         }

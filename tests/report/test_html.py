@@ -179,3 +179,17 @@ def test_not_judged_verdicts_witnesses_and_what_made_a_run_vacuous_are_shown() -
     assert "<li>prefix_consistent: NOT_JUDGED: no multi-turn rollout</li>" in page
     assert "<code>prompt_ids_drifted: NOT_SEEN: 0 rows</code>" in page
     assert '<div class="num">1</div><div class="what">invariants not judged</div>' in page
+
+
+def test_the_settings_an_adapter_gave_its_trainer_are_shown_escaped() -> None:
+    from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings
+
+    outcome = result("adapter-run", rollouts=completed(3))
+    taken = TrainerSettings("slime", {}, [])
+    taken.default("rollout_stop", "<eos>", "slime/utils/arguments.py")
+    taken.record(outcome.history, mode="train")
+    page = render_report([record(outcome, name="adapter-run")])
+    assert "<summary>settings given to slime</summary>" in page
+    assert (
+        "slime: rollout_stop = &#x27;&lt;eos&gt;&#x27; (upstream default: slime/utils/arguments.py)" in page
+    )

@@ -149,3 +149,38 @@ def test_fault_facts_and_timings_cross_the_wire() -> None:
 def test_write_json_makes_its_folder(tmp_path: Path) -> None:
     path = write_json(tmp_path / "out" / "results.json", _records(), run=_run())
     VALIDATOR.validate(json.loads(path.read_text(encoding="utf-8")))
+
+
+def test_the_settings_an_adapter_gave_its_trainer_are_in_the_result_and_cross_the_wire() -> None:
+    from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings
+
+    outcome = result("adapter-run", rollouts=completed(3))
+    taken = TrainerSettings("nemo_rl", {"nemo_rl.grpo.max_rollout_turns": 2}, ["grpo.max_rollout_turns"])
+    taken.default(
+        "env.nemo_gym.initial_global_config_dict.rollout_max_attempts_to_avoid_lp_nan", 1, "nemo_gym.py:86"
+    )
+    taken.run("grpo.max_rollout_turns", 4, "the harness's")
+    taken.record(outcome.history, mode="validation", variant="sync")
+    sent = record(outcome, name="adapter-run")
+    document = render_json([sent], run=_run())
+    VALIDATOR.validate(document)
+    [entry] = document["scenarios"][0]["result"]["trainer_settings"]
+    assert entry == {
+        "trainer": "nemo_rl",
+        "mode": "validation",
+        "variant": "sync",
+        "settings": [
+            {
+                "key": "env.nemo_gym.initial_global_config_dict.rollout_max_attempts_to_avoid_lp_nan",
+                "value": 1,
+                "source": "upstream default",
+                "where": "nemo_gym.py:86",
+            },
+            {"key": "grpo.max_rollout_turns", "value": 2, "source": "scenario", "where": "the harness's"},
+        ],
+    }
+    assert ScenarioRecord.from_wire(sent.to_wire()) == sent
+    entry["settings"][0]["source"] = "the adapter's whim"
+    assert [error.json_path for error in VALIDATOR.iter_errors(document)] == [
+        "$.scenarios[0].result.trainer_settings[0].settings[0].source"
+    ]

@@ -90,3 +90,24 @@ def test_not_judged_is_counted_apart_and_a_vacuous_run_says_why() -> None:
     assert lines[-1] == (
         "  FAIL   no-drift      0.55s  1 fault  vacuous: prefix_consistent: NOT_JUDGED: no multi-turn rollout"
     )
+
+
+def test_the_settings_given_to_the_trainer_are_listed_once_naming_scenarios_that_differ() -> None:
+    from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings
+
+    records = []
+    for name, asked in (("plain", {}), ("async", {"nemo_rl.policy.generation.vllm_cfg.async_engine": True})):
+        outcome = result(name, rollouts=completed(3))
+        taken = TrainerSettings("nemo_rl", asked, ["policy.generation.vllm_cfg.async_engine"])
+        taken.default("policy.generation.vllm_cfg.async_engine", False, "grpo.py:992")
+        taken.run("logger.num_val_samples_to_print", 0, "print none")
+        taken.record(outcome.history, mode="validation")
+        records.append(record(outcome, name=name))
+    lines = summary_lines(records)
+    start = lines.index("settings given to the trainer:")
+    assert lines[start + 1 :] == [
+        "  nemo_rl validation: policy.generation.vllm_cfg.async_engine = False (upstream default) [plain]",
+        "  nemo_rl validation: logger.num_val_samples_to_print = 0 (run)",
+        "  nemo_rl validation: policy.generation.vllm_cfg.async_engine = True (scenario) [async]",
+    ]
+    assert "settings given to the trainer:" not in summary_lines([record(result(), name="reference")])

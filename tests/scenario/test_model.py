@@ -116,9 +116,10 @@ def test_network_faults_target_links_and_process_faults_target_servers() -> None
     text = BASE + "faults:\n  - kind: latency\n    target: policy\n  - kind: kill\n    target: agent->model\n"
     assert problems(text) == [
         "s.chaos.yaml:7: faults[0].target: invalid target 'policy' for a latency fault (valid: agent->model, "
-        "agent->resources, model->policy, collector->agent, collector->resources)",
+        "agent->resources, model->policy, collector->agent, collector->resources; model->policy[i] for one "
+        "policy replica)",
         "s.chaos.yaml:9: faults[1].target: invalid target 'agent->model' for a kill fault (valid: policy, "
-        "model, resources, agent, head, calculator_agent, echo_agent)",
+        "model, resources, agent, head, calculator_agent, echo_agent; policy[i] for one policy replica)",
     ]
 
 
@@ -209,7 +210,7 @@ def test_unknown_invariant_and_repeated_one() -> None:
         "no_silent_short_count, isolated_failures, finite_logprobs, prefix_consistent, batched_env_eval, "
         "bounded, root_cause_visible, corroborated, turns_generated, logprobs_generated, rewards_recorded, "
         "attempts_bounded, no_empty_epoch, ends_promptly, quiet_after_end, cancel_honoured, raise_has_cause, "
-        "train_batch_sound)",
+        "status_recorded, train_batch_sound)",
         "s.chaos.yaml:4: expect.invariants[2]: 'bounded' is listed twice",
     ]
 
@@ -328,6 +329,7 @@ def test_fault_targets_and_invariants_are_names_the_format_knows() -> None:
         "quiet_after_end",
         "cancel_honoured",
         "raise_has_cause",
+        "status_recorded",
         "train_batch_sound",
     )
 
@@ -339,7 +341,7 @@ def test_a_step_without_kind_or_target_lists_the_choices() -> None:
     )
     assert problems(BASE + "faults:\n  - kind: down\n") == [
         "s.chaos.yaml:6: faults[0].target: missing required key (valid: agent->model, agent->resources, "
-        "model->policy, collector->agent, collector->resources)"
+        "model->policy, collector->agent, collector->resources; model->policy[i] for one policy replica)"
     ]
 
 
@@ -352,3 +354,68 @@ def test_on_request_servers_must_be_started_and_used() -> None:
         "model, agent)",
         "s.chaos.yaml:8: faults[1].at.on_request.server: no task of the workload uses 'echo_agent'",
     ]
+
+
+def test_trainer_config_keys_name_a_trainer_and_hold_single_values() -> None:
+    scenario = load(
+        """\
+        name: base
+        description: a base scenario
+        workload:
+          trainer_config:
+            nemo_rl.policy.generation.vllm_cfg.async_engine: true
+            slime.rollout_seed: 7
+            verl.actor_rollout_ref.rollout.temperature: 0.5
+            skyrl.generator.skip_failed_rollouts: null
+        expect:
+          invariants: [accounted]
+        """
+        + WITNESS
+    )
+    assert dict(scenario.workload.trainer_config) == {
+        "nemo_rl.policy.generation.vllm_cfg.async_engine": True,
+        "slime.rollout_seed": 7,
+        "verl.actor_rollout_ref.rollout.temperature": 0.5,
+        "skyrl.generator.skip_failed_rollouts": None,
+    }
+    assert dict(load(BASE + WITNESS).workload.trainer_config) == {}
+
+
+def test_trainer_config_mistakes_name_their_line_and_what_is_valid() -> None:
+    valid = "(valid: TRAINER.dotted.key, TRAINER one of nemo_rl, slime, verl, skyrl)"
+    field = "s.chaos.yaml:{line}: workload.trainer_config.{key}: "
+    assert problems(
+        """\
+        name: base
+        description: a base scenario
+        workload:
+          trainer_config:
+            openrlhf.rollout.n: 2
+            slime: 1
+            nemo_rl.policy..top_p: 1.0
+            slime.rollout_stop: [a, b]
+            verl.actor_rollout_ref.rollout.val_kwargs: {temperature: 0}
+        expect:
+          invariants: [accounted]
+          witness: {multi_turn_rows: 1}
+        """
+    ) == [
+        *(
+            field.format(line=line, key=key) + f"invalid setting name {key!r} {valid}"
+            for line, key in ((5, "openrlhf.rollout.n"), (6, "slime"), (7, "nemo_rl.policy..top_p"))
+        ),
+        field.format(line=8, key="slime.rollout_stop") + "expected a single value, got a list",
+        field.format(line=9, key="verl.actor_rollout_ref.rollout.val_kwargs")
+        + "expected a single value, got a mapping",
+    ]
+    assert problems(
+        """\
+        name: base
+        description: a base scenario
+        workload:
+          trainer_config: [nemo_rl.x]
+        expect:
+          invariants: [accounted]
+          witness: {multi_turn_rows: 1}
+        """
+    ) == ["s.chaos.yaml:4: workload.trainer_config: expected a mapping, got a list"]

@@ -203,7 +203,7 @@ def test_a_rule_whose_inputs_are_wrong_is_skipped() -> None:
 def test_a_row_is_judged_even_when_the_target_is_wrong() -> None:
     assert problems(scenario("  - {kind: hang, target: modle, row: 2}\n")) == [
         "s.chaos.yaml:6: faults[0].target: invalid target 'modle' for a hang fault (valid: policy, model, "
-        "resources, agent, head, calculator_agent, echo_agent)",
+        "resources, agent, head, calculator_agent, echo_agent; policy[i] for one policy replica)",
         "s.chaos.yaml:6: faults[0].row: row 2 does not exist: the workload has 2 rows "
         f"(valid: 0..1; {ROWS_2})",
     ]
@@ -251,7 +251,7 @@ def test_a_scenario_with_no_fault_step_must_name_a_witness() -> None:
     assert problems(scenario(witness="")) == [
         "s.chaos.yaml:5: expect.witness: a scenario with no fault step must name what has to happen for it "
         "to test anything (valid: rows_answered, prompt_ids_drifted, multi_turn_rows, task_groups_stepped, "
-        "policy_refused_at_start; e.g. witness: {multi_turn_rows: 1})"
+        "policy_refused_at_start, generations_at_token_limit; e.g. witness: {multi_turn_rows: 1})"
     ]
     drift = parse_scenario(scenario(witness="{prompt_ids_drifted: 2}"), SHOWN)
     assert dict(drift.expect.witness) == {"prompt_ids_drifted": 2}
@@ -262,12 +262,14 @@ def test_a_scenario_with_no_fault_step_must_name_a_witness() -> None:
 def test_witness_names_counts_and_what_the_workload_can_show() -> None:
     assert problems(scenario(witness="{prompt_ids_drift: 1, multi_turn_rows: 0}")) == [
         "s.chaos.yaml:7: expect.witness.prompt_ids_drift: unknown witness 'prompt_ids_drift' (valid: "
-        "rows_answered, prompt_ids_drifted, multi_turn_rows, task_groups_stepped, policy_refused_at_start)",
+        "rows_answered, prompt_ids_drifted, multi_turn_rows, task_groups_stepped, policy_refused_at_start, "
+        "generations_at_token_limit)",
         "s.chaos.yaml:7: expect.witness.multi_turn_rows: invalid value 0 (valid: an integer >= 1)",
     ]
     assert problems(scenario(witness="{}")) == [
         "s.chaos.yaml:7: expect.witness: expected at least 1 witness name(s), got 0 (valid: "
-        "rows_answered, prompt_ids_drifted, multi_turn_rows, task_groups_stepped, policy_refused_at_start)"
+        "rows_answered, prompt_ids_drifted, multi_turn_rows, task_groups_stepped, policy_refused_at_start, "
+        "generations_at_token_limit)"
     ]
     assert problems(scenario(witness="{multi_turn_rows: 3}")) == [
         "s.chaos.yaml:7: expect.witness.multi_turn_rows: 3 exceeds the workload's 2 rows "
@@ -296,6 +298,7 @@ def test_not_judged_names_a_listed_invariant_with_a_reason() -> None:
         "s.chaos.yaml:8: expect.not_judged.accountd: unknown invariant 'accountd' (valid: accounted, "
         "no_silent_short_count, isolated_failures, finite_logprobs, prefix_consistent, batched_env_eval, "
         "bounded, root_cause_visible, corroborated, turns_generated, logprobs_generated, rewards_recorded, "
-        "attempts_bounded, no_empty_epoch, ends_promptly, quiet_after_end, cancel_honoured, raise_has_cause)",
+        "attempts_bounded, no_empty_epoch, ends_promptly, quiet_after_end, cancel_honoured, raise_has_cause, "
+        "status_recorded)",
         "s.chaos.yaml:9: expect.not_judged.accounted: expected the reason, got '' (valid: the reason)",
     ]

@@ -123,3 +123,31 @@ def test_fault_alternatives_follow_the_registry() -> None:
     assert latency["latency_ms"]["minimum"] == 0
     assert latency["toxicity"]["maximum"] == 1.0
     assert steps[0]["additionalProperties"] is False
+
+
+@pytest.mark.parametrize(
+    ("trainer_config", "valid"),
+    [
+        ({"nemo_rl.policy.generation.vllm_cfg.async_engine": True, "slime.rollout_seed": 7}, True),
+        ({"skyrl.generator.skip_failed_rollouts": None}, True),
+        ({"openrlhf.n": 2}, False),
+        ({"slime": 1}, False),
+        ({"slime.rollout_stop": ["a"]}, False),
+    ],
+)
+def test_the_schema_and_the_validator_agree_on_trainer_config(
+    trainer_config: dict[str, Any], valid: bool
+) -> None:
+    data = {
+        "name": "s",
+        "description": "d",
+        "workload": {"trainer_config": trainer_config},
+        "expect": {"invariants": ["accounted"], "witness": {"multi_turn_rows": 1}},
+    }
+    assert (schema_errors(data) == []) is valid
+    try:
+        parse_scenario(yaml.safe_dump(data), Path("s.chaos.yaml"))
+    except ScenarioFileError:
+        assert not valid
+    else:
+        assert valid

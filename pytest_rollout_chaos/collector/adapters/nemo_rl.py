@@ -59,6 +59,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos.collector.adapters import nemo_rl_settings
 from pytest_rollout_chaos.collector.adapters.nemo_rl_actor import (
     RayActor,
     RecordedHandle,
@@ -67,6 +68,7 @@ from pytest_rollout_chaos.collector.adapters.nemo_rl_actor import (
 )
 from pytest_rollout_chaos.collector.adapters.nemo_rl_ray import ActorHandle, in_thread, ray_get_faked
 from pytest_rollout_chaos.collector.adapters.nemo_rl_relay import GymRelay
+from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings, nested
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.protocol import (
     Collector,
@@ -136,10 +138,12 @@ class NemoRLCollector:
 
     def __init__(self, ctx: CollectorContext) -> None:
         self._ctx = ctx
+        nemo_rl_settings.settings(ctx)  # a trainer_config key the adapter does not hand NeMo RL: say so now
         # Imported and loaded here, before any deadline runs: the first import of NeMo RL takes
         # seconds, and the event loop would stand still for them inside the collection.
         self._trainer = load_trainer()
         self._tokenizer = trainer_tokenizer(ctx)
+        self._settings = nemo_rl_settings.train(ctx, _max_model_len(self._tokenizer))
         _preload_validation()
         # With Ray on, NemoGym is a real actor, started here for the same reason (nemo_rl_actor).
         self._ray = ray_in_use()
@@ -157,6 +161,7 @@ class NemoRLCollector:
         if self._ctx.settings.style == "native":
             pytest.skip(NATIVE_TRAIN_SKIP)
         history = self._ctx.history
+        self._settings.record(history, mode="train")
         history.append(SOURCE, "invoke", "collect", {"rows": len(rows), "mode": mode, "style": "gym"})
         try:
             rollouts = await self._train(rows)
@@ -173,7 +178,7 @@ class NemoRLCollector:
         data = {"call": name, "api": "streaming" if trainer.streaming else "list", "rows": len(rows)}
         try:
             async with self._actor_handle(helper) as handle:
-                call = trainer.caller_call(self._ctx, rows, handle, self._tokenizer)
+                call = trainer.caller_call(self._ctx, rows, handle, self._tokenizer, self._settings)
                 self._ctx.history.append(SOURCE, "invoke", "upstream", data)
                 with trainer_warnings():
                     result = await in_thread(asyncio.get_running_loop(), call)
@@ -196,7 +201,7 @@ class NemoRLCollector:
         """The handle NeMo RL's caller gets: the real actor's with Ray on, else the stand-in's."""
         if self._ray is None:
             loop = asyncio.get_running_loop()
-            actor = self._trainer.actor(self._ctx, helper, self._tokenizer)
+            actor = self._trainer.actor(helper, self._tokenizer, self._settings)
             handle = ActorHandle(actor, loop, self._remote_called)
             try:
                 with ray_get_faked(self._trainer.rollouts):
@@ -220,9 +225,9 @@ class NemoRLCollector:
             self._ray,
             trainer.remote_class,
             tree=trainer.root,
-            cfg=actor_cfg(ctx),
+            cfg=nemo_rl_settings.actor_cfg(self._settings),
             head_server_config=helper.head_server_config,
-            max_attempts=ctx.settings.max_logprob_attempts,
+            max_attempts=nemo_rl_settings.nan_retries(self._settings),
             tokenizer=self._tokenizer,
             history=ctx.history,
         )
@@ -270,9 +275,9 @@ class Trainer:
     batch_class: type
     streaming: bool
 
-    def actor(self, ctx: CollectorContext, helper: GymHelper, tokenizer: Any) -> Any:
+    def actor(self, helper: GymHelper, tokenizer: Any, settings: TrainerSettings) -> Any:
         """A ``NemoGym`` with what its spin-up sets, over our servers instead of starting its own."""
-        cfg = actor_cfg(ctx)
+        cfg = nemo_rl_settings.actor_cfg(settings)
         actor: Any
         if hasattr(self.actor_class, "_spinup"):  # spin-up lives outside __init__: __init__ is safe
             actor = self.actor_class(cfg)
@@ -283,13 +288,18 @@ class Trainer:
             actor,
             rch=helper,
             head_server_config=helper.head_server_config,
-            max_attempts=ctx.settings.max_logprob_attempts,
+            max_attempts=nemo_rl_settings.nan_retries(settings),
             tokenizer=tokenizer,
         )
         return actor
 
     def caller_call(
-        self, ctx: CollectorContext, rows: Sequence[Row], handle: Any, tokenizer: Any
+        self,
+        ctx: CollectorContext,
+        rows: Sequence[Row],
+        handle: Any,
+        tokenizer: Any,
+        settings: TrainerSettings,
     ) -> Callable[[], Any]:
         """The caller bound to its arguments, as NeMo RL's GRPO loop calls it."""
         import torch
@@ -301,14 +311,13 @@ class Trainer:
                 "loss_multiplier": torch.ones(len(rows)),
             }
         )
+        generation = nested(settings.items, "policy.generation")
         offered = {
-            "policy_generation": SimpleNamespace(
-                cfg={"vllm_cfg": {"max_model_len": _max_model_len(tokenizer)}}
-            ),
+            "policy_generation": SimpleNamespace(cfg={"vllm_cfg": generation.pop("vllm_cfg")}),
             "input_batch": batch,
             "tokenizer": tokenizer,
             "task_to_env": {"nemo_gym": handle},
-            "generation_config": _generation_config(ctx),
+            "generation_config": generation,
             "log_full_result_tables": False,
         }
         parameters = inspect.signature(self.caller).parameters
@@ -345,11 +354,6 @@ def load_trainer() -> Trainer:
     return Trainer(actor_class, remote_class, root, caller, rollouts, batches.BatchedDataDict, streaming)
 
 
-def actor_cfg(ctx: CollectorContext) -> dict[str, Any]:
-    """``NemoGymConfig`` for the stack's policy."""
-    return {"model_name": ctx.model, "base_urls": [ctx.policy], "initial_global_config_dict": {}}
-
-
 def trainer_tokenizer(ctx: CollectorContext) -> Any:
     """A ``transformers`` tokenizer for the policy, as a trainer loads one from the model directory.
 
@@ -380,23 +384,6 @@ def _max_model_len(tokenizer: Any) -> int:
     """The engine's context length as NeMo RL reads it (``vllm_cfg.max_model_len``): the model's."""
     length = getattr(tokenizer, "model_max_length", None)
     return int(length) if isinstance(length, int) and 0 < length < 1_000_000_000 else 4096
-
-
-def _generation_config(ctx: CollectorContext) -> dict[str, Any]:
-    """A NeMo Gym generation config (no stop criteria, no top-k: NeMo RL asserts so)."""
-    settings = ctx.settings
-    return {
-        "backend": "vllm",
-        "temperature": settings.temperature,
-        "top_p": 1.0,
-        "top_k": None,
-        "val_temperature": settings.temperature,
-        "val_top_p": 1.0,
-        "val_top_k": None,
-        "max_new_tokens": settings.max_new_tokens,
-        "stop_strings": None,
-        "stop_token_ids": None,
-    }
 
 
 def _copy_row(row: Row) -> dict[str, Any]:

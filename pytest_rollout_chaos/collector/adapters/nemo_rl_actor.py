@@ -75,7 +75,8 @@ def spun_up(actor: Any, *, rch: Any, head_server_config: Any, max_attempts: int,
     actor.rch = rch
     actor.head_server_config = head_server_config
     actor.rh = StackServers()
-    # NeMo RL's knob for whole-batch NaN retries (trees that have it); the trainer's rollout config
+    # NeMo RL's knob for whole-batch NaN retries (trees that have it): its own default of 1 unless
+    # the scenario's trainer_config asks otherwise (nemo_rl_settings)
     actor.rollout_max_attempts_to_avoid_lp_nan = max_attempts
     if callable(getattr(actor, "set_tokenizer", None)):  # trees where the actor holds its tokenizer
         actor.set_tokenizer(tokenizer)

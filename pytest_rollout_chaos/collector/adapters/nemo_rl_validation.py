@@ -1,8 +1,10 @@
 """The ``nemo_rl`` adapter's validation mode: NeMo RL's own ``grpo.validate()`` against the stack.
 
 Real, from the tree ``--rollout-chaos-upstream`` names: ``nemo_rl.algorithms.grpo.validate``
-under an async-vLLM generation config, so whichever rollout function it calls at that commit
-(``run_async_multi_turn_rollout`` before PR #2209, ``run_multi_turn_rollout_async_generation``
+under NeMo RL's own defaults (``nemo_rl_settings``), so the rollout function it calls by default
+(``run_multi_turn_rollout``), or, when the scenario sets
+``nemo_rl.policy.generation.vllm_cfg.async_engine: true``, whichever async one it calls at that
+commit (``run_async_multi_turn_rollout`` before PR #2209, ``run_multi_turn_rollout_async_generation``
 at its head) and, under it, ``calculate_rewards``, the message logs and the rewards; the
 dataloader (``StatefulDataLoader`` with ``rl_collate_fn``); the tokenizer (``get_tokenizer`` over
 the model directory the policy serves). No rollout function is named here: every function
@@ -47,6 +49,7 @@ from typing import Any, Final, cast
 import aiohttp
 import pytest
 
+from pytest_rollout_chaos.collector.adapters import nemo_rl_settings
 from pytest_rollout_chaos.collector.adapters.nemo_rl_interfaces import (
     EnvHandle,
     HttpGeneration,
@@ -154,7 +157,10 @@ class Validation:
         UPSTREAM.require()
         nemo = NemoRL.load()
         tokenizer = nemo.tokenizer(card.model_dir)
-        config = master_config(self.ctx, card, len(rows), tokenizer.pad_token_id)
+        taken, config = nemo_rl_settings.validation(
+            self.ctx, rows=len(rows), max_model_len=card.max_model_len, pad_token_id=tokenizer.pad_token_id
+        )
+        taken.record(self.ctx.history, mode="validation", variant=nemo_rl_settings.variant(config))
         envs = {
             task: EnvHandle(
                 task, ctx=self.ctx, env=env, loop=loop, stop=stop, environment_return=nemo.environment_return
@@ -271,30 +277,6 @@ async def policy_card(ctx: CollectorContext) -> PolicyCard:
             "model directory (for the tokenizer and chat template) and the context length"
         )
     return PolicyCard(int(card["max_model_len"]), model_dir)
-
-
-def master_config(ctx: CollectorContext, card: PolicyCard, rows: int, pad_token_id: int) -> dict[str, Any]:
-    """A GRPO config whose validation takes NeMo RL's async path (vLLM with ``async_engine``)."""
-    settings = ctx.settings
-    generation = {
-        "backend": "vllm",
-        "model_name": ctx.model,
-        "max_new_tokens": settings.max_new_tokens,
-        "temperature": settings.temperature,
-        "top_p": 1.0,
-        "top_k": None,
-        "stop_token_ids": None,
-        "stop_strings": None,
-        "colocated": {"enabled": False, "resources": {"gpus_per_node": None, "num_nodes": None}},
-        "vllm_cfg": {"async_engine": True, "max_model_len": card.max_model_len, "expose_http_server": False},
-        "_pad_token_id": pad_token_id,
-    }
-    return {
-        "grpo": {"val_batch_size": rows, "max_val_samples": rows, "max_rollout_turns": settings.max_turns},
-        "policy": {"max_total_sequence_length": card.max_model_len, "generation": generation},
-        "env": {"should_use_nemo_gym": False},
-        "logger": {"num_val_samples_to_print": 0},
-    }
 
 
 def datum(row: Row, position: int, tokenizer: Any) -> dict[str, Any]:

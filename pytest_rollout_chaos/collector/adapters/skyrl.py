@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from pytest_rollout_chaos.collector.adapters import skyrl_env
+from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.failures import root_cause
 from pytest_rollout_chaos.collector.protocol import (
@@ -158,6 +159,7 @@ class SkyRLCollector:
                 )
             )
         (UPSTREAM_SKIP_FAILED if self.skip_failed_rollouts else UPSTREAM).require()
+        TrainerSettings("skyrl", ctx.settings.trainer_config, KNOWN).check()
         self.ctx = ctx
         self.model_dir = ctx.model_dir
         self.resources_url = ctx.resources_url
@@ -201,19 +203,18 @@ class SkyRLCollector:
         return await generator.generate(batch)
 
     def config(self) -> Any:
-        """``SkyRLTrainConfig()`` with the run's settings and the policy as an external proxy."""
-        settings = self.ctx.settings
+        """``SkyRLTrainConfig()`` (SkyRL's defaults) with what ``settings`` gives it."""
         config: Any = importlib.import_module(CONFIG_MODULE).SkyRLTrainConfig()
-        generator = config.generator
-        generator.max_turns = settings.max_turns
-        generator.n_samples_per_prompt = 1
-        generator.sampling_params.max_generate_length = settings.max_new_tokens
-        generator.sampling_params.temperature = settings.temperature
-        generator.inference_engine.external_proxy_url = self.policy_root
-        generator.inference_engine.served_model_name = self.ctx.model
-        config.trainer.policy.model.path = str(self.model_dir)
+        taken = settings(self.ctx, policy_root=self.policy_root, model_dir=str(self.model_dir))
         if self.skip_failed_rollouts:
-            generator.skip_failed_rollouts = True
+            taken.variant(f"generator.{SKIP_FAILED}", True, "the skyrl_skip_failed_rollouts target")
+        for item in taken.items:
+            *parents, leaf = item.key.split(".")
+            place = config
+            for part in parents:
+                place = getattr(place, part)
+            setattr(place, leaf, item.value)
+        taken.record(self.ctx.history, mode="train")
         return config
 
     @property
@@ -264,6 +265,42 @@ class SkyRLCollector:
             prompts, 1, sampling, config.environment.env_class, "train", 0
         )
         return batch
+
+
+KNOWN: Final = (
+    "generator.max_turns",
+    "generator.n_samples_per_prompt",
+    "generator.sampling_params.max_generate_length",
+    "generator.sampling_params.temperature",
+    "generator.inference_engine.external_proxy_url",
+    "generator.inference_engine.served_model_name",
+    "trainer.policy.model.path",
+    f"generator.{SKIP_FAILED}",
+)
+"""The ``SkyRLTrainConfig`` keys the adapter sets: what ``trainer_config`` may set (``skyrl.<key>``)."""
+
+
+def settings(ctx: CollectorContext, *, policy_root: str, model_dir: str) -> TrainerSettings:
+    """What the adapter sets on ``SkyRLTrainConfig()``: only what the run fixes (the policy, the
+    model, the harness's limits); every other field stays SkyRL's default, and so does
+    ``generator.skip_failed_rollouts`` unless the scenario or the variant's name asks."""
+    taken = TrainerSettings("skyrl", ctx.settings.trainer_config, KNOWN)
+    taken.check()
+    run = ctx.settings
+    taken.run("generator.max_turns", run.max_turns, "the harness's turn limit")
+    taken.run("generator.n_samples_per_prompt", 1, "each row is one sample: the workload lays out the groups")
+    taken.run(
+        "generator.sampling_params.max_generate_length", run.max_new_tokens, "the harness's token limit"
+    )
+    taken.run("generator.sampling_params.temperature", run.temperature, "the harness's temperature")
+    taken.run("generator.inference_engine.external_proxy_url", policy_root, "the policy server of this stack")
+    taken.run("generator.inference_engine.served_model_name", ctx.model, "the model the policy serves")
+    taken.run("trainer.policy.model.path", model_dir, "the policy's model directory")
+    if f"generator.{SKIP_FAILED}" in taken.asked:
+        taken.run(
+            f"generator.{SKIP_FAILED}", taken.asked[f"generator.{SKIP_FAILED}"], "asked by the scenario"
+        )
+    return taken
 
 
 class SkipFailedRolloutsCollector(SkyRLCollector):

@@ -125,6 +125,7 @@ from typing import Any, Final
 
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.collector import readiness, results
+from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.protocol import (
     Collector,
@@ -296,6 +297,7 @@ class SlimeCollector:
 
     def __init__(self, ctx: CollectorContext) -> None:
         UPSTREAM.require()  # stubs and imports, once; a target naming this class skips adapters.load
+        TrainerSettings("slime", ctx.settings.trainer_config, KNOWN).check()
         self.ctx = ctx
         self.rollout_id = -1
 
@@ -354,29 +356,12 @@ class SlimeCollector:
         return finished
 
     def args(self, *, n_samples_per_prompt: int) -> Namespace:
-        """The slime arguments this path reads; generation goes through ``generate_with_gym``."""
-        settings = self.ctx.settings
+        """The slime arguments this path reads (``settings``), plus the hook's own two: the Gym
+        client and the tokenizer."""
+        taken = settings(self.ctx, n_samples_per_prompt=n_samples_per_prompt)
+        taken.record(self.ctx.history, mode="train")
         return Namespace(
-            hf_checkpoint=str(bundled.tiny_model_dir()),
-            custom_generate_function_path=GENERATE_PATH,
-            n_samples_per_prompt=n_samples_per_prompt,
-            rollout_num_engines=1,
-            sglang_server_concurrency=settings.max_concurrency,
-            sglang_dp_size=None,
-            rollout_temperature=settings.temperature,
-            rollout_top_p=1.0,
-            rollout_top_k=-1,
-            rollout_max_response_len=settings.max_new_tokens,
-            rollout_stop=None,
-            rollout_stop_token_ids=None,
-            rollout_skip_special_tokens=False,
-            rollout_seed=0,
-            sglang_enable_deterministic_inference=False,
-            group_rm=False,
-            partial_rollout=False,
-            mask_offpolicy_in_partial_rollout=False,
-            use_rollout_routing_replay=False,
-            ci_test=False,
+            **{item.key: item.value for item in taken.items},
             rollout_chaos_gym=self.ctx.gym,
             rollout_chaos_tokenizer=self.ctx.tokenizer if self.ctx.tokenizer is not None else _NoText(),
         )
@@ -395,6 +380,83 @@ class SlimeCollector:
 def factory(ctx: CollectorContext) -> Collector:
     """``--rollout-chaos-target=slime``."""
     return SlimeCollector(ctx)
+
+
+ARGUMENTS: Final = "slime/utils/arguments.py"
+KNOWN: Final = (
+    "hf_checkpoint",
+    "custom_generate_function_path",
+    "n_samples_per_prompt",
+    "rollout_num_engines",
+    "sglang_server_concurrency",
+    "sglang_dp_size",
+    "rollout_temperature",
+    "rollout_top_p",
+    "rollout_top_k",
+    "rollout_max_response_len",
+    "rollout_stop",
+    "rollout_stop_token_ids",
+    "rollout_skip_special_tokens",
+    "rollout_seed",
+    "sglang_enable_deterministic_inference",
+    "group_rm",
+    "partial_rollout",
+    "mask_offpolicy_in_partial_rollout",
+    "use_rollout_routing_replay",
+    "ci_test",
+)
+"""Every slime argument this path reads: what ``trainer_config`` may set (``slime.<name>``)."""
+
+
+def settings(ctx: CollectorContext, *, n_samples_per_prompt: int) -> TrainerSettings:
+    """The slime arguments, each slime's own parser default (``slime/utils/arguments.py`` and
+    ``slime/backends/sglang_utils/arguments.py`` at both pinned trees) unless the run fixes it or
+    the scenario's ``trainer_config`` asks otherwise."""
+    taken = TrainerSettings("slime", ctx.settings.trainer_config, KNOWN)
+    taken.check()
+    taken.run(
+        "hf_checkpoint", str(bundled.tiny_model_dir()), "a checkpoint slime may load; nothing reads it here"
+    )
+    taken.run(
+        "custom_generate_function_path",
+        GENERATE_PATH,
+        "generation goes through the Gym agents, by slime's own custom-generate hook",
+    )
+    taken.run("n_samples_per_prompt", n_samples_per_prompt, "the workload's generations per prompt")
+    taken.run("rollout_num_engines", 1, "one policy server (slime counts its SGLang engines)")
+    taken.run("sglang_dp_size", None, "one policy server, no data parallelism (SGLang's own argument)")
+    taken.default(
+        "sglang_enable_deterministic_inference",
+        False,
+        "slime/rollout/sglang_rollout.py:108, GenerateState: "
+        "getattr(args, 'sglang_enable_deterministic_inference', False)",
+    )
+    where = f"{ARGUMENTS}, add_slime_arguments"
+    for name, default in _SLIME_DEFAULTS:
+        taken.default(name, default, where)
+    taken.default(
+        "sglang_server_concurrency", 512, "slime/backends/sglang_utils/arguments.py:39, add_sglang_arguments"
+    )
+    return taken
+
+
+_SLIME_DEFAULTS: Final[tuple[tuple[str, Any], ...]] = (
+    ("rollout_temperature", 1.0),
+    ("rollout_top_p", 1.0),
+    ("rollout_top_k", -1),
+    ("rollout_max_response_len", None),
+    ("rollout_stop", None),
+    ("rollout_stop_token_ids", None),
+    ("rollout_skip_special_tokens", False),
+    ("rollout_seed", 42),
+    ("group_rm", False),
+    ("partial_rollout", False),
+    ("mask_offpolicy_in_partial_rollout", False),
+    ("use_rollout_routing_replay", False),
+    ("ci_test", False),
+)
+"""slime's parser defaults of the arguments this path reads (the hook ignores the sampling ones:
+the agent samples; they still reach ``GenerateState``'s sampling params as slime builds them)."""
 
 
 def prompt_groups(rows: Sequence[Row]) -> list[list[tuple[int, Row]]]:

@@ -22,7 +22,8 @@ thread; ``_async_generate_sequences`` is awaited in the collector's own loop ins
 ``ctx.gym`` (NeMo Gym's ``RolloutCollectionHelper`` contract, no deadline, as upstream) lives.
 ``create`` waits until its vLLM servers answer before the first step; in its place the
 collector waits for the policy's ``/health`` once (``policy_ready_timeout_s``).
-``rollout_config`` holds verl's defaults with the scenario's temperature. The server patch
+``rollout_config`` holds verl's own defaults (``settings``), changed only by the scenario's
+``trainer_config``. The server patch
 wraps vLLM 0.17 internals and is not applied: the embedded model server's own splice
 (``stack.policy.splice_prefix``) stands for it, and ``splice_prefix: false`` is the recipe
 without it.
@@ -51,6 +52,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pytest_rollout_chaos.collector import readiness
+from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings, nested
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.failures import root_cause
 from pytest_rollout_chaos.collector.protocol import (
@@ -92,8 +94,6 @@ MANAGER_CLASSES: Final = ("NemoGymAgentLoopManager", "NeMoGymAgentLoopManager")
 DATASET_CLASSES: Final = ("NemoGymJSONLDataset", "NeMoGymJSONLDataset")
 """PR #80's names, then #87's (a rename; the collection code is the same)."""
 SOURCE: Final = "collector"
-TOP_P: Final = 1.0
-"""verl's rollout default, for training and validation alike."""
 
 
 class VerlCollector:
@@ -108,6 +108,7 @@ class VerlCollector:
                 "directory, and the context has none (ctx.model_dir is None)"
             )
         self.ctx = ctx
+        settings(ctx)  # a trainer_config key the adapter does not hand verl: said before anything starts
         UPSTREAM.require()  # imports the recipe letting verl's known import warning pass
         self.recipe: Any = importlib.import_module(RECIPE_MODULE)
         self.tokenizer = tokenizer_for(ctx.model_dir)
@@ -162,18 +163,9 @@ class VerlCollector:
         """The recipe's manager with what ``_init_nemo_gym`` would have set, and nothing started."""
         omegaconf: Any = importlib.import_module("omegaconf")
         manager = object.__new__(recipe_class(self.recipe, MANAGER_CLASSES))
-        temperature = self.ctx.settings.temperature
-        manager.rollout_config = omegaconf.OmegaConf.create(
-            {
-                "temperature": temperature,
-                "top_p": TOP_P,
-                "val_kwargs": {"temperature": temperature, "top_p": TOP_P},
-                "prompt_length": 512,
-                "response_length": 512,
-                "max_model_len": None,
-                "engine_kwargs": {"vllm": {}},
-            }
-        )
+        taken = settings(self.ctx)
+        taken.record(self.ctx.history, mode="train")
+        manager.rollout_config = omegaconf.OmegaConf.create(nested(taken.items, "actor_rollout_ref.rollout"))
         manager._rch = RolloutCollectionHelper(self.ctx.gym)
         manager._head_server_config = None  # ctx.gym found its head server itself
         manager._tokenizer = self.tokenizer
@@ -184,6 +176,31 @@ class VerlCollector:
 
 factory = VerlCollector
 """``--rollout-chaos-target=verl``; the class is its own factory, so its ``styles`` skip early."""
+
+ROLLOUT_YAML: Final = "verl/trainer/config/rollout/rollout.yaml"
+ROLLOUT_DEFAULTS: Final[tuple[tuple[str, Any, int], ...]] = (
+    ("temperature", 1.0, 17),
+    ("top_p", 1, 23),
+    ("prompt_length", 512, 35),  # ${oc.select:data.max_prompt_length,512}
+    ("response_length", 512, 39),  # ${oc.select:data.max_response_length,512}
+    ("max_model_len", None, 81),
+    ("engine_kwargs.vllm", {}, 142),
+    ("val_kwargs.top_p", 1.0, 161),
+    ("val_kwargs.temperature", 0, 164),
+)
+"""The rollout config keys the recipe's manager reads, with verl's own defaults (``ROLLOUT_YAML`` of
+verl 0.9.1, the line of each): the manager gets ``actor_rollout_ref.rollout`` of verl's config."""
+KNOWN: Final = tuple(f"actor_rollout_ref.rollout.{key}" for key, _, _ in ROLLOUT_DEFAULTS)
+
+
+def settings(ctx: CollectorContext) -> TrainerSettings:
+    """The rollout config the manager gets: verl's defaults unless the scenario's ``trainer_config``
+    asks otherwise (``verl.actor_rollout_ref.rollout.<key>``)."""
+    taken = TrainerSettings("verl", ctx.settings.trainer_config, KNOWN)
+    taken.check()
+    for key, default, line in ROLLOUT_DEFAULTS:
+        taken.default(f"actor_rollout_ref.rollout.{key}", default, f"{ROLLOUT_YAML}:{line} (verl 0.9.1)")
+    return taken
 
 
 class RolloutCollectionHelper:

@@ -5,11 +5,13 @@ server's source (``invoke`` on arrival, ``ok``/``fail`` with status and latency 
 leaves, ``info`` when the connection was cut), with the row when the layer can tell it
 (``rows.RowIndex``). An ``ok`` whose answer, as it leaves, carries generated token ids (a
 ``/run`` result, a ``/v1/responses`` or chat/completions answer) lists one ``fingerprint`` per
-model call under ``generations`` and one ``logprob_digest`` under ``logprobs``, and a ``/run``
+model call under ``generations`` and one ``logprob_digest`` under ``logprobs`` (a policy's
+answer each one's ``finish_reason`` under ``finishes``), and a ``/run``
 result its ``reward`` (and under ``drifted`` the model calls whose prompt ids do not extend the
 previous call's): the servers' side of what a collector may hand back as turns, at a fixed
-~25 bytes per generation and one pass over a body already decoded. Then, in this
-order, the effects of the rules it hits:
+~25 bytes per generation and one pass over a body already decoded; a ``fail`` holds the start of
+the error answer's body (``body``), what a client may name as its cause. Then, in this order,
+the effects of the rules it hits:
 
 - ``delay`` and ``hang`` hold the request before it is forwarded;
 - ``http_error`` and ``trajectory_exception`` answer in the server's place (it never sees it);
@@ -69,6 +71,7 @@ _HOP_BY_HOP: Final = frozenset(
     }
 )
 KEEPALIVE_S: Final = 2.0  # idle upstream connections kept this long
+BODY_EXCERPT_BYTES: Final = 300  # of an error answer's body, recorded with its status
 _PRE_EFFECTS: Final = ("delay", "hang")
 _TERMINAL_EFFECTS: Final = ("http_error", "trajectory_exception")
 _REWRITE_EFFECTS: Final = ("nan_logprobs", "prefix_drift", "malformed_json")
@@ -147,7 +150,7 @@ async def forward(
         for rule in fired:
             if rule.effect in _TERMINAL_EFFECTS:
                 instead = _answer_instead(hit, rule)
-                record.finish("fail", status=instead.status, effect=rule.effect)
+                record.finish("fail", status=instead.status, effect=rule.effect, body=_excerpt(instead.body))
                 return instead
         rewriting = [rule for rule in fired if rule.effect in _REWRITE_EFFECTS]
         headers = _outgoing(request.headers).items()
@@ -202,7 +205,7 @@ class _Record:
         if self.row is not None and answer.status < 400:
             self.state.rows.learn_answer(self.row, answer.document, answer.headers.getall("Set-Cookie", []))
         if answer.status >= 400:
-            self.finish("fail", status=answer.status)
+            self.finish("fail", status=answer.status, body=_excerpt(answer.raw))
         else:
             self.finish("ok", status=answer.status, **_generated(answer.document))
 
@@ -243,13 +246,17 @@ async def _stream(record: _Record, request: web.Request, upstream: Answer) -> we
 
 
 def _generated(document: Any) -> dict[str, Any]:
-    """What an answer generated, as recorded: fingerprints, logprob digests and, for a ``/run``, its
-    reward and which model calls' prompt ids drifted."""
+    """What an answer generated, as recorded: fingerprints, logprob digests, for a policy's answer
+    why each generation stopped (``finishes``) and, for a ``/run``, its reward and which model
+    calls' prompt ids drifted."""
     calls = rewrite.answer_calls(document)
     facts: dict[str, Any] = {}
     if calls:
         facts["generations"] = [fingerprint(ids) for ids, _ in calls]
         facts["logprobs"] = [logprob_digest(values) for _, values in calls]
+        finishes = rewrite.answer_finishes(document)
+        if finishes:
+            facts["finishes"] = finishes
     reward = rewrite.answer_reward(document)
     if reward is not None:
         facts["reward"] = reward
@@ -257,6 +264,12 @@ def _generated(document: Any) -> dict[str, Any]:
         if drifted:
             facts["drifted"] = drifted
     return facts
+
+
+def _excerpt(body: object) -> str:
+    """The start of an error answer's body, as recorded (what a client could name as its cause)."""
+    raw = body if isinstance(body, bytes) else b""
+    return raw[:BODY_EXCERPT_BYTES].decode("utf-8", "replace")
 
 
 def _outgoing(headers: Mapping[str, str]) -> CIMultiDict[str]:

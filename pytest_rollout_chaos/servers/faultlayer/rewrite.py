@@ -8,7 +8,8 @@ they are nested: chat ``choices[].logprobs.content[].logprob``, completions
 answer's ``tokens``, and generated ids in ``token_ids``, ``generation_token_ids`` or chat
 logprob tokens spelled ``token_id:N`` (vLLM's ``return_tokens_as_token_ids``).
 ``answer_calls`` reads what one answer generated and the logprobs it reported, per model call,
-``answer_reward`` a ``/run`` result's reward, and ``answer_drift`` which of its model calls' prompt
+``answer_finishes`` why each call of a policy's answer stopped, ``answer_reward`` a ``/run``
+result's reward, and ``answer_drift`` which of its model calls' prompt
 ids drifted from the previous call's, for the History.
 """
 
@@ -214,7 +215,21 @@ def answer_calls(document: Any) -> list[tuple[list[int], list[Any]]]:
                 logprobs = item.get("generation_log_probs")
                 calls.append((ids, list(logprobs) if isinstance(logprobs, list) else []))
         return calls
-    found: list[tuple[list[int], list[Any]]] = []
+    return [(ids, values) for ids, values, _ in _choice_calls(document)]
+
+
+def answer_finishes(document: Any) -> list[str | None]:
+    """Why each model call of a chat, completions or token-in, token-out answer stopped (its
+    choice's ``finish_reason``: ``stop``, ``length``, ...), one per call ``answer_calls`` reads,
+    in order; [] for an answer with no choices (a Responses or ``/run`` answer)."""
+    if not isinstance(document, dict):
+        return []
+    return [finish for _, _, finish in _choice_calls(document)]
+
+
+def _choice_calls(document: dict[str, Any]) -> list[tuple[list[int], list[Any], str | None]]:
+    """Each choice that generated ids: the ids, the logprobs it reported and its finish reason."""
+    found: list[tuple[list[int], list[Any], str | None]] = []
     choices = document.get("choices")
     for choice in choices if isinstance(choices, list) else []:
         if not isinstance(choice, dict):
@@ -234,7 +249,8 @@ def answer_calls(document: Any) -> list[tuple[list[int], list[Any]]]:
                 if ids is None:
                     ids = _ids(logprobs.get("tokens"))
         if ids:
-            found.append((ids, values))
+            finish = choice.get("finish_reason")
+            found.append((ids, values, str(finish) if isinstance(finish, str) else None))
     return found
 
 

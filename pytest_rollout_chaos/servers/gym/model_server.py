@@ -13,13 +13,21 @@ earlier call's token ids, the prompt is spliced at the last end-of-turn token
 trainers' patched vLLM servers do. Off, every call re-renders the conversation through the
 chat template, so retokenization drift happens for real.
 
-Run as ``python -m pytest_rollout_chaos.servers.gym.model_server --policy-url URL --model NAME
---eos-token-id ID [--no-splice]``.
+Several policy replicas (``--policy-url`` given once per replica) share the calls as NeMo Gym's
+``vllm_model`` shares them over its list of base URLs: round robin, here per model call (every
+request of one call, ``/tokenize`` and the generation, goes to the same replica). ``/_gym/replicas``
+narrows them to the first N until ``/_gym/reset``.
+
+Run as ``python -m pytest_rollout_chaos.servers.gym.model_server --policy-url URL [--policy-url
+URL ...] --model NAME --eos-token-id ID [--no-splice]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextvars
+import dataclasses
+import itertools
 import json
 from dataclasses import dataclass
 from typing import Any, Final
@@ -47,7 +55,7 @@ TOKEN_ID_PREFIX: Final = "token_id:"
 class ModelConfig:
     """How this model server talks to its policy."""
 
-    policy_url: str
+    policy_urls: tuple[str, ...]  # one per policy replica
     model: str
     eos_token_id: int | None
     splice: bool = True
@@ -61,9 +69,18 @@ class ModelState:
     writer: EventWriter
     session: aiohttp.ClientSession | None = None
     splice: bool = True  # switchable per test (``/_gym/splice``); ``/_gym/reset`` restores the config's
+    replicas: int = 0  # how many of the policy URLs are in use (``/_gym/replicas``); 0: all
+    calls: itertools.count[int] = dataclasses.field(default_factory=itertools.count)
+
+    def next_policy_url(self) -> str:
+        """The policy replica the next model call goes to: round robin over those in use."""
+        in_use = self.config.policy_urls[: self.replicas or None]
+        return in_use[next(self.calls) % len(in_use)]
 
 
 STATE_KEY: Final = web.AppKey("model_state", ModelState)
+# The replica the current model call (one ``/v1/responses`` request, one task) talks to.
+_POLICY_URL: Final = contextvars.ContextVar[str]("policy_url")
 
 
 class ContextLengthExceeded(Exception):
@@ -79,6 +96,7 @@ def build_app(config: ModelConfig) -> web.Application:
     app.router.add_post("/v1/responses", responses)
     app.router.add_post("/_gym/splice", loopback_only(set_splice))
     app.router.add_post("/_gym/reset", loopback_only(reset))
+    app.router.add_post("/_gym/replicas", loopback_only(set_replicas))
     close_session_on_cleanup(app, STATE_KEY)
     return app
 
@@ -96,17 +114,31 @@ async def set_splice(request: web.Request) -> web.Response:
     return web.json_response({"splice": state.splice})
 
 
+async def set_replicas(request: web.Request) -> web.Response:
+    """``{"count": N}``: spread calls over the first N policy replicas only."""
+    state = request.app[STATE_KEY]
+    body = await json_object(request)
+    count = body.get("count")
+    total = len(state.config.policy_urls)
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= total:
+        raise web.HTTPBadRequest(text=f"count: expected a whole number from 1 to {total}, got {count!r}")
+    state.replicas = count
+    return web.json_response({"replicas": count})
+
+
 async def reset(request: web.Request) -> web.Response:
-    """Per-test state back to the configuration: splicing as started."""
+    """Per-test state back to the configuration: splicing as started, every policy replica in use."""
     state = request.app[STATE_KEY]
     state.splice = state.config.splice
-    return web.json_response({"splice": state.splice})
+    state.replicas = 0
+    return web.json_response({"splice": state.splice, "replicas": len(state.config.policy_urls)})
 
 
 async def responses(request: web.Request) -> web.Response:
     """One model call in Responses-API terms."""
     params = await json_object(request)
     state = request.app[STATE_KEY]
+    _POLICY_URL.set(state.next_policy_url())
     messages = convert.input_to_messages(params.get("input", []))
     chat_tools = convert.tools_to_chat(params.get("tools"))
     spliced = False
@@ -274,7 +306,7 @@ async def _post(state: ModelState, path: str, payload: dict[str, Any]) -> dict[s
             timeout=aiohttp.ClientTimeout(total=state.config.request_timeout_s),
             headers={"Authorization": "Bearer dummy-key"},
         )
-    url = state.config.policy_url.rstrip("/") + path
+    url = _POLICY_URL.get(state.config.policy_urls[0]).rstrip("/") + path
     try:
         async with state.session.post(url, json=payload) as response:
             text = await response.text()
@@ -316,7 +348,12 @@ def _token_id(token: Any) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m pytest_rollout_chaos.servers.gym.model_server")
-    parser.add_argument("--policy-url", required=True, help="Policy server root URL (OpenAI/vLLM API)")
+    parser.add_argument(
+        "--policy-url",
+        required=True,
+        action="append",
+        help="Policy server root URL (OpenAI/vLLM API); once per replica",
+    )
     parser.add_argument("--model", required=True, help="Served model name at the policy")
     parser.add_argument("--eos-token-id", type=int, default=None, help="End-of-turn token id (for splicing)")
     parser.add_argument("--no-splice", action="store_true", help="Re-render every prompt (vanilla vLLM)")
@@ -325,7 +362,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
     config = ModelConfig(
-        policy_url=args.policy_url,
+        policy_urls=tuple(args.policy_url),
         model=args.model,
         eos_token_id=args.eos_token_id,
         splice=not args.no_splice,

@@ -4,8 +4,9 @@ Start order follows the links: resources server, model server (needs the policy)
 (need model and resources), head server (needs the agents). Every link between servers goes
 through ``link(name, upstream_url) -> url``: identity by default; the faults layer passes a
 callback that puts a proxy in front of the upstream and returns the proxy's address. Link
-names: ``model->policy``, ``agent->model``, ``agent->resources``, ``collector->resources`` and
-``collector->agent:<agent instance>`` (one per agent, since each has its own upstream).
+names: ``model->policy`` (``model->policy[i]`` per policy replica), ``agent->model``,
+``agent->resources``, ``collector->resources`` and ``collector->agent:<agent instance>`` (one per
+agent, since each has its own upstream).
 """
 
 from __future__ import annotations
@@ -39,6 +40,17 @@ MODEL_NAME: Final = "gym_model"
 HEAD_NAME: Final = "gym_head"
 DEFAULT_AGENTS: Final = ("calculator_agent", "echo_agent")
 _PACKAGE: Final = "pytest_rollout_chaos.servers.gym"
+
+
+PolicyURLs = str | Mapping[str, str]  # one policy's URL, or each replica's by name (``policy[0]``: URL)
+
+
+def policy_links(link: Link, policy_url: PolicyURLs) -> list[str]:
+    """The policy replicas' URLs as the model server reaches them: one ``model->NAME`` link each."""
+    urls = {"policy": policy_url} if isinstance(policy_url, str) else policy_url
+    if not urls:
+        raise ValueError("the model server needs at least one policy URL")
+    return [link(f"model->{name}", url) for name, url in urls.items()]
 
 
 def direct_link(_name: str, upstream_url: str) -> str:
@@ -82,15 +94,18 @@ def resources_spec(
 def model_spec(
     log_dir: Path,
     *,
-    policy_url: str,
+    policy_url: str | Sequence[str],
     model: str,
     eos_token_id: int | None,
     splice: bool = True,
     name: str = MODEL_NAME,
     default_max_tokens: int = 64,
 ) -> ServerSpec:
-    """The Gym model server in front of the policy; ``splice=False`` is vanilla vLLM behaviour."""
-    args = ["--policy-url", policy_url, "--model", model, "--default-max-tokens", str(default_max_tokens)]
+    """The Gym model server in front of the policy (or its replicas, which it spreads its calls
+    over); ``splice=False`` is vanilla vLLM behaviour."""
+    urls = [policy_url] if isinstance(policy_url, str) else list(policy_url)
+    args = [arg for url in urls for arg in ("--policy-url", url)]
+    args += ["--model", model, "--default-max-tokens", str(default_max_tokens)]
     if eos_token_id is not None:
         args += ["--eos-token-id", str(eos_token_id)]
     if not splice:
@@ -188,6 +203,10 @@ class GymStack:
             RESOURCES_NAME, "/_gym/latency", {"per_call_ms": per_call_ms, "per_item_ms": per_item_ms}
         )
 
+    def use_policy_replicas(self, count: int) -> None:
+        """Spread model calls over the first ``count`` policy replicas until the next reset."""
+        self._control(MODEL_NAME, "/_gym/replicas", {"count": count})
+
     def set_splice(self, enabled: bool) -> None:
         """Splice earlier turns' token ids (on) or re-render them (off, vanilla) until the next reset."""
         self._control(MODEL_NAME, "/_gym/splice", {"enabled": enabled})
@@ -208,7 +227,7 @@ def start_gym_stack(
     start: StartServer,
     log_dir: Path,
     *,
-    policy_url: str,
+    policy_url: PolicyURLs,
     model: str,
     eos_token_id: int | None,
     link: Link = direct_link,
@@ -230,7 +249,7 @@ def start_gym_stack(
     model_process = start(
         model_spec(
             log_dir,
-            policy_url=link(MODEL_TO_POLICY, policy_url),
+            policy_url=policy_links(link, policy_url),
             model=model,
             eos_token_id=eos_token_id,
             splice=splice,

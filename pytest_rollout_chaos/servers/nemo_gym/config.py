@@ -45,17 +45,21 @@ class Instance:
         return self.server_dir.partition("/")[2]
 
 
-def model_instance(name: str, *, policy_base_url: str, model: str) -> Instance:
-    """``vllm_model`` in token-id mode against ``policy_base_url`` (which must end in ``/v1``)."""
-    if not policy_base_url.rstrip("/").endswith("/v1"):
-        raise ValueError(
-            f"policy_base_url must end in /v1 (vllm_model appends routes), got {policy_base_url!r}"
-        )
+def model_instance(name: str, *, policy_base_url: str | Sequence[str], model: str) -> Instance:
+    """``vllm_model`` in token-id mode against ``policy_base_url`` (which must end in ``/v1``); a list
+    of them (one per policy replica) is its ``base_url`` list, which it spreads sessions over."""
+    urls = [policy_base_url] if isinstance(policy_base_url, str) else list(policy_base_url)
+    for url in urls:
+        if not url.rstrip("/").endswith("/v1"):
+            raise ValueError(f"policy_base_url must end in /v1 (vllm_model appends routes), got {url!r}")
+    if not urls:
+        raise ValueError("policy_base_url: at least one URL")
+    base_url: str | list[str] = [url.rstrip("/") for url in urls] if len(urls) > 1 else urls[0].rstrip("/")
     return Instance(
         name,
         MODEL_DIR,
         {
-            "base_url": policy_base_url.rstrip("/"),
+            "base_url": base_url,
             "api_key": API_KEY,
             "model": model,
             "return_token_id_information": True,

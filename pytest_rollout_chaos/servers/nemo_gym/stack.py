@@ -48,15 +48,16 @@ from pytest_rollout_chaos.servers.gym.stack import (
     DEFAULT_AGENTS,
     HEAD_NAME,
     MODEL_NAME,
-    MODEL_TO_POLICY,
     RESOURCES_NAME,
     GymStack,
     Link,
+    PolicyURLs,
     StartServer,
     collector_agent_link,
     direct_link,
     events_file,
     head_spec,
+    policy_links,
     resources_spec,
 )
 from pytest_rollout_chaos.servers.nemo_gym import config as gym_config
@@ -136,7 +137,7 @@ def start_nemo_gym_stack(
     log_dir: Path,
     *,
     python: GymPython,
-    policy_url: str,
+    policy_url: PolicyURLs,
     model: str,
     link: Link = direct_link,
     agents: Sequence[str] = DEFAULT_AGENTS,
@@ -147,7 +148,7 @@ def start_nemo_gym_stack(
         raise ValueError(f"agents must be distinct instance names, at least one; got {list(agents)}")
     log_dir.mkdir(parents=True, exist_ok=True)
     model_inst = gym_config.model_instance(
-        MODEL_NAME, policy_base_url=link(MODEL_TO_POLICY, policy_url) + "/v1", model=model
+        MODEL_NAME, policy_base_url=[url + "/v1" for url in policy_links(link, policy_url)], model=model
     )
     resources_inst = gym_config.resources_instance(RESOURCES_NAME)
     agent_insts = [

@@ -90,15 +90,22 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
         "the batch failed for no batch-level cause",
         20.0,
     ),
+    "generic_abort": (
+        lambda: TrajectoryException(target=AGENT, row=1),
+        "1 aborted rollouts do not name their root cause",
+        20.0,
+    ),
 }
 # Exercised by their own tests below (their workload or their fault differs), or in the catalog
-# (swallows_cancel: the cancel fault needs the scenario runner's collection).
+# (swallows_cancel: the cancel fault needs the scenario runner's collection; length_as_completed:
+# a workload that cuts generations at the token limit, native-token-limit-truncated).
 ELSEWHERE = {
     "per_sample_env",
     "mixed_env_batch",
     "collection_deadline_only",
     "reward_shifted",
     "swallows_cancel",
+    "length_as_completed",
 }
 
 

@@ -197,6 +197,10 @@ async def test_every_request_is_recorded_with_link_server_row_status_and_latency
             assert (event.data["link"], event.data["server"]) == ("client->hooked", "hooked")
             assert event.data.get("row") == (7 if path == "/run" else None), event
         assert done.data["status"] == statuses[request_id]
+        if request_id == "id-chat":  # why the policy stopped each generation of its answer
+            assert done.data["finishes"] == ["length"], done
+        if request_id == "id-missing":  # the start of an error answer's body, a client's cause
+            assert "Not Found" in done.data["body"], done
         latency_ms = done.data["latency_ms"]
         assert isinstance(latency_ms, float | int)
         assert latency_ms >= 0

@@ -117,6 +117,22 @@ def test_answer_calls_pairs_each_generation_with_the_logprobs_it_reported() -> N
     assert rewrite.answer_reward({"reward": True, "response": {}}) is None
 
 
+def test_answer_finishes_names_why_each_choice_that_generated_stopped() -> None:
+    chat = {
+        "choices": [
+            {"token_ids": [11, 12], "finish_reason": "length"},
+            {"token_ids": [], "finish_reason": "stop"},  # generated nothing: no call, no reason
+            {"token_ids": [13, 2], "finish_reason": "stop"},
+            {"token_ids": [14]},
+        ]
+    }
+    assert rewrite.answer_finishes(chat) == ["length", "stop", None]
+    assert len(rewrite.answer_finishes(chat)) == len(rewrite.answer_calls(chat))
+    run_result = {"reward": 1.0, "response": {"output": [{"generation_token_ids": [5, 2]}]}}
+    assert rewrite.answer_finishes(run_result) == []
+    assert rewrite.answer_finishes(None) == []
+
+
 def test_answer_drift_names_the_model_calls_whose_prompt_does_not_extend_the_previous_one() -> None:
     def run(*calls: tuple[list[int], list[int]]) -> dict[str, object]:
         items = [

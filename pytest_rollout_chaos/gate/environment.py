@@ -1,0 +1,140 @@
+"""What ran each side of the gate: the trainer tree (its name and commit) and the packages' versions.
+
+A verdict can depend on the environment as much as on the tree (the verl recipe's fallback breaks
+on transformers 5 and not on 4), so the gate says, per side, which trainer commit it ran and the
+versions of Python, torch, transformers, vllm and ray in that side's interpreter, read there (a
+child process of ``--python`` with the tree first on its path, as the side's pytest has it), and
+flags every one that differs between the sides.
+
+The commit of a tree is read from a git checkout (``git rev-parse HEAD``) or from a ``git archive``
+tarball, whose pax header holds the commit it was made from; a plain folder has none, and its
+name stands for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tarfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+PACKAGES: Final = ("torch", "transformers", "vllm", "ray")
+"""The distributions whose version every side reports (besides Python and this plugin)."""
+PROBE_S: Final = 120.0
+GIT_S: Final = 30.0
+NOT_INSTALLED: Final = "not installed"
+# Runs in the side's interpreter; prints one JSON object. Nothing is imported but the stdlib.
+PROBE: Final = """
+import importlib.metadata as metadata, json, platform, sys
+def version(name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+found = {"python": platform.python_version(), "executable": sys.executable}
+found.update({name: version(name) for name in sys.argv[1:]})
+print(json.dumps(found))
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class SideEnvironment:
+    """One side's trainer tree and the versions that ran it (``None``: not installed there)."""
+
+    tree: str  # the tree's name: its folder, or the archive's
+    commit: str | None
+    executable: str
+    versions: Mapping[str, str | None] = field(default_factory=dict)  # python, torch, ..., plugin
+    error: str | None = None  # why the versions could not be read
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "trainer": {"tree": self.tree, "commit": self.commit},
+            "python_executable": self.executable,
+            "versions": dict(self.versions),
+            "error": self.error,
+        }
+
+    def trainer(self) -> str:
+        """``nemo-rl-3eebe4da @ 3eebe4da2631...``, or the tree's name alone."""
+        return f"{self.tree} @ {self.commit}" if self.commit else f"{self.tree} (commit unknown)"
+
+    def describe(self) -> str:
+        """``python 3.11.7, torch 2.13.0, transformers 5.5.4, vllm not installed, ray 2.60.0``."""
+        if self.error is not None:
+            return f"versions unknown ({self.error})"
+        return ", ".join(f"{name} {version or NOT_INSTALLED}" for name, version in self.versions.items())
+
+
+def tree_commit(path: Path) -> str | None:
+    """The commit a tree was made from: a checkout's ``HEAD``, a ``git archive``'s header; else None."""
+    if path.is_dir():
+        if not (path / ".git").exists():
+            return None
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(path), "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=GIT_S,
+                check=True,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() or None
+    try:
+        with tarfile.open(path) as archive:
+            comment = archive.pax_headers.get("comment", "")
+    except (tarfile.TarError, OSError):
+        return None
+    return comment.strip() or None
+
+
+def tree_name(path: Path) -> str:
+    """A tree's name: its folder's, or its archive's without the suffix."""
+    name = path.name
+    for suffix in (".tar.gz", ".tgz", ".tar"):
+        if name.endswith(suffix):
+            return name.removesuffix(suffix)
+    return name
+
+
+def probe(python: str, given: Path, tree: Path) -> SideEnvironment:
+    """The side's environment, read in ``python`` with ``tree`` (``given`` unpacked) first on its path."""
+    name, commit = tree_name(given), tree_commit(given)
+    inherited = os.environ.get("PYTHONPATH", "")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(part for part in (str(tree), inherited) if part)}
+    try:
+        done = subprocess.run(
+            [python, "-c", PROBE, *PACKAGES, "pytest-rollout-chaos"],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_S,
+            check=True,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as error:
+        detail = getattr(error, "stderr", "") or str(error)
+        return SideEnvironment(name, commit, python, error=f"{python}: {detail.strip()[-300:]}")
+    versions = {"python": found["python"], **{package: found.get(package) for package in PACKAGES}}
+    versions["pytest-rollout-chaos"] = found.get("pytest-rollout-chaos")
+    return SideEnvironment(name, commit, str(found.get("executable") or python), versions)
+
+
+def differences(base: SideEnvironment, head: SideEnvironment) -> list[str]:
+    """Each version that differs between the sides: ``transformers: base 4.57.1, head 5.5.4``."""
+    if base.error is not None or head.error is not None:
+        unread = [side for side, env in (("base", base), ("head", head)) if env.error is not None]
+        return [f"the environment of {' and '.join(unread)} could not be read, so it cannot be compared"]
+    lines = []
+    for name in dict.fromkeys([*base.versions, *head.versions]):
+        ours, theirs = base.versions.get(name), head.versions.get(name)
+        if ours != theirs:
+            lines.append(f"{name}: base {ours or NOT_INSTALLED}, head {theirs or NOT_INSTALLED}")
+    return lines

@@ -1,0 +1,127 @@
+"""Each side of the gate names its trainer commit and the versions that ran it; a difference is flagged."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_rollout_chaos.gate import render
+from pytest_rollout_chaos.gate.compare import GateDecision, compare
+from pytest_rollout_chaos.gate.environment import PACKAGES, SideEnvironment, differences, probe, tree_commit
+from pytest_rollout_chaos.gate.sides import SideRun
+from pytest_rollout_chaos.gate.verdicts import ScenarioVerdicts
+
+GIT = shutil.which("git")
+
+
+def installed(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def test_the_versions_are_read_in_the_sides_interpreter(tmp_path: Path) -> None:
+    env = probe(sys.executable, tmp_path, tmp_path)
+    assert env.error is None, env.error
+    assert env.versions["python"] == platform.python_version()
+    assert {name: env.versions[name] for name in PACKAGES} == {name: installed(name) for name in PACKAGES}
+    assert env.versions["pytest-rollout-chaos"] == installed("pytest-rollout-chaos")
+    assert env.tree == tmp_path.name
+    assert env.commit is None
+
+
+def test_an_interpreter_that_cannot_run_the_probe_says_why(tmp_path: Path) -> None:
+    env = probe(str(tmp_path / "no-python"), tmp_path, tmp_path)
+    assert env.error is not None
+    assert "no-python" in env.error
+    assert env.describe().startswith("versions unknown")
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> tuple[Path, str]:
+    if GIT is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "trainer"
+    repo.mkdir()
+    (repo / "trainer.py").write_text("X = 1\n")
+    git = [GIT, "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True, timeout=30)
+    subprocess.run([*git, "add", "."], check=True, timeout=30)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], check=True, timeout=30)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, timeout=30, capture_output=True, text=True)
+    return repo, head.stdout.strip()
+
+
+def test_the_commit_of_a_checkout_and_of_its_git_archive(
+    repository: tuple[Path, str], tmp_path: Path
+) -> None:
+    repo, commit = repository
+    archive = tmp_path / "trainer-abc.tar.gz"
+    subprocess.run(
+        [str(GIT), "-C", str(repo), "archive", "--prefix=trainer-abc/", "-o", str(archive), "HEAD"],
+        check=True,
+        timeout=30,
+    )
+    assert tree_commit(repo) == commit
+    assert tree_commit(archive) == commit
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert tree_commit(plain) is None
+    assert probe(sys.executable, archive, repo).trainer() == f"trainer-abc @ {commit}"
+
+
+def side(label: str, tmp_path: Path, transformers: str) -> SideRun:
+    versions = {
+        "python": "3.11.7",
+        "torch": "2.13.0",
+        "transformers": transformers,
+        "vllm": None,
+        "ray": "2.60.0",
+    }
+    env = SideEnvironment(f"verl-{label}", f"{label}0000", "/venv/bin/python", versions)
+    return SideRun(label, tmp_path / f"verl-{label}", wall_s=10, environment=env)
+
+
+def decision_and_sides(tmp_path: Path, head_transformers: str) -> tuple[GateDecision, SideRun, SideRun]:
+    verdicts = {"baseline": ScenarioVerdicts("baseline", "passed", {}, "", None)}
+    return (
+        compare(verdicts, verdicts, []),
+        side("base", tmp_path, "4.57.1"),
+        side("head", tmp_path, head_transformers),
+    )
+
+
+def test_a_side_in_another_environment_is_flagged_in_every_output(tmp_path: Path) -> None:
+    decision, base, head = decision_and_sides(tmp_path, "5.5.4")
+    assert base.environment is not None
+    assert head.environment is not None
+    assert differences(base.environment, head.environment) == ["transformers: base 4.57.1, head 5.5.4"]
+    text = render.text(decision, base, head)
+    assert "  trainer verl-base @ base0000" in text
+    assert "python 3.11.7, torch 2.13.0, transformers 4.57.1, vllm not installed, ray 2.60.0" in text
+    assert "ENVIRONMENTS DIFFER" in text
+    assert "  transformers: base 4.57.1, head 5.5.4" in text
+    comment = render.markdown(decision, base, head, "verl")
+    assert "| trainer | `verl-base @ base0000` | `verl-head @ head0000` |" in comment
+    assert "| transformers ⚠️ | 4.57.1 | 5.5.4 |" in comment
+    assert "| torch | 2.13.0 | 2.13.0 |" in comment
+    document = json.loads(render.as_json(decision, base, head, target="verl", seed=0, scenarios=[]))
+    assert document["environments_differ"] == ["transformers: base 4.57.1, head 5.5.4"]
+    assert document["head"]["environment"]["versions"]["transformers"] == "5.5.4"
+    assert document["base"]["environment"]["trainer"] == {"tree": "verl-base", "commit": "base0000"}
+
+
+def test_the_same_environment_is_not_flagged(tmp_path: Path) -> None:
+    decision, base, head = decision_and_sides(tmp_path, "4.57.1")
+    assert "DIFFER" not in render.text(decision, base, head)
+    assert "⚠️" not in render.markdown(decision, base, head, "verl")
+    document = json.loads(render.as_json(decision, base, head, target="verl", seed=0, scenarios=[]))
+    assert document["environments_differ"] == []

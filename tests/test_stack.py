@@ -1,0 +1,153 @@
+"""ChaosStack's policy replicas: their names, what ``policy``, ``policy[i]`` and ``model->policy`` stand
+for, a scenario's narrower view, and the engine's choice of replicas per scenario (pure: nothing is
+started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos.engine.run import with_replicas
+from pytest_rollout_chaos.scenario.model import Scenario, parse_scenario
+from pytest_rollout_chaos.servers import readiness
+from pytest_rollout_chaos.servers.gym.stack import (
+    DEFAULT_AGENTS,
+    HEAD_NAME,
+    MODEL_NAME,
+    RESOURCES_NAME,
+    GymStack,
+)
+from pytest_rollout_chaos.servers.links import link_server
+from pytest_rollout_chaos.servers.policy.spec import PolicyServer
+from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
+from pytest_rollout_chaos.stack import ChaosStack
+
+NAMES = (MODEL_NAME, RESOURCES_NAME, HEAD_NAME, *DEFAULT_AGENTS)
+
+
+def _process(name: str, port: int, tmp_path: Path) -> ManagedProcess:
+    return ManagedProcess(ServerSpec(name, ("true",), readiness.address_known(), port=port), tmp_path)
+
+
+def _stack(replicas: int, tmp_path: Path, *, real: frozenset[str] = frozenset()) -> ChaosStack:
+    """A stack of ``replicas`` policy processes that are never started: only names are read."""
+    gym = GymStack(
+        head_url="http://127.0.0.1:1",
+        agents={agent: "http://127.0.0.1:2" for agent in DEFAULT_AGENTS},
+        model_url="http://127.0.0.1:3",
+        resources_url="http://127.0.0.1:4",
+        processes={name: _process(name, 20000 + index, tmp_path) for index, name in enumerate(NAMES)},
+        events_files=[],
+        real_servers=real,
+    )
+    policies = tuple(
+        PolicyServer.of(
+            _process(f"policy[{index}]", 21000 + index, tmp_path),
+            model="m",
+            model_dir=bundled.tiny_model_dir(),
+            backend="tiny",
+        )
+        for index in range(replicas)
+    )
+    return ChaosStack(
+        policy=policies[0],
+        gym=gym,
+        toxiproxy=None,
+        links={},
+        fault_layer=None,
+        collector_policy_url="http://127.0.0.1:21000/v1",
+        replicas=policies,
+    )
+
+
+def test_one_replica_keeps_the_plain_name_and_index_0_means_it(tmp_path: Path) -> None:
+    stack = _stack(1, tmp_path)
+    assert stack.policy_names() == ("policy",)
+    assert stack.expand_target("policy") == ("policy",)
+    assert stack.expand_target("policy[0]") == ("policy",)
+    assert stack.expand_target("model->policy[0]") == ("model->policy",)
+    assert "policy" in stack.servers()
+
+
+def test_policy_stands_for_every_replica_and_an_index_for_one(tmp_path: Path) -> None:
+    stack = _stack(3, tmp_path)
+    assert stack.expand_target("policy") == ("policy[0]", "policy[1]", "policy[2]")
+    every = ("model->policy[0]", "model->policy[1]", "model->policy[2]")
+    assert stack.expand_target("model->policy") == every
+    assert stack.expand_target("policy[1]") == ("policy[1]",)
+    assert stack.expand_target("model->policy[2]") == ("model->policy[2]",)
+    assert stack.expand_target("model") == ("model",)
+    servers = stack.servers()
+    assert {"policy[0]", "policy[1]", "policy[2]"} <= set(servers)
+    assert servers["policy[1]"] is stack.replicas[1].process
+    assert "policy" not in servers  # an alias for all of them, expanded before a fault acts
+
+
+def test_a_scenario_may_use_fewer_replicas_than_were_started(tmp_path: Path) -> None:
+    narrowed = _stack(3, tmp_path).using(2)
+    assert narrowed.expand_target("policy") == ("policy[0]", "policy[1]")
+    assert "policy[2]" not in narrowed.servers()
+    beyond = r"'policy\[2\]': this stack runs 2 policy replica\(s\) \(valid: policy, "
+    with pytest.raises(ValueError, match=beyond):
+        narrowed.expand_target("policy[2]")
+    with pytest.raises(ValueError, match="3 policy replicas asked of a stack that started 2"):
+        _stack(2, tmp_path).using(3)
+
+
+def test_a_replica_link_is_recorded_under_the_replica_with_the_policy_as_source() -> None:
+    assert link_server("model->policy[1]") == ("policy[1]", "policy")
+    assert link_server("collector->policy[0]") == ("policy[0]", "policy")
+    assert link_server("model->policy") == ("policy", "policy")
+
+
+def _scenario(replicas: int | None) -> Scenario:
+    stack = f"stack: {{policy: {{replicas: {replicas}}}}}\n" if replicas else ""
+    return parse_scenario(
+        f"name: x\ndescription: d\n{stack}faults:\n  - {{kind: kill, target: policy}}\n"
+        "expect:\n  invariants: [accounted]\n",
+        Path("s.chaos.yaml"),
+        policy_replicas=4,
+    )
+
+
+def test_the_engine_gives_a_scenario_its_own_count_or_the_runs(tmp_path: Path) -> None:
+    stack = _stack(2, tmp_path)
+    same, reason = with_replicas(_scenario(2), stack, 1)
+    assert reason is None
+    assert same is stack
+    fewer, reason = with_replicas(_scenario(None), stack, 1)
+    assert reason is None
+    assert fewer.policy_names() == ("policy[0]",)
+    _, reason = with_replicas(_scenario(3), stack, 1)
+    assert reason == (
+        "the scenario needs 3 policy replica(s) (stack.policy.replicas); this run started 2 "
+        "(--rollout-chaos-policy-replicas=3 starts them)"
+    )
+
+
+def test_real_nemo_gym_cannot_narrow_its_base_urls_so_the_scenario_skips(tmp_path: Path) -> None:
+    stack = _stack(2, tmp_path, real=frozenset({MODEL_NAME}))
+    _, reason = with_replicas(_scenario(None), stack, 1)
+    assert reason is not None
+    assert "real NeMo Gym's model server was given all their base URLs at start" in reason
+    assert "--rollout-chaos-policy-replicas=1" in reason
+
+
+def test_an_external_policy_is_one_server_so_a_scenario_asking_for_two_skips(tmp_path: Path) -> None:
+    stack = _stack(1, tmp_path)
+    external = PolicyServer.external("http://127.0.0.1:9/v1", model="m", model_dir=bundled.tiny_model_dir())
+    stack = ChaosStack(
+        policy=external,
+        gym=stack.gym,
+        toxiproxy=None,
+        links={},
+        fault_layer=None,
+        collector_policy_url=external.base_url,
+    )
+    assert stack.servers().get("policy") is None
+    _, reason = with_replicas(_scenario(2), stack, 1)
+    assert reason is not None
+    assert reason.startswith("the scenario needs 2 policy replica(s) (stack.policy.replicas); the policy is ")
+    assert "--rollout-chaos-policy-url=http://127.0.0.1:9/v1" in reason
