@@ -20,9 +20,9 @@ SGLang servers, router, data source or tracking), holding the attributes ``gener
 rollout function hands ``generate`` the groups the step loop collected, sorted by their first
 sample's index as ``generate_rollout_async`` sorts them, with slime's ``MetricGatherer``'s
 metrics. ``_split_train_data_by_dp`` (Ray's object store, the DP schedule) hands the train data
-back as it is. The arguments this reads (``train_args``) are slime's parser defaults (GRPO,
-rewards normalized per group; std normalization off for one sample per prompt, as
-``slime_validate_args`` sets it); ``rollout_batch_size`` is the number of groups. Whatever slime
+back as it is. The arguments this reads are taken with the others (``settings``): slime's parser
+defaults (GRPO, rewards normalized per group; std normalization off for one sample per prompt,
+as ``slime_validate_args`` sets it); ``rollout_batch_size`` is the number of groups. Whatever slime
 raises on this path is what ``collect`` raises.
 
 **Generation: slime's custom-generate hook, not SGLang's ``/generate``.**
@@ -307,7 +307,7 @@ class SlimeCollector:
         if not groups:
             return []
         await readiness.wait_for_policy(self.ctx, self.ctx.history)
-        args = self.args(n_samples_per_prompt=len(groups[0]))
+        args = self.args(n_samples_per_prompt=len(groups[0]), groups=len(groups))
         samples = [
             [self.sample(row, index, number) for index, row in group] for number, group in enumerate(groups)
         ]
@@ -328,7 +328,6 @@ class SlimeCollector:
 
     def read(self, args: Namespace, finished: list[list[Any]], crashes: CrashLog) -> list[Rollout]:
         """The Rollouts of the step: read from the train data slime makes of the groups."""
-        train_args(args, groups=len(finished))
         return read_train_data(self.train_data(args, finished), finished, crashes)
 
     def train_data(self, args: Namespace, finished: list[list[Any]]) -> dict[str, Any]:
@@ -355,10 +354,10 @@ class SlimeCollector:
             finished += [task.result() for task in done]
         return finished
 
-    def args(self, *, n_samples_per_prompt: int) -> Namespace:
+    def args(self, *, n_samples_per_prompt: int, groups: int = 1) -> Namespace:
         """The slime arguments this path reads (``settings``), plus the hook's own two: the Gym
         client and the tokenizer."""
-        taken = settings(self.ctx, n_samples_per_prompt=n_samples_per_prompt)
+        taken = settings(self.ctx, n_samples_per_prompt=n_samples_per_prompt, groups=groups)
         taken.record(self.ctx.history, mode="train")
         return Namespace(
             **{item.key: item.value for item in taken.items},
@@ -383,6 +382,27 @@ def factory(ctx: CollectorContext) -> Collector:
 
 
 ARGUMENTS: Final = "slime/utils/arguments.py"
+_TRAIN_DATA_DEFAULTS: Final[tuple[tuple[str, Any], ...]] = (
+    ("advantage_estimator", "grpo"),
+    ("rewards_normalization", True),
+    ("reward_key", None),
+    ("log_reward_category", None),
+    ("rollout_num_gpus", None),
+    ("use_fault_tolerance", False),
+    ("load_debug_rollout_data", None),
+    ("load_debug_rollout_data_subsample", None),
+    ("save_debug_rollout_data", None),
+    ("debug_rollout_only", False),
+    ("custom_rollout_log_function_path", None),
+    ("custom_reward_post_process_path", None),
+    ("custom_convert_samples_to_train_data_path", None),
+    ("use_wandb", False),
+    ("use_tensorboard", False),
+    ("wandb_always_use_train_step", False),
+)
+"""What ``RolloutManager.generate`` reads past generation, each slime's parser default."""
+
+
 KNOWN: Final = (
     "hf_checkpoint",
     "custom_generate_function_path",
@@ -404,14 +424,18 @@ KNOWN: Final = (
     "mask_offpolicy_in_partial_rollout",
     "use_rollout_routing_replay",
     "ci_test",
+    *(name for name, _ in _TRAIN_DATA_DEFAULTS),
+    "rollout_batch_size",
+    "grpo_std_normalization",
 )
 """Every slime argument this path reads: what ``trainer_config`` may set (``slime.<name>``)."""
 
 
-def settings(ctx: CollectorContext, *, n_samples_per_prompt: int) -> TrainerSettings:
+def settings(ctx: CollectorContext, *, n_samples_per_prompt: int, groups: int = 1) -> TrainerSettings:
     """The slime arguments, each slime's own parser default (``slime/utils/arguments.py`` and
     ``slime/backends/sglang_utils/arguments.py`` at both pinned trees) unless the run fixes it or
-    the scenario's ``trainer_config`` asks otherwise."""
+    the scenario's ``trainer_config`` asks otherwise; past generation, what
+    ``RolloutManager.generate`` reads to the train data (``groups`` prompts in the batch)."""
     taken = TrainerSettings("slime", ctx.settings.trainer_config, KNOWN)
     taken.check()
     taken.run(
@@ -437,6 +461,17 @@ def settings(ctx: CollectorContext, *, n_samples_per_prompt: int) -> TrainerSett
     taken.default(
         "sglang_server_concurrency", 512, "slime/backends/sglang_utils/arguments.py:39, add_sglang_arguments"
     )
+    taken.run("rollout_batch_size", groups, "the workload's prompts: one rollout step collects them all")
+    if n_samples_per_prompt == 1:
+        taken.run(
+            "grpo_std_normalization",
+            False,
+            f"{ARGUMENTS}, slime_validate_args: off when n_samples_per_prompt is 1",
+        )
+    else:
+        taken.default("grpo_std_normalization", True, where)
+    for name, default in _TRAIN_DATA_DEFAULTS:
+        taken.default(name, default, where)
     return taken
 
 
@@ -480,36 +515,6 @@ def prompt_groups(rows: Sequence[Row]) -> list[list[tuple[int, Row]]]:
 
 
 # -- past generation: slime's RolloutManager to the train data ---------------------------------------
-def train_args(args: Namespace, *, groups: int) -> None:
-    """The arguments ``RolloutManager.generate`` reads past generation, each slime's parser default
-    (``slime/utils/arguments.py`` at both pinned trees) but the batch's size, and GRPO's std
-    normalization, which ``slime_validate_args`` turns off for one sample per prompt. One the
-    namespace already holds is left as it is."""
-    defaults: dict[str, Any] = {
-        "rollout_batch_size": groups,
-        "advantage_estimator": "grpo",
-        "rewards_normalization": True,
-        "grpo_std_normalization": args.n_samples_per_prompt != 1,
-        "reward_key": None,
-        "log_reward_category": None,
-        "rollout_num_gpus": None,
-        "use_fault_tolerance": False,
-        "load_debug_rollout_data": None,
-        "load_debug_rollout_data_subsample": None,
-        "save_debug_rollout_data": None,
-        "debug_rollout_only": False,
-        "custom_rollout_log_function_path": None,
-        "custom_reward_post_process_path": None,
-        "custom_convert_samples_to_train_data_path": None,
-        "use_wandb": False,
-        "use_tensorboard": False,
-        "wandb_always_use_train_step": False,
-    }
-    for name, value in defaults.items():
-        if not hasattr(args, name):
-            setattr(args, name, value)
-
-
 def manager_class() -> Any:
     """slime's ``RolloutManager`` class itself, from under the Ray actor class ``@ray.remote`` made."""
     declared = importlib.import_module(MANAGER_MODULE).RolloutManager
@@ -540,8 +545,15 @@ def train_manager(args: Namespace, finished: list[list[Any]]) -> Any:
     manager.data_source = None
     manager.generate_rollout = generate_rollout
     manager.eval_generate_rollout = None
-    manager.custom_reward_post_process_func = None
-    manager.custom_convert_samples_to_train_data_func = None
+    load = importlib.import_module("slime.utils.misc").load_function
+    reward_path, convert_path = (
+        args.custom_reward_post_process_path,
+        args.custom_convert_samples_to_train_data_path,
+    )
+    manager.custom_reward_post_process_func = load(reward_path) if reward_path is not None else None
+    manager.custom_convert_samples_to_train_data_func = (
+        load(convert_path) if convert_path is not None else None
+    )
     manager.servers = {}
     manager.rollout_id = -1
     manager._health_monitors = []
