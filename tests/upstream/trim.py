@@ -2,8 +2,8 @@
 
     python tests/upstream/trim.py SOURCE NAME
 
-SOURCE is a git checkout of the repository (the commit named in ``NAME.files`` is archived from
-it, whatever is checked out) or a ``git archive`` tarball of that commit; NAME is a tree of this
+SOURCE is a git checkout of the repository (the commit named in ``NAME.files``, in full, is
+archived from it, whatever is checked out) or a ``git archive`` tarball of that commit; NAME is a tree of this
 folder (``slime-fec3da9b``). Only the files listed in ``NAME.files`` are kept: what the adapters
 import and read, found by running the adapters' tests with an open-audit hook, plus the LICENSE.
 The tarball is written byte-for-byte reproducibly (sorted entries, zero times, root owner).
@@ -45,7 +45,7 @@ def read_source(source: Path, name: str, commit: str) -> tarfile.TarFile:
     return tarfile.open(source)
 
 
-def trim(source: Path, name: str) -> Path:
+def trim(source: Path, name: str, into: Path = HERE) -> Path:
     commit, files = manifest(name)
     wanted = {f"{name}/{path}" for path in files}
     found: dict[str, bytes] = {}
@@ -61,12 +61,15 @@ def trim(source: Path, name: str) -> Path:
     if missing:
         raise SystemExit(f"{source} lacks {len(missing)} listed file(s) of {name}: {', '.join(missing[:5])}")
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as out:
+    # git archive writes the commit into the pax global header; the gate reads it from there.
+    with tarfile.open(
+        fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT, pax_headers={"comment": commit}
+    ) as out:
         for path in sorted(found):
             info = tarfile.TarInfo(path)
             info.size, info.mode, info.mtime = len(found[path]), 0o644, 0
             out.addfile(info, io.BytesIO(found[path]))
-    target = HERE / f"{name}.tar.gz"
+    target = into / f"{name}.tar.gz"
     target.write_bytes(gzip.compress(buffer.getvalue(), compresslevel=9, mtime=0))
     return target
 
