@@ -48,6 +48,9 @@ class Rollout:
     turns: list[Turn] = field(default_factory=list)
     error: str | None = None
     attempts: int = 1
+    in_train_batch: bool | None = None
+    """Whether the trainer hands this rollout to training as a sample (it is in the train batch);
+    None when the collector does not say. ``train_batch_sound`` judges the rollouts marked True."""
 
 
 @dataclass(frozen=True, slots=True)

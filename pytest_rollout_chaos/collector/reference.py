@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from pytest_rollout_chaos.collector import native, readiness, results
@@ -65,6 +66,8 @@ class ReferenceCollector:
                     f"collection of {len(rows)} rows did not finish within "
                     f"collect_timeout_s={self.settings.collect_timeout_s}"
                 ) from error
+            # what the trainer trains on: every row that did not abort; an aborted one is dropped
+            rollouts = [replace(rollout, in_train_batch=rollout.status != "aborted") for rollout in rollouts]
             for rollout in rollouts:
                 history.append(
                     SOURCE,

@@ -8,7 +8,9 @@ returned list and checks its conditions. A timed-out run meets neither: ``bounde
 from __future__ import annotations
 
 import re
+import traceback
 from collections.abc import Sequence
+from pathlib import Path
 
 from pytest_rollout_chaos.collector.protocol import Rollout
 from pytest_rollout_chaos.scenario.model import Expectation, Raises, RolloutConditions
@@ -29,9 +31,23 @@ def check_expectations(
         return _check_raises(expect.raises, rollouts, raised)
     if expect.rollouts is not None:
         if raised is not None:
-            return [f"rollouts to come back, but the collector raised {type(raised).__name__}: {raised}"]
+            return [
+                f"rollouts to come back, but the collector raised {type(raised).__name__}: {raised}"
+                f"{raised_at(raised)}"
+            ]
         return _check_rollouts(expect.rollouts, rollouts or [])
     return []
+
+
+def raised_at(error: BaseException) -> str:
+    """`` (at slime/ray/rollout.py:1254, in compute_metrics_from_samples)``: the innermost frame
+    of the raise, its file's last three path parts; empty without a traceback."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return ""
+    frame = frames[-1]
+    where = "/".join(Path(frame.filename).parts[-3:])
+    return f" (at {where}:{frame.lineno}, in {frame.name})"
 
 
 def exception_names(error: BaseException) -> list[str]:

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
+import traceback
 from typing import Any, Final, cast
 
 import pytest
@@ -57,6 +58,7 @@ from pytest_rollout_chaos.trial import open_trial
 CANCEL_GRACE_S: Final = 5.0
 READY_GRACE_S: Final = 60.0
 SETTLE_S: Final = 2.0
+RAISE_FRAMES: Final = 6  # the frames of a raise the failure text shows: where in the trainer it broke
 
 
 def collector_for(scenario: Scenario, target: str) -> CollectorFactory:
@@ -373,6 +375,11 @@ def _failing(result: ScenarioResult) -> list[Verdict]:
 def failure_text(result: ScenarioResult) -> str:
     """Outcome, every failed expectation and verdict, what was not judged, then the timeline."""
     lines = [f"outcome: {result.outcome()} after {result.elapsed_s:.2f}s", ""]
+    if result.raised is not None and result.raised.__traceback__ is not None:
+        frames = traceback.format_tb(result.raised.__traceback__)[-RAISE_FRAMES:]
+        lines.append(f"raised at (the collector's last {len(frames)} frames, innermost last):")
+        lines += ["  " + line for frame in frames for line in frame.rstrip().splitlines()]
+        lines.append("")
     if result.expectation_failures:
         lines.append("expected:")
         lines += [f"  {failure}" for failure in result.expectation_failures]

@@ -5,9 +5,10 @@ invariants every scenario is judged by, listed in ``expect.invariants`` or not: 
 may get away with anywhere. Those that hold the collector's claims against the servers' records
 (every row accounted for, finite logprobs, rollouts that happened, turns, logprobs and rewards
 the servers produced, a status the policy's finish reason bears out, bounded retries), the
-empty-epoch check, and a raise's cause. A scenario
-lists what is specific to it; ``judged`` gives its full list. A standing invariant that finds
-nothing to judge says NOT_JUDGED silently; a listed one makes the scenario vacuous.
+empty-epoch check, the train batch the collector says it hands to training, and a raise's
+cause. A scenario lists what is specific to it; ``judged`` gives its full list. A standing
+invariant that finds nothing to judge says NOT_JUDGED silently; a listed one makes the scenario
+vacuous.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pytest_rollout_chaos.invariants.raise_has_cause import RaiseHasCause
 from pytest_rollout_chaos.invariants.rewards_recorded import RewardsRecorded
 from pytest_rollout_chaos.invariants.root_cause_visible import RootCauseVisible
 from pytest_rollout_chaos.invariants.status_recorded import StatusRecorded
+from pytest_rollout_chaos.invariants.train_batch_sound import TrainBatchSound
 from pytest_rollout_chaos.invariants.turns_generated import TurnsGenerated
 
 CHECKERS: Final[tuple[Checker, ...]] = (
@@ -56,6 +58,7 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     CancelHonoured(),
     RaiseHasCause(),
     StatusRecorded(),
+    TrainBatchSound(),
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)
@@ -69,6 +72,7 @@ STANDING: Final[tuple[str, ...]] = (
     "status_recorded",
     "attempts_bounded",
     "no_empty_epoch",
+    "train_batch_sound",
     "raise_has_cause",
 )
 

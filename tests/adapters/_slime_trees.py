@@ -5,9 +5,11 @@ just before PR #2078 (a bare ``asyncio.gather`` in ``generate_and_rm_group``), `
 PR's head (``return_exceptions=True`` and a one-element ``list[Sample]`` placeholder per crash).
 
 ``RepairingSlimeCollector`` is the adapter with one fault of its own: it runs each group itself
-and catches the group's exception, marking the group's unfinished samples aborted. That is the
-isolation PR #2078 adds, done by the adapter instead of by slime, so on ``BASE`` it hides the bug
-the real adapter exposes. The fidelity test runs it to show the gate would catch such an adapter.
+and catches the group's exception, marking the group's unfinished samples aborted with reward 0
+(PR #2078's placeholder, kept a plain Sample). That is the isolation PR #2078 adds, done by the
+adapter instead of by slime, so on ``BASE`` it hides the bug the real adapter exposes
+(``isolated_failures``); the placeholders still reach slime's train data, where
+``train_batch_sound`` sees them.
 """
 
 from __future__ import annotations
@@ -69,8 +71,9 @@ class RepairingSlimeCollector(slime.SlimeCollector):
                 )
             except Exception as error:
                 for sample in group:
-                    if sample.status.name == "PENDING":
+                    if sample.status.name == "PENDING":  # PR #2078's placeholder, kept a plain Sample
                         sample.status = type(sample).Status.ABORTED
+                        sample.reward = 0.0
                         sample.metadata["abort_reason"] = f"{type(error).__name__}: {error}"
                 return group
             return done

@@ -129,14 +129,16 @@ def _call_default(node: ast.Call) -> Iterator[tuple[str, Any]]:
         if value is not _NONE:
             yield first, value
     elif method == "add_argument" and isinstance(first, str) and first.startswith("--"):
-        name = first.removeprefix("--").replace("-", "_")
         keywords = {keyword.arg: keyword.value for keyword in node.keywords}
+        dest = _literal(keywords["dest"]) if "dest" in keywords else _NONE
+        name = dest if isinstance(dest, str) else first.removeprefix("--").replace("-", "_")
+        action = _literal(keywords["action"]) if "action" in keywords else _NONE
         if "default" in keywords:
             value = _literal(keywords["default"])
             if value is not _NONE:
                 yield name, value
-        elif _literal(keywords["action"]) == "store_true" if "action" in keywords else False:
-            yield name, False
+        elif action in ("store_true", "store_false"):
+            yield name, action == "store_false"  # argparse's default for a switch
         else:
             yield name, None
 

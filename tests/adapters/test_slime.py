@@ -1,11 +1,14 @@
-"""The ``slime`` adapter drives slime's real ``generate_and_rm_group`` and tells its trees apart.
+"""The ``slime`` adapter drives slime's real ``generate_and_rm_group`` and ``RolloutManager`` to the
+train data, and tells its trees apart.
 
-On slime before PR #2078 one raising trajectory takes the rollout step down, so
-``trajectory-exception-isolated`` fails by ``isolated_failures``; at the PR's head it passes
-(``test_gates`` runs that gate over the whole catalog). An adapter that repaired slime (caught the
-group's exception itself) would make the base tree pass too: the fidelity test shows that it does,
-so the gate is what catches such an adapter. The head tree's placeholder is checked to come back
-as what it is, not unwrapped.
+On slime before PR #2078 one raising trajectory takes the rollout step down in
+``generate_and_rm_group``, so ``trajectory-exception-isolated`` fails by ``isolated_failures``; at
+the PR's head the step goes on, and slime's ``RolloutManager`` reads ``effective_response_length``
+on the one-element list the placeholder is: the step raises there (``test_gates`` pins the gate
+over the catalog). The adapter reads its rows from the train data on both trees; one broken on
+purpose to stop at ``generate_and_rm_group`` again (``_slime_broken``) is caught by the verdicts
+that differ; one that repaired slime (caught the group's exception itself) makes the base tree
+look isolated, which the gate would read as a fix.
 
 The fast tests read hand-made samples with no slime at all; the slow ones unpack the pinned trees
 (``_slime_trees``) and run child pytest sessions on the full stack, skipping, with the reason,
@@ -138,6 +141,61 @@ def _record(message: str, *args: object) -> Any:
     return logging.LogRecord(slime.ROLLOUT_MODULE, logging.ERROR, __file__, 1, message, args, None)
 
 
+def train_data(*samples: FakeSample) -> dict[str, Any]:
+    """What ``_convert_samples_to_train_data`` hands on for ``samples``: the keys the adapter reads."""
+    return {
+        "tokens": [sample.tokens for sample in samples],
+        "response_lengths": [sample.response_length for sample in samples],
+        "loss_masks": [sample.loss_mask for sample in samples],
+        "rollout_log_probs": [sample.rollout_log_probs for sample in samples],
+        "rewards": [0.0 for _ in samples],  # the advantages: not the reward
+        "raw_reward": [sample.reward for sample in samples],
+        "truncated": [0 for _ in samples],
+        "sample_indices": [sample.index for sample in samples],
+    }
+
+
+def test_rollouts_are_read_from_the_train_data_with_the_raw_reward_in_the_train_batch() -> None:
+    first, second = two_turns(0), two_turns(1)
+    data = train_data(first, second)
+    data["raw_reward"] = [1.0, 0.5]
+    data["truncated"] = [0, 1]
+    data["loss_masks"][1] = [1, 0, 0, 0]  # slime's train data, not the sample, is what counts
+    rollouts = slime.read_train_data(data, [[first], [second]], slime.CrashLog())
+    assert [(r.row_index, r.status, r.reward, r.in_train_batch) for r in rollouts] == [
+        (0, "completed", 1.0, True),
+        (1, "truncated", 0.5, True),
+    ]
+    assert [len(r.turns) for r in rollouts] == [2, 1]
+
+
+def test_a_placeholder_in_the_train_data_is_an_aborted_sample_in_the_train_batch() -> None:
+    """Every row of a batch crashed at PR #2078's head: slime flattens the lists away and trains on them."""
+    placeholder = FakeSample(
+        index=0, tokens=[0, 0], response_length=1, loss_mask=[0], rollout_log_probs=[0.0], reward=0.0
+    )
+    placeholder.status = Status.ABORTED
+    (rollout,) = slime.read_train_data(train_data(placeholder), [[[placeholder]]], slime.CrashLog())
+    assert (rollout.row_index, rollout.status, rollout.reward, rollout.in_train_batch) == (
+        0,
+        "aborted",
+        0.0,
+        True,
+    )
+    assert rollout.error is not None
+    assert "1-element list[Sample]" in rollout.error
+
+
+def test_a_row_slime_left_out_of_the_train_data_is_aborted_out_of_the_batch() -> None:
+    kept, dropped = two_turns(0), two_turns(1)
+    rollouts = slime.read_train_data(train_data(kept), [[kept], [dropped]], slime.CrashLog())
+    assert [(r.row_index, r.status, r.in_train_batch) for r in rollouts] == [
+        (0, "completed", True),
+        (1, "aborted", False),
+    ]
+    assert rollouts[1].error == "slime left row 1 out of the train data"
+
+
 def test_rows_group_by_prompt_in_the_workload_layout() -> None:
     rows = [{"q": q, "_rowidx": i} for i, q in enumerate(["a", "a", "b", "b", "c", "c"])]
     groups = slime.prompt_groups(rows)
@@ -152,25 +210,31 @@ def test_uneven_groups_are_an_error_naming_the_sizes() -> None:
 
 
 def test_stubs_only_what_cannot_be_imported_as_slime_builds_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in slime.STUBBED:
+    missing = ("sglang_router", "transformers", "sglang")
+    for name in (*slime.STUBBED, *slime.SGLANG_MODULES):
         monkeypatch.delitem(sys.modules, name, raising=False)
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util,
         "find_spec",
-        lambda name, *a: None if name in ("sglang_router", "transformers") else real_find_spec(name, *a),
+        lambda name, *a: None if name in missing else real_find_spec(name, *a),
     )
     monkeypatch.setitem(sys.modules, "ray", sys.modules.get("ray") or object())  # "importable"
     try:
         stubbed = slime.install_stubs()
-        assert stubbed == ["sglang_router", "transformers"]
+        assert stubbed == ["sglang_router", "transformers", *slime.SGLANG_MODULES]
         assert sys.modules["sglang_router"].__version__ == "0.2.3"
         transformers = sys.modules["transformers"]
         assert type(transformers.AutoTokenizer.from_pretrained("x")) is object
         with pytest.raises(OSError, match="stubbed"):
             transformers.AutoProcessor.from_pretrained("x")
+        assert sys.modules["sglang.srt.constants"].GPU_MEMORY_TYPE_KV_CACHE == "kv_cache"
+        with pytest.raises(RuntimeError, match="sglang is stubbed"):
+            sys.modules["sglang.srt.server_args"].ServerArgs()
+        with pytest.raises(RuntimeError, match="sglang is stubbed"):
+            sys.modules["sglang.srt.utils"].kill_process_tree(1)
     finally:
-        for name in ("sglang_router", "transformers"):
+        for name in ("sglang_router", "transformers", *slime.SGLANG_MODULES):
             sys.modules.pop(name, None)
 
 
@@ -191,51 +255,116 @@ def upstream(tree: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_an_adapter_that_repairs_slime_would_make_the_base_tree_look_fixed(
+def test_an_adapter_that_repairs_slime_would_make_the_base_tree_look_isolated(
     tmp_path: Path, slime_trees: dict[str, Path]
 ) -> None:
-    """Fidelity: catching the group's exception in the adapter hides the bug on the base tree, so
-    the slime gate (``test_gates``: base red by isolated_failures) fails for any adapter that does so."""
+    """Fidelity: catching the group's exception in the adapter hides the bug on the base tree
+    (``isolated_failures`` passes), so the slime gate (base red by isolated_failures) would read
+    such an adapter's base as fixed. Its aborted rows still reach slime's train data, where
+    ``train_batch_sound`` sees them as the placeholders they are."""
     verdicts = run_catalog(
         tmp_path,
         target="tests.adapters._slime_trees:repairing_factory",
         scenarios=[trees.SCENARIO],
         stack_args=upstream(slime_trees[trees.BASE]),
     )[trees.SCENARIO]
-    assert verdicts.passed, f"the repairing adapter should hide the bug:\n{verdicts.message}"
+    assert verdicts.invariants["isolated_failures"] == "PASS", verdicts.message
+    assert verdicts.invariants["train_batch_sound"] == "FAIL", verdicts.message
+
+
+TRAIN_DATA_TEST = textwrap.dedent(
+    """
+    import pytest
+
+    @pytest.mark.asyncio
+    async def test_train_data(chaos_collector, chaos_collector_context, chaos_gym):
+        rollouts = await chaos_collector.collect(chaos_gym.rows("calculator", 4), mode="train")
+        assert [(r.row_index, r.status, r.in_train_batch) for r in rollouts] == [
+            (index, "completed", True) for index in range(4)
+        ]
+        assert all(r.turns for r in rollouts)
+        history = chaos_collector_context.history
+        done = [e.data for e in history.events(source="collector", kind="ok", op="upstream")]
+        assert [d["call"] for d in done] == ["slime.ray.rollout.RolloutManager.generate"], done
+        assert done[0]["samples"] == 4
+        invoked = history.events(source="collector", kind="invoke", op="upstream")
+        assert any("_split_train_data_by_dp" in line for line in invoked[0].data["stood_in"])
+    """
+)
+
+
+def run_child(pytester: pytest.Pytester, tree: Path, monkeypatch: pytest.MonkeyPatch, **files: str) -> Any:
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(**files)
+    return pytester.runpytest_subprocess(
+        "--rollout-chaos",
+        "--rollout-chaos-target=slime",
+        *upstream(tree),
+        "-p",
+        "no:cacheprovider",
+        timeout=300,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tree", [trees.BASE, trees.HEAD])
+def test_the_adapter_reads_the_rows_from_slimes_train_data(
+    tree: str, pytester: pytest.Pytester, slime_trees: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = run_child(pytester, slime_trees[tree], monkeypatch, test_train_data=TRAIN_DATA_TEST)
+    result.assert_outcomes(passed=1)
 
 
 PLACEHOLDER_TEST = textwrap.dedent(
     """
+    import traceback
+
     import pytest
 
     @pytest.mark.asyncio
     @pytest.mark.chaos_fault("trajectory_exception", "agent", row=2, message="tool parser crashed on row 2")
     async def test_placeholder(chaos_collector, chaos_gym):
-        rollouts = await chaos_collector.collect(chaos_gym.rows("calculator", 4), mode="train")
-        assert [(r.row_index, r.status) for r in rollouts] == [
-            (0, "completed"), (1, "completed"), (2, "aborted"), (3, "completed")
-        ]
-        error = rollouts[2].error
-        assert "1-element list[Sample]" in error, error
-        assert "tool parser crashed on row 2" in error, error
-        assert all(r.turns for r in rollouts if r.status == "completed")
+        with pytest.raises(AttributeError, match="effective_response_length") as raised:
+            await chaos_collector.collect(chaos_gym.rows("calculator", 4), mode="train")
+        innermost = traceback.extract_tb(raised.value.__traceback__)[-1]
+        assert innermost.filename.endswith("slime/ray/rollout.py"), innermost
+        assert innermost.name in ("compute_metrics_from_samples", "<listcomp>"), innermost
     """
 )
 
 
 @pytest.mark.slow
-def test_head_placeholder_comes_back_as_an_aborted_row_that_names_its_shape_and_cause(
+def test_head_placeholder_takes_the_step_down_in_slimes_own_metrics(
     pytester: pytest.Pytester, slime_trees: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
-    pytester.makepyfile(test_placeholder=PLACEHOLDER_TEST)
-    result = pytester.runpytest_subprocess(
-        "--rollout-chaos",
-        "--rollout-chaos-target=slime",
-        *upstream(slime_trees[trees.HEAD]),
-        "-p",
-        "no:cacheprovider",
-        timeout=300,
-    )
+    """At the PR's head one crashed row is a one-element list among plain Samples; slime's
+    ``RolloutManager`` reads ``effective_response_length`` on it: the step raises there."""
+    result = run_child(pytester, slime_trees[trees.HEAD], monkeypatch, test_placeholder=PLACEHOLDER_TEST)
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.slow
+def test_an_adapter_that_stops_at_generation_is_caught(tmp_path: Path, slime_trees: dict[str, Path]) -> None:
+    """The adapter broken on purpose (``_slime_broken``) reads the groups ``generate_and_rm_group``
+    returned: on the head tree one raising trajectory then looks isolated (green, where the real
+    adapter is red with slime's own AttributeError), and a batch of placeholders is no train batch
+    at all (``train_batch_sound`` has nothing to judge, where the real adapter fails it)."""
+    scenarios = [trees.SCENARIO, "resources-down"]
+    stack = upstream(slime_trees[trees.HEAD])
+    for side in ("real", "broken"):
+        (tmp_path / side).mkdir()
+    real = run_catalog(tmp_path / "real", target="slime", scenarios=scenarios, stack_args=stack)
+    broken = run_catalog(
+        tmp_path / "broken",
+        target="tests.adapters._slime_broken:generation_only",
+        scenarios=scenarios,
+        stack_args=stack,
+    )
+    crashed = real[trees.SCENARIO]
+    assert not crashed.passed
+    assert crashed.invariants["isolated_failures"] == "FAIL", crashed.message
+    assert "'list' object has no attribute 'effective_response_length'" in crashed.message
+    assert "slime/ray/rollout.py:" in crashed.message, crashed.message
+    assert broken[trees.SCENARIO].passed, broken[trees.SCENARIO].message
+    assert real["resources-down"].invariants["train_batch_sound"] == "FAIL", real["resources-down"].message
+    assert broken["resources-down"].invariants["train_batch_sound"] == "NOT_JUDGED"

@@ -39,6 +39,7 @@ INTERFACE_NAMES = (
     "cancel_honoured",
     "raise_has_cause",
     "status_recorded",
+    "train_batch_sound",
 )
 
 

@@ -1,12 +1,29 @@
-"""The ``slime`` adapter: slime's real ``generate_and_rm_group`` collects the rows through our stack.
+"""The ``slime`` adapter: slime's real ``generate_and_rm_group`` collects the rows through our stack,
+and slime's real ``RolloutManager`` turns them into the train data the rows are read from.
 
 What runs is slime's own code (THUDM/slime, from the installed package or the tree that
 ``--rollout-chaos-upstream`` puts first): ``GenerateState`` (the real singleton, cleared before and
 after every collection, so its semaphore belongs to the collection's event loop),
 ``GenerateState.submit_generate_tasks``, which starts one ``generate_and_rm_group`` task per
-prompt group, ``generate_and_rm`` with its semaphore and custom-generate branch, and
-``slime.agent.trajectory`` to turn a trajectory into a training sample. The adapter's own code is
-the step loop around the group tasks, the generate hook, and the reading of what comes back.
+prompt group, ``generate_and_rm`` with its semaphore and custom-generate branch,
+``slime.agent.trajectory`` to turn a trajectory into a training sample, and past generation
+``RolloutManager.generate`` (``slime/ray/rollout.py``): ``_get_rollout_data`` (the rollout-id
+check and the flattening of the groups), ``_log_rollout_data`` (``compute_metrics_from_samples``,
+``compute_perf_metrics_from_samples``) and ``_convert_samples_to_train_data`` (reward
+normalization, loss masks). The adapter's own code is the step loop around the group tasks, the
+generate hook, the stand-ins below, and the reading of the train data.
+
+**Past generation: ``RolloutManager.generate``, three things stood in** (``STOOD_IN``, recorded in
+the History with each call, so the report's timeline lists them). The manager is built with
+``RolloutManager.__new__`` as slime's CPU tests build one, without ``__init__`` (no Ray actor,
+SGLang servers, router, data source or tracking), holding the attributes ``generate`` reads. Its
+rollout function hands ``generate`` the groups the step loop collected, sorted by their first
+sample's index as ``generate_rollout_async`` sorts them, with slime's ``MetricGatherer``'s
+metrics. ``_split_train_data_by_dp`` (Ray's object store, the DP schedule) hands the train data
+back as it is. The arguments this reads are taken with the others (``settings``): slime's parser
+defaults (GRPO, rewards normalized per group; std normalization off for one sample per prompt,
+as ``slime_validate_args`` sets it); ``rollout_batch_size`` is the number of groups. Whatever slime
+raises on this path is what ``collect`` raises.
 
 **Generation: slime's custom-generate hook, not SGLang's ``/generate``.**
 ``args.custom_generate_function_path`` names ``generate_with_gym`` here; slime loads it by path
@@ -47,32 +64,46 @@ that raised ends the collection with that exception, unchanged: the whole rollou
 the trainer sees. The other groups' tasks, and the raising group's siblings (``gather`` without
 ``return_exceptions`` cancels none), keep running detached; the invariants judge that.
 
-**Reading a Sample back** (one Rollout per row, in row order): ``COMPLETED`` is completed,
-``TRUNCATED`` truncated, ``ABORTED`` aborted with ``metadata["abort_reason"]`` (slime's convention),
-``FAILED`` (slime: a recoverable failure, possibly with partial output) aborted with that said,
-``PENDING`` (never generated) aborted. Turns come from what slime would train on: each run of
-loss-mask 1 in the response is one turn's generation, its logprobs the matching
-``rollout_log_probs``, its prompt every token before it. The reward is the sample's.
-A one-element ``list[Sample]`` among plain Samples (PR #2078's isolation placeholder,
-``tokens [0, 0]``) is not unwrapped: the row is aborted with an error that names the shape and
-gives the cause slime logged for it (the placeholder itself carries none). Downstream,
-``RolloutManager._get_rollout_data`` flattens by ``data[0]``'s shape alone, so such an element
-reaches reward post-processing as a list (code reading of ``slime/ray/rollout.py``).
+**Reading the train data back** (one Rollout per row, in row order, each ``in_train_batch``):
+the tokens, response length, loss mask and rollout logprobs are the train data's; the reward is
+its ``raw_reward`` (its ``rewards`` are the normalized advantages); ``truncated`` makes a
+completed row truncated. The status, which the train data does not carry, is the sample's own:
+``COMPLETED`` is completed, ``TRUNCATED`` truncated, ``ABORTED`` aborted with
+``metadata["abort_reason"]`` (slime's convention), ``FAILED`` (slime: a recoverable failure,
+possibly with partial output) aborted with that said, ``PENDING`` (never generated) aborted; an
+aborted row in the train data is a sample the trainer trains on all the same, which
+``train_batch_sound`` judges. Turns come from what slime would train on: each run of loss-mask 1
+in the response is one turn's generation, its logprobs the matching ``rollout_log_probs``, its
+prompt every token before it. A row that came back as a one-element ``list[Sample]`` (PR #2078's
+isolation placeholder, ``tokens [0, 0]``, loss mask ``[0]``, reward 0) is aborted with an error
+that names the shape and gives the cause slime logged for it (the placeholder itself carries
+none). ``_get_rollout_data`` flattens by ``data[0]``'s shape alone: when every row crashed the
+lists flatten away and the placeholders become train samples; when one did among plain Samples,
+the list stays one and ``compute_metrics_from_samples`` raises ``AttributeError`` on its
+``effective_response_length`` (or, when it is the batch's first row, the flattening raises
+``TypeError`` on the next plain Sample). A row slime hands back but leaves out of the train data
+comes back aborted, out of the batch.
 
 **Imports.** slime imports ``ray``, ``sglang_router`` and ``transformers`` at module level in paths
 this does not use; exactly those three are stubbed, each only when it cannot be imported, as
-slime's own CPU tests do (``tests/plugin_contracts/_shared.py::install_stubs``), and nothing else.
+slime's own CPU tests do (``tests/plugin_contracts/_shared.py::install_stubs``). ``slime.ray.rollout``
+also imports three names from SGLang (memory-type tags, ``ServerArgs``, ``kill_process_tree``);
+where SGLang is not installed those are stubbed too, the two callables refusing to run, and nothing
+else. ``RolloutManager`` is a Ray actor class, so Ray itself must be installed; the class is read
+from under the actor class ``@ray.remote`` made.
 With the stub, ``AutoTokenizer.from_pretrained`` returns a bare object, so response text is
 decoded with the context's tokenizer, never slime's. The checkpoint slime loads is the bundled
 tiny model's directory; nothing reads its tokenizer on this path.
 
 What the two pinned trees (main before PR #2078, and its head) show on the catalog: before, every
-scenario in which one trajectory's ``/run`` raises takes the step down (``isolated_failures``);
-after, those pass, and a batch that fails as a whole (every ``/run`` failing, a result the Gym
-client lost) comes back as placeholders instead of an error. On both: no deadline anywhere on
-this path (a frozen agent or a black-holed link hangs: ``bounded``), non-finite logprobs pass
-through (``finite_logprobs``), and ``merge_turns`` drops or masks turns on prefix drift while the
-sample stays COMPLETED (``turns_generated``).
+scenario in which one trajectory's ``/run`` raises takes the step down in ``generate_and_rm_group``
+(``isolated_failures``); after, the step goes on and goes down in ``RolloutManager`` on the
+placeholder list instead (the same verdict, with slime's ``AttributeError``), and a batch that
+fails as a whole (every ``/run`` failing, a result the Gym client lost) becomes a train batch of
+placeholders instead of an error (``train_batch_sound``, ``no_empty_epoch``). On both: no
+deadline anywhere on this path (a frozen agent or a black-holed link hangs: ``bounded``),
+non-finite logprobs pass through (``finite_logprobs``), and ``merge_turns`` drops or masks turns
+on prefix drift while the sample stays COMPLETED (``turns_generated``).
 
 Workloads: gym style, train mode (``eval_rollout`` does not go through ``generate_and_rm_group``);
 other scenarios skip, saying so.
@@ -89,7 +120,7 @@ import sys
 import types
 from argparse import Namespace
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from pytest_rollout_chaos import bundled
@@ -109,16 +140,37 @@ from pytest_rollout_chaos.collector.protocol import (
 
 ROLLOUT_MODULE: Final = "slime.rollout.sglang_rollout"
 TRAJECTORY_MODULE: Final = "slime.agent.trajectory"
+MANAGER_MODULE: Final = "slime.ray.rollout"
+TYPES_MODULE: Final = "slime.rollout.base_types"
 GENERATE_PATH: Final = f"{__name__}.generate_with_gym"
 ROW_KEY: Final = "nemo_gym_row"
-STUBBED: Final = ("ray", "sglang_router", "transformers")
+SOURCE: Final = "collector"
+STUBBED: Final = ("ray", "sglang_router", "transformers", "sglang")
+SGLANG_MODULES: Final = (
+    "sglang",
+    "sglang.srt",
+    "sglang.srt.constants",
+    "sglang.srt.server_args",
+    "sglang.srt.utils",
+)
+STOOD_IN: Final = (
+    "RolloutManager.__init__ (no Ray actor, no SGLang servers, router, data source or tracking: the "
+    "instance gets the attributes generate() reads)",
+    "the rollout function (slime's generate_rollout): hands generate() the groups the adapter's "
+    "generate_rollout_async wait loop collected, sorted by their first sample's index as slime sorts "
+    "them, with slime's MetricGatherer's metrics",
+    "RolloutManager._split_train_data_by_dp (Ray's object store and the DP schedule): the train "
+    "data is read where slime packs it for its training ranks",
+)
+"""What of slime's ``RolloutManager.generate`` path is stood in; every other line of it is slime's."""
 SGLANG_ROUTER_VERSION: Final = "0.2.3"  # what slime's own stub says
 _CRASH_INDEX = re.compile(r"\bidx=(\d+)\b")
 
 
 def install_stubs() -> list[str]:
     """Stub ``ray``, ``sglang_router`` and ``transformers`` where they cannot be imported, exactly as
-    slime's ``tests/plugin_contracts/_shared.py::install_stubs`` builds them; return those stubbed."""
+    slime's ``tests/plugin_contracts/_shared.py::install_stubs`` builds them, and ``sglang``'s three
+    names ``slime.ray.rollout`` imports (``_stub_sglang``); return the modules stubbed."""
     stubbed = []
     for name in STUBBED:
         if name in sys.modules or importlib.util.find_spec(name) is not None:
@@ -130,6 +182,9 @@ def install_stubs() -> list[str]:
             )
         elif name == "sglang_router":
             module.__version__ = SGLANG_ROUTER_VERSION  # type: ignore[attr-defined]
+        elif name == "sglang":
+            stubbed += _stub_sglang()
+            continue
         else:
             module.AutoTokenizer = type(  # type: ignore[attr-defined]
                 "AutoTokenizer", (), {"from_pretrained": staticmethod(lambda *a, **k: object())}
@@ -146,6 +201,29 @@ def install_stubs() -> list[str]:
 
 def _no_processor(*args: object, **kwargs: object) -> object:
     raise OSError("transformers is stubbed: no processor")
+
+
+def _stub_sglang() -> list[str]:
+    """The three names ``slime.ray.rollout`` and the SGLang engine module import from SGLang at
+    module level (memory-type tags, ``ServerArgs``, ``kill_process_tree``); the train-data path
+    uses none of them, and the stub's ``ServerArgs`` and ``kill_process_tree`` refuse to run."""
+    modules = {name: types.ModuleType(name) for name in SGLANG_MODULES}
+    modules["sglang"].srt = modules["sglang.srt"]  # type: ignore[attr-defined]
+    constants = modules["sglang.srt.constants"]
+    constants.GPU_MEMORY_TYPE_WEIGHTS = "weights"  # type: ignore[attr-defined]
+    constants.GPU_MEMORY_TYPE_KV_CACHE = "kv_cache"  # type: ignore[attr-defined]
+    constants.GPU_MEMORY_TYPE_CUDA_GRAPH = "cuda_graph"  # type: ignore[attr-defined]
+    modules["sglang.srt.server_args"].ServerArgs = type(  # type: ignore[attr-defined]
+        "ServerArgs", (), {"__init__": _no_sglang}
+    )
+    modules["sglang.srt.utils"].kill_process_tree = _no_sglang  # type: ignore[attr-defined]
+    for name, module in modules.items():
+        sys.modules[name] = module
+    return list(modules)
+
+
+def _no_sglang(*args: object, **kwargs: object) -> None:
+    raise RuntimeError("sglang is stubbed: no SGLang server is started or stopped here")
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,10 +243,10 @@ class _SlimeUpstream(Upstream):
 
 UPSTREAM = _SlimeUpstream(
     adapter="slime",
-    modules=(ROLLOUT_MODULE, TRAJECTORY_MODULE),
+    modules=(ROLLOUT_MODULE, TRAJECTORY_MODULE, MANAGER_MODULE),
     install=(
-        "pip install torch==2.13.0 numpy pillow aiohttp httpx pyarrow pybase64 pylatexenc sympy "
-        "tqdm packaging"
+        "pip install torch==2.13.0 ray numpy pillow aiohttp httpx pyarrow pybase64 pylatexenc sympy "
+        "tqdm packaging pyyaml requests wandb"
     ),
 )
 
@@ -221,6 +299,7 @@ class SlimeCollector:
         UPSTREAM.require()  # stubs and imports, once; a target naming this class skips adapters.load
         TrainerSettings("slime", ctx.settings.trainer_config, KNOWN).check()
         self.ctx = ctx
+        self.rollout_id = -1
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
         rollout = importlib.import_module(ROLLOUT_MODULE)
@@ -228,7 +307,7 @@ class SlimeCollector:
         if not groups:
             return []
         await readiness.wait_for_policy(self.ctx, self.ctx.history)
-        args = self.args(n_samples_per_prompt=len(groups[0]))
+        args = self.args(n_samples_per_prompt=len(groups[0]), groups=len(groups))
         samples = [
             [self.sample(row, index, number) for index, row in group] for number, group in enumerate(groups)
         ]
@@ -243,12 +322,28 @@ class SlimeCollector:
         finally:
             logger.removeHandler(crashes)
             rollout.GenerateState.clear_instances()
-        by_row = {}
-        for group in finished:
-            for element in group:
-                made = read_back(element, crashes)
-                by_row[made.row_index] = made
+        self.rollout_id += 1
+        by_row = {made.row_index: made for made in self.read(args, finished, crashes)}
         return [by_row[index] for group in groups for index, _ in group if index in by_row]
+
+    def read(self, args: Namespace, finished: list[list[Any]], crashes: CrashLog) -> list[Rollout]:
+        """The Rollouts of the step: read from the train data slime makes of the groups."""
+        return read_train_data(self.train_data(args, finished), finished, crashes)
+
+    def train_data(self, args: Namespace, finished: list[list[Any]]) -> dict[str, Any]:
+        """slime's ``RolloutManager.generate`` on the groups, to the train data it would hand its
+        training ranks; what slime raises on the way is raised, unchanged."""
+        manager = train_manager(args, finished)
+        call = {"call": f"{MANAGER_MODULE}.RolloutManager.generate", "rollout_id": self.rollout_id}
+        history = self.ctx.history
+        history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": list(STOOD_IN)})
+        try:
+            data: dict[str, Any] = manager.generate(self.rollout_id)
+        except BaseException as error:
+            history.append(SOURCE, "fail", "upstream", {**call, "error": f"{type(error).__name__}: {error}"})
+            raise
+        history.append(SOURCE, "ok", "upstream", {**call, "samples": len(data["tokens"])})
+        return data
 
     async def step(self, state: Any, samples: list[list[Any]]) -> list[list[Any]]:
         """``generate_rollout_async``'s wait loop: a group's exception ends the step, unchanged."""
@@ -259,10 +354,10 @@ class SlimeCollector:
             finished += [task.result() for task in done]
         return finished
 
-    def args(self, *, n_samples_per_prompt: int) -> Namespace:
+    def args(self, *, n_samples_per_prompt: int, groups: int = 1) -> Namespace:
         """The slime arguments this path reads (``settings``), plus the hook's own two: the Gym
         client and the tokenizer."""
-        taken = settings(self.ctx, n_samples_per_prompt=n_samples_per_prompt)
+        taken = settings(self.ctx, n_samples_per_prompt=n_samples_per_prompt, groups=groups)
         taken.record(self.ctx.history, mode="train")
         return Namespace(
             **{item.key: item.value for item in taken.items},
@@ -287,6 +382,27 @@ def factory(ctx: CollectorContext) -> Collector:
 
 
 ARGUMENTS: Final = "slime/utils/arguments.py"
+_TRAIN_DATA_DEFAULTS: Final[tuple[tuple[str, Any], ...]] = (
+    ("advantage_estimator", "grpo"),
+    ("rewards_normalization", True),
+    ("reward_key", None),
+    ("log_reward_category", None),
+    ("rollout_num_gpus", None),
+    ("use_fault_tolerance", False),
+    ("load_debug_rollout_data", None),
+    ("load_debug_rollout_data_subsample", None),
+    ("save_debug_rollout_data", None),
+    ("debug_rollout_only", False),
+    ("custom_rollout_log_function_path", None),
+    ("custom_reward_post_process_path", None),
+    ("custom_convert_samples_to_train_data_path", None),
+    ("use_wandb", False),
+    ("use_tensorboard", False),
+    ("wandb_always_use_train_step", False),
+)
+"""What ``RolloutManager.generate`` reads past generation, each slime's parser default."""
+
+
 KNOWN: Final = (
     "hf_checkpoint",
     "custom_generate_function_path",
@@ -308,14 +424,18 @@ KNOWN: Final = (
     "mask_offpolicy_in_partial_rollout",
     "use_rollout_routing_replay",
     "ci_test",
+    *(name for name, _ in _TRAIN_DATA_DEFAULTS),
+    "rollout_batch_size",
+    "grpo_std_normalization",
 )
 """Every slime argument this path reads: what ``trainer_config`` may set (``slime.<name>``)."""
 
 
-def settings(ctx: CollectorContext, *, n_samples_per_prompt: int) -> TrainerSettings:
+def settings(ctx: CollectorContext, *, n_samples_per_prompt: int, groups: int = 1) -> TrainerSettings:
     """The slime arguments, each slime's own parser default (``slime/utils/arguments.py`` and
     ``slime/backends/sglang_utils/arguments.py`` at both pinned trees) unless the run fixes it or
-    the scenario's ``trainer_config`` asks otherwise."""
+    the scenario's ``trainer_config`` asks otherwise; past generation, what
+    ``RolloutManager.generate`` reads to the train data (``groups`` prompts in the batch)."""
     taken = TrainerSettings("slime", ctx.settings.trainer_config, KNOWN)
     taken.check()
     taken.run(
@@ -341,6 +461,17 @@ def settings(ctx: CollectorContext, *, n_samples_per_prompt: int) -> TrainerSett
     taken.default(
         "sglang_server_concurrency", 512, "slime/backends/sglang_utils/arguments.py:39, add_sglang_arguments"
     )
+    taken.run("rollout_batch_size", groups, "the workload's prompts: one rollout step collects them all")
+    if n_samples_per_prompt == 1:
+        taken.run(
+            "grpo_std_normalization",
+            False,
+            f"{ARGUMENTS}, slime_validate_args: off when n_samples_per_prompt is 1",
+        )
+    else:
+        taken.default("grpo_std_normalization", True, where)
+    for name, default in _TRAIN_DATA_DEFAULTS:
+        taken.default(name, default, where)
     return taken
 
 
@@ -381,6 +512,98 @@ def prompt_groups(rows: Sequence[Row]) -> list[list[tuple[int, Row]]]:
             f"groups of sizes {sizes}; give every prompt the same number of generations"
         )
     return groups
+
+
+# -- past generation: slime's RolloutManager to the train data ---------------------------------------
+def manager_class() -> Any:
+    """slime's ``RolloutManager`` class itself, from under the Ray actor class ``@ray.remote`` made."""
+    declared = importlib.import_module(MANAGER_MODULE).RolloutManager
+    if isinstance(declared, type) and declared.__module__ == MANAGER_MODULE:
+        return declared
+    modified = declared.__ray_metadata__.modified_class
+    for cls in modified.__mro__:
+        if cls.__name__ == "RolloutManager" and cls.__module__ == MANAGER_MODULE:
+            return cls
+    raise RuntimeError(f"no RolloutManager class under {declared!r}: Ray wraps it in a way not known here")
+
+
+def train_manager(args: Namespace, finished: list[list[Any]]) -> Any:
+    """A ``RolloutManager`` built without its ``__init__`` (``STOOD_IN``: no Ray actor, servers or
+    data source), as slime's own CPU tests build one, holding what ``generate`` reads."""
+    rollout = importlib.import_module(ROLLOUT_MODULE)
+    base_types = importlib.import_module(TYPES_MODULE)
+    ordered = sorted(finished, key=lambda group: _first(group).index)
+    metrics = rollout.MetricGatherer().collect() if hasattr(rollout, "MetricGatherer") else None
+
+    def generate_rollout(args: Namespace, rollout_id: int, data_source: Any, evaluation: bool = False) -> Any:
+        return base_types.RolloutFnTrainOutput(samples=ordered, metrics=metrics)
+
+    cls = manager_class()
+    manager = cls.__new__(cls)  # no __init__: STOOD_IN
+    manager.args = args
+    manager.pg = None
+    manager.data_source = None
+    manager.generate_rollout = generate_rollout
+    manager.eval_generate_rollout = None
+    load = importlib.import_module("slime.utils.misc").load_function
+    reward_path, convert_path = (
+        args.custom_reward_post_process_path,
+        args.custom_convert_samples_to_train_data_path,
+    )
+    manager.custom_reward_post_process_func = load(reward_path) if reward_path is not None else None
+    manager.custom_convert_samples_to_train_data_func = (
+        load(convert_path) if convert_path is not None else None
+    )
+    manager.servers = {}
+    manager.rollout_id = -1
+    manager._health_monitors = []
+    manager._split_train_data_by_dp = lambda data: data
+    return manager
+
+
+def _first(group: list[Any]) -> Any:
+    return group[0][0] if isinstance(group[0], list) else group[0]
+
+
+def read_train_data(data: dict[str, Any], finished: list[list[Any]], crashes: CrashLog) -> list[Rollout]:
+    """One Rollout per sample of slime's train data, read from it: the tokens, response length,
+    loss mask and rollout logprobs the trainer gets, the raw reward (``rewards`` holds the
+    normalized advantages), truncation; the status and abort reason are the sample's own (the
+    train data carries none). Each is marked in the train batch; a row slime handed back but left
+    out of the train data comes back aborted, out of it."""
+    samples = {}
+    for group in finished:
+        for element in group:
+            sample = element[0] if isinstance(element, list) and element else element
+            samples[sample.index] = (sample, element)
+    rollouts = []
+    seen = set()
+    for position, index in enumerate(data["sample_indices"]):
+        sample, element = samples[index]
+        logprobs = data.get("rollout_log_probs")
+        trained = types.SimpleNamespace(
+            index=index,
+            tokens=data["tokens"][position],
+            response_length=data["response_lengths"][position],
+            loss_mask=data["loss_masks"][position],
+            rollout_log_probs=logprobs[position] if logprobs is not None else None,
+            reward=data["raw_reward"][position],
+            status=sample.status,
+            metadata=sample.metadata,
+        )
+        made = read_back(trained if not isinstance(element, list) else [trained], crashes)
+        if data["truncated"][position] and made.status == "completed":
+            made = replace(made, status="truncated")
+        rollouts.append(replace(made, in_train_batch=True))
+        seen.add(index)
+    for index, (_, element) in samples.items():
+        if index not in seen:
+            made = read_back(element, crashes)
+            error = f"slime left row {index} out of the train data" + (
+                f": {made.error}" if made.error else ""
+            )
+            rollouts.append(replace(made, status="aborted", error=error, in_train_batch=False))
+    return rollouts
 
 
 # -- reading slime's answer back -------------------------------------------------------------------
