@@ -17,30 +17,8 @@ from pytest_rollout_chaos.invariants import (
     get,
     worst,
 )
+from tests._invariant_names import INTERFACE_NAMES
 from tests.invariants._builders import all_ok, observe, rollout
-
-INTERFACE_NAMES = (
-    "accounted",
-    "no_silent_short_count",
-    "isolated_failures",
-    "finite_logprobs",
-    "prefix_consistent",
-    "batched_env_eval",
-    "bounded",
-    "root_cause_visible",
-    "corroborated",
-    "turns_generated",
-    "logprobs_generated",
-    "rewards_recorded",
-    "attempts_bounded",
-    "no_empty_epoch",
-    "ends_promptly",
-    "quiet_after_end",
-    "cancel_honoured",
-    "raise_has_cause",
-    "status_recorded",
-    "train_batch_sound",
-)
 
 
 class _Crashing:
