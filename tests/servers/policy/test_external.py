@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos import bundled
-from pytest_rollout_chaos.engine.run import not_applicable
+from pytest_rollout_chaos.engine.run import not_applicable, with_replicas
 from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.injector import FaultInjector
@@ -155,6 +155,11 @@ def test_catalog_scenarios_skip_only_where_they_need_the_policy_process(path: Pa
             reason = not_applicable(scenario, _stack(tmp_path, external=external))
             assert reason is not None
             assert "does not run in a Ray actor in this run (pass --rollout-chaos-ray=local:N)" in reason
+        return
+    if (scenario.stack.policy.replicas or 1) > 1:  # the engine skips it before any fault, for want of replicas
+        external, started = (_stack(tmp_path, external=flag) for flag in (True, False))
+        assert "and only it" in (with_replicas(scenario, external, 1)[1] or "")
+        assert "this run started 1" in (with_replicas(scenario, started, 1)[1] or "")
         return
     expected = NEEDS_THE_POLICY_PROCESS.get(scenario.name)
     assert not_applicable(scenario, _stack(tmp_path, external=True)) == expected
