@@ -157,9 +157,9 @@ def test_catalog_scenarios_skip_only_where_they_need_the_policy_process(path: Pa
             assert "does not run in a Ray actor in this run (pass --rollout-chaos-ray=local:N)" in reason
         return
     if (scenario.stack.policy.replicas or 1) > 1:  # skipped for want of replicas before any fault
-        external, started = (_stack(tmp_path, external=flag) for flag in (True, False))
-        assert "and only it" in (with_replicas(scenario, external, 1)[1] or "")
-        assert "this run started 1" in (with_replicas(scenario, started, 1)[1] or "")
+        outside, ours = (_stack(tmp_path, external=flag) for flag in (True, False))
+        assert "and only it" in (with_replicas(scenario, outside, 1)[1] or "")
+        assert "this run started 1" in (with_replicas(scenario, ours, 1)[1] or "")
         return
     expected = NEEDS_THE_POLICY_PROCESS.get(scenario.name)
     assert not_applicable(scenario, _stack(tmp_path, external=True)) == expected
