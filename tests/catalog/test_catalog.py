@@ -170,8 +170,16 @@ def test_known_bug_collector_fails_each_replica_scenario(
     tmp_path: Path, scenario: str, known_bug_stack_args: list[str]
 ) -> None:
     collector, invariant = REPLICA_SCENARIOS[scenario]
-    # Their replicas are started by the run: a shared external policy would be one server.
-    args = [arg for arg in known_bug_stack_args if not arg.startswith("--rollout-chaos-policy-url=")]
+    if "--rollout-chaos-gym=nemo-gym" in known_bug_stack_args:
+        pytest.skip(
+            "pinned on the embedded servers: under real NeMo Gym's model server these known bugs are caught "
+            "by other invariants first (a dead replica holds the collector past its deadline: bounded)"
+        )
+    # Their replicas are started by the run (a shared external policy would be one server), two of
+    # them from the start: real NeMo Gym is given its model server's base URLs once.
+    shared = ("--rollout-chaos-policy-url=", "--rollout-chaos-policy-replicas=")
+    args = [arg for arg in known_bug_stack_args if not arg.startswith(shared)]
+    args.append("--rollout-chaos-policy-replicas=2")
     verdicts = run_catalog(
         tmp_path, target=f"fixtures.collectors.{collector}:factory", scenarios=[scenario], stack_args=args
     )
