@@ -191,7 +191,9 @@ def test_known_bug_collector_fails_each_replica_scenario(
     )
 
 
-def test_failing_the_batch_on_one_drifted_row_fails_every_drift_scenario(
+# Named like the other known-bug tests, which CI leaves out on real vLLM: whether the model drifts
+# there is the engine's to decide, and a bug of the collector's is pinned on the stacks that drift.
+def test_known_bug_collector_fails_every_drift_scenario_by_failing_the_batch_on_one_drifted_row(
     tmp_path: Path, known_bug_stack_args: list[str]
 ) -> None:
     verdicts = run_catalog(
