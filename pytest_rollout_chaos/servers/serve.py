@@ -61,8 +61,12 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 0,
     on_started: Callable[[int], Awaitable[None]] | None = None,
+    relay: bool = False,
 ) -> None:
     """Run ``app`` until SIGTERM or SIGINT; print and report the bound port.
+
+    ``relay``: the server sits on every link (embedded Toxiproxy, the fault layer), so its
+    per-request cost is on every request of the stack; it runs on uvloop where that is installed.
 
     ``PORT_ENV``, when set (a restart by the supervisor), wins over ``port`` so the server
     comes back where proxies point; ``READY_DELAY_ENV`` delays listening. Both are removed so
@@ -76,7 +80,16 @@ def serve(
     if ready_delay_s > 0:  # not listening yet: clients are refused, as while a model loads
         print(f"waiting {ready_delay_s:g}s before listening", flush=True)
         time.sleep(ready_delay_s)
-    asyncio.run(_serve(app, host, port, on_started))
+    with asyncio.Runner(loop_factory=_relay_loop_factory() if relay else None) as runner:
+        runner.run(_serve(app, host, port, on_started))
+
+
+def _relay_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def _serve(

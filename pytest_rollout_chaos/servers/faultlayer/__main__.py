@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         level=os.environ.get("LOG_LEVEL", "WARNING").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    serve(build_app(), host=args.host, port=args.port)
+    serve(build_app(), host=args.host, port=args.port, relay=True)
 
 
 if __name__ == "__main__":

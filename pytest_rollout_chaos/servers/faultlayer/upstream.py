@@ -27,7 +27,7 @@ import ssl
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Iterable
-from typing import Final
+from typing import Final, cast
 
 from multidict import CIMultiDict
 
@@ -57,8 +57,8 @@ class _Connection(asyncio.Protocol):
         self._drained: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport; uvloop's (the layer runs on uvloop) do not subclass asyncio.Transport
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self.answered = True

@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     _logger.info(
         "starting Toxiproxy-compatible API %s on %s:%d (seed %d)", VERSION, args.host, args.port, seed
     )
-    serve(app, host=args.host, port=args.port)
+    serve(app, host=args.host, port=args.port, relay=True)
 
 
 if __name__ == "__main__":
