@@ -38,7 +38,11 @@ def cannot_act(stack: ChaosStack, kind: str, target: str) -> str | None:
     """Why a ``kind`` fault on ``target`` (each server it stands for) cannot act on ``stack``, or None."""
     needs = registry.fault_class(kind).needs
     servers, unmanaged = stack.servers(), stack.unmanaged()
-    for name in stack.expand_target(target):
+    try:
+        names = stack.expand_target(target)
+    except ValueError as error:  # ``policy[i]`` beyond the replicas this stack runs
+        return str(error)
+    for name in names:
         for need in needs:
             if (reason := _lacks(need, servers.get(name), unmanaged.get(name))) is not None:
                 return reason

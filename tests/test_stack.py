@@ -9,57 +9,17 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos import bundled
-from pytest_rollout_chaos.engine.run import with_replicas
+from pytest_rollout_chaos.engine.run import not_applicable, with_replicas
 from pytest_rollout_chaos.scenario.model import Scenario, parse_scenario
-from pytest_rollout_chaos.servers import readiness
-from pytest_rollout_chaos.servers.gym.stack import (
-    DEFAULT_AGENTS,
-    HEAD_NAME,
-    MODEL_NAME,
-    RESOURCES_NAME,
-    GymStack,
-)
+from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME
 from pytest_rollout_chaos.servers.links import link_server
 from pytest_rollout_chaos.servers.policy.spec import PolicyServer
-from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 from pytest_rollout_chaos.stack import ChaosStack
-
-NAMES = (MODEL_NAME, RESOURCES_NAME, HEAD_NAME, *DEFAULT_AGENTS)
-
-
-def _process(name: str, port: int, tmp_path: Path) -> ManagedProcess:
-    return ManagedProcess(ServerSpec(name, ("true",), readiness.address_known(), port=port), tmp_path)
+from tests._unstarted_stack import unstarted_stack
 
 
 def _stack(replicas: int, tmp_path: Path, *, real: frozenset[str] = frozenset()) -> ChaosStack:
-    """A stack of ``replicas`` policy processes that are never started: only names are read."""
-    gym = GymStack(
-        head_url="http://127.0.0.1:1",
-        agents={agent: "http://127.0.0.1:2" for agent in DEFAULT_AGENTS},
-        model_url="http://127.0.0.1:3",
-        resources_url="http://127.0.0.1:4",
-        processes={name: _process(name, 20000 + index, tmp_path) for index, name in enumerate(NAMES)},
-        events_files=[],
-        real_servers=real,
-    )
-    policies = tuple(
-        PolicyServer.of(
-            _process(f"policy[{index}]", 21000 + index, tmp_path),
-            model="m",
-            model_dir=bundled.tiny_model_dir(),
-            backend="tiny",
-        )
-        for index in range(replicas)
-    )
-    return ChaosStack(
-        policy=policies[0],
-        gym=gym,
-        toxiproxy=None,
-        links={},
-        fault_layer=None,
-        collector_policy_url="http://127.0.0.1:21000/v1",
-        replicas=policies,
-    )
+    return unstarted_stack(tmp_path, replicas=replicas, real=real)
 
 
 def test_one_replica_keeps_the_plain_name_and_index_0_means_it(tmp_path: Path) -> None:
@@ -151,3 +111,17 @@ def test_an_external_policy_is_one_server_so_a_scenario_asking_for_two_skips(tmp
     assert reason is not None
     assert reason.startswith("the scenario needs 2 policy replica(s) (stack.policy.replicas); the policy is ")
     assert "--rollout-chaos-policy-url=http://127.0.0.1:9/v1" in reason
+
+
+def test_a_fault_on_a_replica_the_stack_does_not_run_is_a_reason_not_a_crash(tmp_path: Path) -> None:
+    scenario = parse_scenario(
+        "name: x\ndescription: d\nfaults:\n  - {kind: kill, target: 'policy[1]'}\n"
+        "expect:\n  invariants: [accounted]\n",
+        Path("s.chaos.yaml"),
+        policy_replicas=2,
+    )
+    assert not_applicable(scenario, _stack(2, tmp_path)) is None
+    reason = not_applicable(scenario, _stack(1, tmp_path))
+    assert reason == (
+        "faults/0 kill on 'policy[1]': 'policy[1]': this stack runs 1 policy replica(s) (valid: policy, policy[0])"
+    )

@@ -11,64 +11,24 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.engine.run import not_applicable
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.scenario.model import load_scenario
-from pytest_rollout_chaos.servers import readiness
-from pytest_rollout_chaos.servers.faultlayer.spec import FaultLayer
-from pytest_rollout_chaos.servers.gym.stack import (
-    DEFAULT_AGENTS,
-    HEAD_NAME,
-    MODEL_NAME,
-    RESOURCES_NAME,
-    GymStack,
-)
+from pytest_rollout_chaos.servers.gym.stack import DEFAULT_AGENTS, MODEL_NAME, RESOURCES_NAME
 from pytest_rollout_chaos.servers.nemo_gym.stack import ENV_NAME
-from pytest_rollout_chaos.servers.policy.spec import PolicyServer
-from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 from pytest_rollout_chaos.stack import ChaosStack
+from tests._unstarted_stack import unstarted_stack
 
 CATALOG = Path(__file__).parents[2] / "scenarios"
-NAMES = (MODEL_NAME, RESOURCES_NAME, HEAD_NAME, ENV_NAME, *DEFAULT_AGENTS)
 REAL = frozenset({MODEL_NAME, RESOURCES_NAME, *DEFAULT_AGENTS})  # what the nemo-gym backend reports
 
 
 def _stack(without_hooks: frozenset[str], tmp_path: Path, *, replicas: int = 1) -> ChaosStack:
-    """A ChaosStack of processes that are never started: ``not_applicable`` only reads names.
+    """The stack the nemo-gym backend runs (its environment server too), nothing started;
     ``replicas`` policy servers (run with ``--rollout-chaos-policy-replicas``, as real NeMo Gym
     needs for a scenario that asks for them)."""
-
-    def process(name: str, port: int) -> ManagedProcess:
-        return ManagedProcess(ServerSpec(name, ("true",), readiness.address_known(), port=port), tmp_path)
-
-    processes = {name: process(name, 20000 + index) for index, name in enumerate(NAMES)}
-    gym = GymStack(
-        head_url="http://127.0.0.1:1",
-        agents={agent: "http://127.0.0.1:2" for agent in DEFAULT_AGENTS},
-        model_url="http://127.0.0.1:3",
-        resources_url="http://127.0.0.1:4",
-        processes=processes,
-        events_files=[],
-        real_servers=without_hooks,
-    )
-    policies = tuple(
-        PolicyServer.of(
-            process(f"policy[{index}]", 19990 + index),
-            model="m",
-            model_dir=bundled.tiny_model_dir(),
-            backend="tiny",
-        )
-        for index in range(replicas)
-    )
-    return ChaosStack(
-        policy=policies[0],
-        replicas=policies,
-        gym=gym,
-        toxiproxy=None,
-        links={},
-        fault_layer=FaultLayer("http://127.0.0.1:5", tmp_path / "fault_layer.events.jsonl"),
-        collector_policy_url="http://127.0.0.1:19999/v1",
+    return unstarted_stack(
+        tmp_path, replicas=replicas, real=without_hooks, extra_gym_names=(ENV_NAME,), with_fault_layer=True
     )
 
 
