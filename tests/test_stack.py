@@ -123,5 +123,6 @@ def test_a_fault_on_a_replica_the_stack_does_not_run_is_a_reason_not_a_crash(tmp
     assert not_applicable(scenario, _stack(2, tmp_path)) is None
     reason = not_applicable(scenario, _stack(1, tmp_path))
     assert reason == (
-        "faults/0 kill on 'policy[1]': 'policy[1]': this stack runs 1 policy replica(s) (valid: policy, policy[0])"
+        "faults/0 kill on 'policy[1]': 'policy[1]': this stack runs 1 policy replica(s) "
+        "(valid: policy, policy[0])"
     )
