@@ -40,6 +40,7 @@ CAUGHT_BY = {
     "length_as_completed": ("native-token-limit-truncated", "status_recorded"),
     "generic_abort": ("trajectory-exception-isolated", "root_cause_visible"),
     "eos_doubled": ("prefix-drift", "prompts_sent"),
+    "reward_first_attempt": ("nan-logprobs-retry-rewards", "rewards_recorded"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
 # that must judge FAIL); that collector's own scenario is in CAUGHT_BY.
