@@ -10,6 +10,7 @@ INTERFACE_NAMES = (
     "isolated_failures",
     "finite_logprobs",
     "prefix_consistent",
+    "prompts_sent",
     "batched_env_eval",
     "bounded",
     "root_cause_visible",

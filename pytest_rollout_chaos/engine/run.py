@@ -50,7 +50,7 @@ from pytest_rollout_chaos.invariants.registry import judged
 from pytest_rollout_chaos.invariants.witnesses import look
 from pytest_rollout_chaos.scenario.model import Scenario, Workload
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
-from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME, GymStack
+from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME, RESOURCES_NAME, GymStack
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 from pytest_rollout_chaos.trial import open_trial
@@ -88,6 +88,8 @@ def run_on(
     )
     if not scenario.stack.policy.splice_prefix:
         stack.gym.set_splice(False)  # vanilla re-rendering: retokenization drift happens for real
+    if scenario.stack.rescore_bonus:
+        stack.gym.set_rescore_bonus(scenario.stack.rescore_bonus)
     result = run_once(scenario, stack, factory, settings.seed, target=settings.target)
     judge(result)
     return result
@@ -152,6 +154,15 @@ def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
         reason = acting.cannot_act(stack, step.kind, step.target)
         if reason is not None:
             return f"faults/{index} {step.kind} on {step.target!r}: {reason}"
+    if (
+        scenario.stack.rescore_bonus
+        and scenario.workload.style == "gym"
+        and RESOURCES_NAME in stack.gym.real_servers
+    ):
+        return (
+            f"stack.rescore_bonus={scenario.stack.rescore_bonus:g} needs our resources server to answer "
+            "/verify; real NeMo Gym's (equivalence_rule) scores every attempt of a row alike"
+        )
     delay_s = scenario.stack.policy.ready_delay_s
     unmanaged = stack.unmanaged()
     if delay_s > 0 and "policy" in unmanaged:

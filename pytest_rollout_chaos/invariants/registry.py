@@ -30,6 +30,7 @@ from pytest_rollout_chaos.invariants.logprobs_generated import LogprobsGenerated
 from pytest_rollout_chaos.invariants.no_empty_epoch import NoEmptyEpoch
 from pytest_rollout_chaos.invariants.no_silent_short_count import NoSilentShortCount
 from pytest_rollout_chaos.invariants.prefix_consistent import PrefixConsistent
+from pytest_rollout_chaos.invariants.prompts_sent import PromptsSent
 from pytest_rollout_chaos.invariants.quiet_after_end import QuietAfterEnd
 from pytest_rollout_chaos.invariants.raise_has_cause import RaiseHasCause
 from pytest_rollout_chaos.invariants.rewards_recorded import RewardsRecorded
@@ -44,6 +45,7 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     IsolatedFailures(),
     FiniteLogprobs(),
     PrefixConsistent(),
+    PromptsSent(),
     BatchedEnvEval(),
     Bounded(),
     RootCauseVisible(),

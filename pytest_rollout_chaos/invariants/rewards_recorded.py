@@ -4,12 +4,17 @@ The trainer's advantage is computed from the reward, so a reward taken from anot
 matched to rows in completion order), another attempt, or a default when a field was missing
 trains the policy toward the wrong trajectory. Judged in gym style, where the reward is the
 agent's, on every completed (or truncated) rollout: its reward must equal the ``reward`` of the
-row's successful ``/run`` answer that generated its turns (the fault layer's record). A rollout
+row's successful ``/run`` answer that generated its turns (the fault layer's record). When a row
+has several attempts, the one handed on is the one whose generations and logprobs the rollout
+carries: an attempt retried for bad logprobs may have generated the same ids, but not the same
+finite logprobs, so the first attempt's reward beside the retry's turns fails. A rollout
 whose turns no answer generated (none, dropped, invented: ``turns_generated``'s business) is
 still held to its row: its reward must be one some successful ``/run`` of that row answered, so
 a completed rollout with no turns and a reward for a row no ``/run`` answered fails. In native
-style the collector sums ``env.step`` rewards itself, which the record does not tie to rows; with
-no record of rewards at all, there is nothing to hold a reward against: NOT_JUDGED.
+style the collector sums the rewards ``env.step`` answered for the row, turn by turn: the reward
+must be that sum as the environment recorded its answers (``step_batch_rewards``: each item's row
+and reward), so a reward kept from an attempt thrown away, or an attempt scored and then replaced,
+shows. With no record of rewards at all, there is nothing to hold a reward against: NOT_JUDGED.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ from __future__ import annotations
 from typing import ClassVar, Final
 
 from pytest_rollout_chaos.collector.protocol import Rollout
-from pytest_rollout_chaos.history import fingerprint
+from pytest_rollout_chaos.history import History, fingerprint, logprob_digest
 from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
+from pytest_rollout_chaos.invariants.rules import digests_agree
 from pytest_rollout_chaos.invariants.served import Served, served
 
 REWARD_TOLERANCE: Final = 1e-6
@@ -39,11 +45,7 @@ class RewardsRecorded:
             )
         record = served(observation.history)
         if record.style == "native":
-            return not_judged(
-                self.name,
-                "native style: a rollout's reward is the collector's sum of env.step answers, which the "
-                "record does not tie to rows",
-            )
+            return self._native(observation, claimed)
         if record.style is None:
             return not_judged(
                 self.name,
@@ -71,19 +73,85 @@ class RewardsRecorded:
             problems,
         )
 
+    def _native(self, observation: Observation, claimed: list[Rollout]) -> Verdict:
+        answered = _env_rewards(observation.history)
+        if answered is None:
+            return not_judged(
+                self.name,
+                "native style: the environment's record ties no reward to a row (no step_batch_rewards "
+                "with each item's row), so the collector's sum of env.step answers has nothing to match",
+            )
+        problems = []
+        for rollout in claimed:
+            rewards = answered.get(rollout.row_index, [])
+            if not _same(rollout.reward, sum(rewards)):
+                problems.append(
+                    f"row {rollout.row_index}: reward {rollout.reward!r}, but the environment answered the "
+                    f"row rewards {rewards} (sum {sum(rewards)!r})"
+                )
+        if not problems:
+            return verdict(
+                self.name,
+                Status.PASS,
+                f"all {len(claimed)} completed or truncated rollouts hold the sum of the rewards the "
+                "environment answered their row",
+            )
+        return verdict(
+            self.name,
+            Status.FAIL,
+            story(
+                observation,
+                what=f"{len(problems)} rollouts carry a reward the environment did not answer their row",
+                expected=(
+                    "each rollout's reward as the sum of what env.step answered its row, once per turn "
+                    "handed on, never a thrown-away attempt's score"
+                ),
+            ),
+            problems,
+        )
+
+
+def _env_rewards(history: History) -> dict[int, list[float]] | None:
+    """The rewards the environment answered, by row, in order; None when none is tied to a row."""
+    found: dict[int, list[float]] = {}
+    tied = False
+    for event in history.events(source="resources", op="step_batch_rewards"):
+        rows, rewards = event.data.get("rows"), event.data.get("rewards")
+        if not isinstance(rows, list) or not isinstance(rewards, list):
+            continue
+        for row, reward in zip(rows, rewards, strict=False):
+            value = _number(reward)
+            if isinstance(row, int) and not isinstance(row, bool) and value is not None:
+                tied = True
+                found.setdefault(row, []).append(value)
+    return found if tied else None
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
 
 def _problem(rollout: Rollout, record: Served) -> str | None:
     """Why ``rollout``'s reward is not one its row's ``/run`` answered; None when it is."""
     row = rollout.row_index
     answers = [call for call in record.calls(row) if call.succeeded and call.reward is not None]
     turns = [fingerprint(turn.generation_token_ids) for turn in rollout.turns]
-    generating = [call.reward for call in answers if list(call.generations) == turns and turns]
+    generating = [call for call in answers if list(call.generations) == turns and turns]
     if generating:
-        if any(_same(rollout.reward, reward) for reward in generating):
+        logprobs = [logprob_digest(turn.generation_log_probs) for turn in rollout.turns]
+        whole = [
+            call
+            for call in generating
+            if len(call.logprobs) == len(logprobs) and all(map(digests_agree, call.logprobs, logprobs))
+        ]
+        taken = whole or generating  # the attempt handed on: its generations and its logprobs
+        if any(_same(rollout.reward, call.reward) for call in taken):
             return None
+        what = "generated its turns and their logprobs" if whole else "generated its turns"
+        others = [call.reward for call in answers if call not in taken]
         return (
-            f"row {row}: reward {rollout.reward!r}, but the row's /run that generated its turns "
-            f"answered reward {generating[-1]!r}"
+            f"row {row}: reward {rollout.reward!r}, but the row's /run that {what} answered reward "
+            f"{taken[-1].reward!r}" + (f" (its other attempts answered {others})" if others else "")
         )
     rewards = [call.reward for call in answers]
     if not rewards:

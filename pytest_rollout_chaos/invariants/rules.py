@@ -1,5 +1,5 @@
-"""The rules the invariants judge by: finite logprobs, one prefix across turns, a visible root cause,
-logprobs that agree with the record.
+"""The rules the invariants judge by: finite logprobs, one prefix across turns, the splice a
+drifted prompt owes, a visible root cause, logprobs that agree with the record.
 
 The judge owns its rules. The reference collector applies the same rules to the rollouts it
 builds, but with its own code (``collector/results.py``, ``collector/failures.py``) and never
@@ -66,6 +66,30 @@ def prefix_mismatch(turns: Sequence[Turn]) -> str | None:
                 f"prefix mismatch at turn {index}: prompt ids differ from turn {index - 1}'s "
                 f"prompt + generation at position {position} (of {len(expected)})"
             )
+    return None
+
+
+def splice_owed(model_prefix: Sequence[int], template_ids: Sequence[int]) -> list[int] | None:
+    """The prompt an EOS-boundary splice builds from a drifted ``template_ids``: ``model_prefix``
+    (the previous prompt + generation, as handed on), then what ``template_ids`` holds after the
+    end of the assistant turn that closes it; None when no splice can be built.
+
+    The end of turn is the id the previous generation stopped on (``model_prefix``'s last id),
+    and the assistant turn's end in ``template_ids`` is the one with the same ordinal as that
+    id's last occurrence in ``model_prefix`` (drift changes tokens inside turns, not how many turns
+    there are). The stop id is read from the record, not from a tokenizer, so the judge needs none.
+    """
+    if not model_prefix:
+        return list(template_ids)
+    stop = model_prefix[-1]
+    ordinal = sum(1 for token in model_prefix if token == stop)
+    seen = 0
+    for position, token in enumerate(template_ids):
+        if token == stop:
+            seen += 1
+            if seen == ordinal:
+                tail = list(template_ids[position + 1 :])
+                return [*model_prefix, *tail] if tail else None
     return None
 
 

@@ -4,8 +4,9 @@ The fault layer sits in front of every server and writes one event per request u
 server's source: ``invoke``, then ``ok``/``fail`` with the HTTP status, or ``info`` when the
 connection was cut; an ``ok`` lists a ``history.fingerprint`` per model call its answer
 generated (``generations``), a ``history.logprob_digest`` of each one's logprobs
-(``logprobs``) and, for a ``/run``, its ``reward`` and the model calls whose prompt ids drifted
-(``drifted``). That record is the judge's witness,
+(``logprobs``) and, for a ``/run``, its ``reward``, a fingerprint of the prompt ids each model
+call was sent (``prompts``) and the model calls whose prompt ids drifted (``drifted``, then every
+call's prompt ids in full under ``prompt_ids``). That record is the judge's witness,
 independent of the collector: in gym style the agents' ``/run`` answers (one per attempt,
 ``_rowidx`` in the request), in native style the policy's chat, completions or token-in,
 token-out ``/inference/v1/generate`` answers on the collector's own link (tied to a row by its
@@ -39,6 +40,8 @@ class Call:
     reward: float | None = None  # a ``/run`` answer's reward
     t: float = 0.0  # when the request ended
     drifted: tuple[int, ...] = ()  # a ``/run`` answer's model calls whose prompt ids drifted
+    prompts: tuple[str, ...] = ()  # a ``/run`` answer's prompt fingerprints, one per model call
+    prompt_ids: tuple[tuple[int, ...], ...] = ()  # and those prompts in full, when one drifted
 
     @property
     def succeeded(self) -> bool:
@@ -99,6 +102,8 @@ def _by_row(style: Literal["gym", "native"], events: Sequence[Event]) -> Served:
             reward=_number(event.data.get("reward")),
             t=event.t,
             drifted=tuple(int(index) for index in event.data.get("drifted") or () if isinstance(index, int)),
+            prompts=tuple(str(value) for value in event.data.get("prompts") or ()),
+            prompt_ids=_id_lists(event.data.get("prompt_ids")),
         )
         row = event.data.get("row")
         if isinstance(row, int) and not isinstance(row, bool):
@@ -106,6 +111,15 @@ def _by_row(style: Literal["gym", "native"], events: Sequence[Event]) -> Served:
         else:
             record.untied.append(call)
     return record
+
+
+def _id_lists(value: object) -> tuple[tuple[int, ...], ...]:
+    """Lists of token ids as recorded; () for anything else."""
+    if not isinstance(value, list) or not all(isinstance(ids, list) for ids in value):
+        return ()
+    if not all(isinstance(token, int) and not isinstance(token, bool) for ids in value for token in ids):
+        return ()
+    return tuple(tuple(ids) for ids in value)
 
 
 def _number(value: object) -> float | None:

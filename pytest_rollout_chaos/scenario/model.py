@@ -46,6 +46,7 @@ class StackSpec:
     agents: int = 1
     env_latency_ms_per_call: float = 0.0
     env_latency_ms_per_item: float = 0.0
+    rescore_bonus: float = 0.0
     policy: PolicyOptions = PolicyOptions()
 
 
@@ -242,6 +243,7 @@ def _stack(parsed: s.Parsed) -> StackSpec:
         agents=parsed["agents"],
         env_latency_ms_per_call=parsed["env_latency_ms_per_call"],
         env_latency_ms_per_item=parsed["env_latency_ms_per_item"],
+        rescore_bonus=parsed["rescore_bonus"],
         policy=PolicyOptions(**policy.values) if policy is not None else PolicyOptions(),
     )
 

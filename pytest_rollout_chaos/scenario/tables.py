@@ -55,6 +55,14 @@ STACK: Final = s.Section(
             "environment latency added per item of a batch",
             default=0.0,
         ),
+        s.Field(
+            "rescore_bonus",
+            s.Number(),
+            "added to a row's reward each time the resources server scores that row again (/verify, "
+            "/step_batch), as a stochastic judge would, so a row's attempts earn different rewards "
+            "(our resources server only: skipped in gym style on real NeMo Gym)",
+            default=0.0,
+        ),
         s.Field("policy", POLICY, "policy server options"),
     ),
     doc="which servers run and how",

@@ -7,11 +7,13 @@ leaves, ``info`` when the connection was cut), with the row when the layer can t
 ``/run`` result, a ``/v1/responses`` or chat/completions answer) lists one ``fingerprint`` per
 model call under ``generations`` and one ``logprob_digest`` under ``logprobs`` (a policy's
 answer each one's ``finish_reason`` under ``finishes``), and a ``/run``
-result its ``reward`` (and under ``drifted`` the model calls whose prompt ids do not extend the
-previous call's): the servers' side of what a collector may hand back as turns, at a fixed
-~25 bytes per generation and one pass over a body already decoded; a ``fail`` holds the start of
-the error answer's body (``body``), what a client may name as its cause. Then, in this order,
-the effects of the rules it hits:
+result its ``reward``, a ``fingerprint`` of the prompt ids each model call was sent under
+``prompts`` (and under ``drifted`` the model calls whose prompt ids do not extend the previous
+call's, with every call's prompt ids in full under ``prompt_ids``, so a judge can rebuild the
+splice a collector owes): the servers' side of what a collector may hand back as turns, at a
+fixed ~25 bytes per model call unless a prompt drifted, and one pass over a body already
+decoded; a ``fail`` holds the start of the error answer's body (``body``), what a client may
+name as its cause. Then, in this order, the effects of the rules it hits:
 
 - ``delay`` and ``hang`` hold the request before it is forwarded;
 - ``http_error`` and ``trajectory_exception`` answer in the server's place (it never sees it);
@@ -247,8 +249,9 @@ async def _stream(record: _Record, request: web.Request, upstream: Answer) -> we
 
 def _generated(document: Any) -> dict[str, Any]:
     """What an answer generated, as recorded: fingerprints, logprob digests, for a policy's answer
-    why each generation stopped (``finishes``) and, for a ``/run``, its reward and which model
-    calls' prompt ids drifted."""
+    why each generation stopped (``finishes``) and, for a ``/run``, its reward, what each model
+    call was sent (``prompts``) and which model calls' prompt ids drifted (with every call's
+    prompt ids, ``prompt_ids``: only then does a judge need them whole)."""
     calls = rewrite.answer_calls(document)
     facts: dict[str, Any] = {}
     if calls:
@@ -260,9 +263,14 @@ def _generated(document: Any) -> dict[str, Any]:
     reward = rewrite.answer_reward(document)
     if reward is not None:
         facts["reward"] = reward
+        prompts = rewrite.answer_prompts(document)
+        if prompts and len(prompts) == len(calls):
+            facts["prompts"] = [fingerprint(ids) for ids in prompts]
         drifted = rewrite.answer_drift(document)
         if drifted:
             facts["drifted"] = drifted
+            if "prompts" in facts:
+                facts["prompt_ids"] = prompts
     return facts
 
 

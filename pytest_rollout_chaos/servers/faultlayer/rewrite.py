@@ -9,8 +9,8 @@ answer's ``tokens``, and generated ids in ``token_ids``, ``generation_token_ids`
 logprob tokens spelled ``token_id:N`` (vLLM's ``return_tokens_as_token_ids``).
 ``answer_calls`` reads what one answer generated and the logprobs it reported, per model call,
 ``answer_finishes`` why each call of a policy's answer stopped, ``answer_reward`` a ``/run``
-result's reward, and ``answer_drift`` which of its model calls' prompt
-ids drifted from the previous call's, for the History.
+result's reward, ``answer_prompts`` the prompt ids each of its model calls was sent, and
+``answer_drift`` which of those drifted from the previous call's, for the History.
 """
 
 from __future__ import annotations
@@ -252,6 +252,25 @@ def _choice_calls(document: dict[str, Any]) -> list[tuple[list[int], list[Any], 
             finish = choice.get("finish_reason")
             found.append((ids, values, str(finish) if isinstance(finish, str) else None))
     return found
+
+
+def answer_prompts(document: Any) -> list[list[int]]:
+    """The prompt ids each model call of a Gym answer (a ``/run`` result) was sent, one list per
+    call ``answer_calls`` reads, in order: the ``prompt_token_ids`` of the item that carries its
+    generation (the ids the model server took from ``/tokenize`` or spliced, as the policy got
+    them). [] when any call's item carries none: the answer does not say what was sent."""
+    if not isinstance(document, dict):
+        return []
+    response = document.get("response")
+    output = response.get("output") if isinstance(response, dict) else document.get("output")
+    prompts = []
+    for item in output if isinstance(output, list) else []:
+        if isinstance(item, dict) and _ids(item.get("generation_token_ids")):
+            prompt = _ids(item.get("prompt_token_ids"))
+            if prompt is None:
+                return []
+            prompts.append(prompt)
+    return prompts
 
 
 def answer_drift(document: Any) -> list[int]:

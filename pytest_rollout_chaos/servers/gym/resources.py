@@ -7,7 +7,13 @@ request plus ``reward`` (and ``failure_reason``). ``POST /step_batch`` is NeMo R
 metadata, next stop strings, rewards, terminateds and answers out. Its cost is real: a sleep
 per call plus a sleep per item, both settable at start and at run time, and every call is
 recorded as an ``info step_batch`` event with its batch size and, per item, its task and how many
-model turns its message log holds (``batched_env_eval`` judges from it).
+model turns its message log holds (``batched_env_eval`` judges from it), and its answer as an
+``ok step_batch_rewards`` event with each item's row (``_rowidx``) and reward.
+
+A scenario may make the verifier score like a stochastic judge (``/_gym/rescore``): each time a row
+is scored again (``/verify``, or an item of ``/step_batch``; rows by ``_rowidx``), its reward is
+``bonus`` higher than the time before, so a row's attempts earn different rewards and a reward
+taken from the wrong attempt shows.
 
 Run as ``python -m pytest_rollout_chaos.servers.gym.resources [--step-latency-ms N]
 [--step-item-latency-ms N]``.
@@ -53,11 +59,23 @@ class ResourcesState:
     latency: Latency = field(default_factory=Latency)
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     step_batch_calls: int = 0
+    rescore_bonus: float = 0.0
+    scored: dict[object, int] = field(default_factory=dict)  # _rowidx -> times scored
 
     def reset(self) -> None:
         self.latency = Latency(self.initial.per_call_ms, self.initial.per_item_ms)
         self.sessions.clear()
         self.step_batch_calls = 0
+        self.rescore_bonus = 0.0
+        self.scored.clear()
+
+    def rescored(self, row: object, reward: float) -> float:
+        """``reward`` plus ``rescore_bonus`` for each earlier time ``row`` was scored."""
+        if not self.rescore_bonus or row is None:
+            return reward
+        earlier = self.scored.get(row, 0)
+        self.scored[row] = earlier + 1
+        return reward + self.rescore_bonus * earlier
 
 
 STATE_KEY: Final = web.AppKey("resources_state", ResourcesState)
@@ -79,6 +97,7 @@ def build_app(*, step_latency_ms: float = 0.0, step_item_latency_ms: float = 0.0
     app.router.add_get("/_gym/state", loopback_only(show_state))
     app.router.add_post("/_gym/latency", loopback_only(set_latency))
     app.router.add_post("/_gym/reset", loopback_only(reset))
+    app.router.add_post("/_gym/rescore", loopback_only(set_rescore))
     return app
 
 
@@ -118,7 +137,8 @@ async def verify(request: web.Request) -> web.Response:
         verdict = tasks.verify_answer(body, tasks.final_text(response))
     except tasks.TaskError as error:
         raise web.HTTPBadRequest(text=f'"{error}"', content_type="application/json") from error
-    return web.json_response({**body, "reward": verdict.reward, "failure_reason": verdict.failure_reason})
+    reward = request.app[STATE_KEY].rescored(body.get("_rowidx"), verdict.reward)
+    return web.json_response({**body, "reward": reward, "failure_reason": verdict.failure_reason})
 
 
 async def step_batch(request: web.Request) -> web.Response:
@@ -150,12 +170,16 @@ async def step_batch(request: web.Request) -> web.Response:
         raise web.HTTPBadRequest(
             text=f'"bad step_batch item: {error}"', content_type="application/json"
         ) from error
+    rows = [item.get("_rowidx") if isinstance(item, Mapping) else None for item in metadata]
+    rewards = [state.rescored(row, result["reward"]) for row, result in zip(rows, results, strict=True)]
+    # what the environment answered each row (``rewards_recorded`` holds native rewards to it)
+    request.app[WRITER_KEY].emit("ok", "step_batch_rewards", {"rows": rows, "rewards": rewards})
     return web.json_response(
         {
             "observations": [result["observation"] for result in results],
             "metadata": [result["metadata"] for result in results],
             "next_stop_strings": [result["next_stop_strings"] for result in results],
-            "rewards": [result["reward"] for result in results],
+            "rewards": rewards,
             "terminateds": [result["terminated"] for result in results],
             "answers": [result["answer"] for result in results],
         }
@@ -204,6 +228,20 @@ async def set_latency(request: web.Request) -> web.Response:
         raise web.HTTPBadRequest(text='"latency must be >= 0 ms"', content_type="application/json")
     state.latency = Latency(per_call, per_item)
     return web.json_response({"per_call_ms": per_call, "per_item_ms": per_item})
+
+
+async def set_rescore(request: web.Request) -> web.Response:
+    """Score each row ``bonus`` higher every time it is scored again, until the next reset."""
+    body = await json_object(request)
+    bonus = body.get("bonus")
+    if not isinstance(bonus, int | float) or isinstance(bonus, bool):
+        raise web.HTTPBadRequest(
+            text=f'"bonus must be a number, got {bonus!r}"', content_type="application/json"
+        )
+    state = request.app[STATE_KEY]
+    state.rescore_bonus = float(bonus)
+    state.scored.clear()
+    return web.json_response({"rescore_bonus": state.rescore_bonus})
 
 
 async def reset(request: web.Request) -> web.Response:

@@ -211,6 +211,10 @@ class GymStack:
         """Splice earlier turns' token ids (on) or re-render them (off, vanilla) until the next reset."""
         self._control(MODEL_NAME, "/_gym/splice", {"enabled": enabled})
 
+    def set_rescore_bonus(self, bonus: float) -> None:
+        """Score each row ``bonus`` higher each time it is scored again, until the next reset."""
+        self._control(RESOURCES_NAME, "/_gym/rescore", {"bonus": bonus})
+
     def _control(self, server: str, path: str, body: Mapping[str, Any]) -> None:
         """POST a test control to ``server`` itself, not through its proxy."""
         request = urllib.request.Request(

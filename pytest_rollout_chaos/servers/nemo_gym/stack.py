@@ -97,6 +97,11 @@ class NemoGymStack(GymStack):
         """Set the environment server's ``/step_batch`` cost until the next reset."""
         self._control(ENV_NAME, "/_gym/latency", {"per_call_ms": per_call_ms, "per_item_ms": per_item_ms})
 
+    def set_rescore_bonus(self, bonus: float) -> None:
+        """Our environment server (``ctx.env``'s ``/step_batch``) rescores; real ``equivalence_rule``,
+        which answers ``/verify``, scores every attempt alike (``engine.run`` skips gym style)."""
+        self._control(ENV_NAME, "/_gym/rescore", {"bonus": bonus})
+
     def set_splice(self, enabled: bool) -> None:
         """Real ``vllm_model`` never splices (vanilla re-rendering): only that can be asked for."""
         if enabled:

@@ -148,3 +148,19 @@ def test_answer_drift_names_the_model_calls_whose_prompt_does_not_extend_the_pre
     no_prompts = {"response": {"output": [{"generation_token_ids": [5, 2]}, {"generation_token_ids": [7]}]}}
     assert rewrite.answer_drift(no_prompts) == []
     assert rewrite.answer_drift({"choices": []}) == []
+
+
+def test_answer_prompts_reads_what_each_model_call_was_sent_or_nothing() -> None:
+    items = [
+        {"type": "message"},
+        {"prompt_token_ids": [1, 5], "generation_token_ids": [7, 2]},
+        {"prompt_token_ids": ["token_id:1", 5, 7, 2, 9], "generation_token_ids": [8, 2]},
+    ]
+    assert rewrite.answer_prompts({"reward": 1.0, "response": {"output": items}}) == [[1, 5], [1, 5, 7, 2, 9]]
+    assert len(rewrite.answer_prompts({"response": {"output": items}})) == len(
+        rewrite.answer_calls({"response": {"output": items}})
+    )
+    one_unsent = [*items, {"generation_token_ids": [3]}]
+    assert rewrite.answer_prompts({"response": {"output": one_unsent}}) == []
+    assert rewrite.answer_prompts({"choices": []}) == []
+    assert rewrite.answer_prompts(None) == []

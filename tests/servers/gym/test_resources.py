@@ -123,3 +123,39 @@ async def test_step_batch_rejects_mismatched_lengths_with_the_counts(
     async with environment:
         with pytest.raises(GymRequestError, match=r"resources .* HTTP 400"):
             await environment.step([[{"role": "assistant", "content": "x"}]], [{"task": "chess"}])
+
+
+@pytest.mark.asyncio
+async def test_a_rescore_bonus_scores_each_row_higher_each_time_until_the_reset(
+    client: Client, events_file: Path
+) -> None:
+    response = {
+        "output": [
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "The answer is 7."}],
+            }
+        ]
+    }
+    row = {**tasks.calculator_row(3, "+", 4, row_index=1), "response": response}
+
+    async def verified() -> float:
+        return float((await (await client.post("/verify", json=row)).json())["reward"])
+
+    assert [await verified(), await verified()] == [1.0, 1.0]  # no bonus: every attempt alike
+    assert (await client.post("/_gym/rescore", json={"bonus": "x"})).status == 400
+    assert (await client.post("/_gym/rescore", json={"bonus": 0.25})).status == 200
+    assert [await verified(), await verified()] == [1.0, 1.25]
+    other = _sample(2, "*", 5, "The answer is 10.")
+    environment = GymEnvironment(str(client.make_url("")))
+    async with environment:
+        first = await environment.step([other[0]], [{**other[1], "_rowidx": 1}])
+        second = await environment.step([other[0]], [{**other[1], "_rowidx": 2}])
+    assert (first.rewards, second.rewards) == ([1.5], [1.0])  # row 1's third scoring, row 2's first
+    history = History(t0=0.0)
+    history.follow(events_file, from_now=False)
+    answered = [event.data for event in history.events(op="step_batch_rewards")]
+    assert answered == [{"rows": [1], "rewards": [1.5]}, {"rows": [2], "rewards": [1.0]}]
+    await client.post("/_gym/reset", json={})
+    assert await verified() == 1.0
