@@ -261,8 +261,7 @@ async def execute(
         skip_unsupported_style(collector, scenario.workload.style)
         started = time.monotonic()
         loading = await _policy_loading(scenario, stack, history)
-        schedule.start()
-        await asyncio.sleep(0)  # let ``start`` triggers inject before the first request
+        await schedule.start()  # every ``at: start`` fault is armed before the collector runs
         result.started_at = started
         collect = asyncio.create_task(collector.collect(rows, mode=scenario.workload.mode))
         trial.faults.collection.attach(collect)  # for the ``cancel`` fault
