@@ -60,7 +60,8 @@ async def test_start_waits_only_for_start_faults() -> None:
 
 @pytest.mark.asyncio
 async def test_a_start_fault_that_fails_to_inject_does_not_hold_the_start() -> None:
-    schedule = Schedule([(FaultStep("short_results", "gym_client"), ("gym_client",))], FaultContext(History()))
+    step = FaultStep("short_results", "gym_client")
+    schedule = Schedule([(step, ("gym_client",))], FaultContext(History()))
     try:
         await asyncio.wait_for(schedule.start(), timeout=5.0)
         assert [str(error) for error in schedule.errors] == [
