@@ -98,8 +98,10 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
 }
 # Exercised by their own tests below (their workload or their fault differs), or in the catalog
 # (swallows_cancel: the cancel fault needs the scenario runner's collection; length_as_completed:
-# a workload that cuts generations at the token limit, native-token-limit-truncated).
+# a workload that cuts generations at the token limit, native-token-limit-truncated;
+# resends_timed_out: a frozen agent held for three request deadlines, agent-frozen).
 ELSEWHERE = {
+    "resends_timed_out",
     "per_sample_env",
     "mixed_env_batch",
     "collection_deadline_only",
