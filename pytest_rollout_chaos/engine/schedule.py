@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -51,6 +51,11 @@ def requests_seen(history: History, server: str) -> int:
         for event in history.events(kind="invoke")
         if event.op != "hook" and (event.data.get("server") == server or event.source == server)
     )
+
+
+def _setter(event: asyncio.Event) -> Callable[[asyncio.Task[None]], None]:
+    """A done-callback that sets ``event``."""
+    return lambda _task: event.set()
 
 
 @dataclass
@@ -105,7 +110,7 @@ class Schedule:
                 arming.append(armed)
             task = asyncio.create_task(self._run_step(step, faults, armed), name=f"fault-{step.kind}")
             self._tasks.append(task)
-            task.add_done_callback(lambda _task, armed=armed: armed.set())  # a step that died arms nothing
+            task.add_done_callback(_setter(armed))  # a step that died arms nothing, and holds nothing
         for armed in arming:
             await armed.wait()
 

@@ -40,6 +40,7 @@ CAUGHT_BY = {
     "length_as_completed": ("native-token-limit-truncated", "status_recorded"),
     "generic_abort": ("trajectory-exception-isolated", "root_cause_visible"),
     "resends_timed_out": ("agent-frozen", "ends_promptly"),
+    "outage_as_aborted": ("agent-killed-stays-down", "outage_fails_collection"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
 # that must judge FAIL); that collector's own scenario is in CAUGHT_BY.

@@ -4,6 +4,7 @@ judged from its exit, the connections it refused and the rows routed to it."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -58,7 +59,7 @@ def observed(
     history: Placed,
     *,
     ended: float,
-    rollouts: list[Rollout | None] | None = None,
+    rollouts: Sequence[Rollout | None] | None = None,
     raised: BaseException | None = None,
 ) -> Observation:
     return Observation(

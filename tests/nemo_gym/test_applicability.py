@@ -24,7 +24,7 @@ from pytest_rollout_chaos.servers.gym.stack import (
     RESOURCES_NAME,
     GymStack,
 )
-from pytest_rollout_chaos.servers.nemo_gym.stack import ENV_NAME
+from pytest_rollout_chaos.servers.nemo_gym.stack import ENV_NAME, NemoGymStack
 from pytest_rollout_chaos.servers.policy.spec import PolicyServer
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 from pytest_rollout_chaos.stack import ChaosStack
@@ -34,23 +34,32 @@ NAMES = (MODEL_NAME, RESOURCES_NAME, HEAD_NAME, ENV_NAME, *DEFAULT_AGENTS)
 REAL = frozenset({MODEL_NAME, RESOURCES_NAME, *DEFAULT_AGENTS})  # what the nemo-gym backend reports
 
 
-def _stack(without_hooks: frozenset[str], tmp_path: Path, *, replicas: int = 1) -> ChaosStack:
+def _stack(
+    without_hooks: frozenset[str], tmp_path: Path, *, replicas: int = 1, relayed: bool = False
+) -> ChaosStack:
     """A ChaosStack of processes that are never started: ``not_applicable`` only reads names.
     ``replicas`` policy servers (run with ``--rollout-chaos-policy-replicas``, as real NeMo Gym
-    needs for a scenario that asks for them)."""
+    needs for a scenario that asks for them); ``relayed``: each agent behind its legacy_agent
+    relay, as from NeMo Gym 0.5 on."""
 
     def process(name: str, port: int) -> ManagedProcess:
         return ManagedProcess(ServerSpec(name, ("true",), readiness.address_known(), port=port), tmp_path)
 
     processes = {name: process(name, 20000 + index) for index, name in enumerate(NAMES)}
-    gym = GymStack(
-        head_url="http://127.0.0.1:1",
-        agents={agent: "http://127.0.0.1:2" for agent in DEFAULT_AGENTS},
-        model_url="http://127.0.0.1:3",
-        resources_url="http://127.0.0.1:4",
-        processes=processes,
-        events_files=[],
-        real_servers=without_hooks,
+    common = {
+        "head_url": "http://127.0.0.1:1",
+        "agents": {agent: "http://127.0.0.1:2" for agent in DEFAULT_AGENTS},
+        "model_url": "http://127.0.0.1:3",
+        "resources_url": "http://127.0.0.1:4",
+        "processes": processes,
+        "events_files": [],
+        "real_servers": without_hooks,
+    }
+    relays = {agent: f"{agent}_environment_server" for agent in DEFAULT_AGENTS}
+    gym = (
+        NemoGymStack(**common, nemo_gym_version="0.7.0", relays=relays)  # type: ignore[arg-type]
+        if relayed
+        else GymStack(**common)  # type: ignore[arg-type]
     )
     policies = tuple(
         PolicyServer.of(
@@ -108,3 +117,19 @@ def test_an_on_request_trigger_on_a_real_server_runs(tmp_path: Path) -> None:
         "expect: {invariants: [accounted], within_s: 5}\n"
     )
     assert not_applicable(load_scenario(scenario), _stack(REAL, tmp_path)) is None
+
+
+def test_an_outage_scenario_skips_where_a_relay_hides_the_agents_exit(tmp_path: Path) -> None:
+    outage = load_scenario(CATALOG / "agent-killed-stays-down.chaos.yaml")
+    reason = not_applicable(outage, _stack(REAL, tmp_path, relayed=True))
+    assert reason is not None
+    assert reason.startswith(
+        "faults/1 kill on 'echo_agent': outage_fails_collection judges how the collector answers "
+        "echo_agent's exit, and on NeMo Gym 0.7.0 the collector reaches echo_agent only through its "
+        "legacy_agent relay 'echo_agent_environment_server', which retries a dead agent without limit"
+    )
+    # NeMo Gym 0.4 (the collector posts to the agent itself) runs it; so does every scenario that
+    # does not judge the collector's answer to an exit, relay or not
+    assert not_applicable(outage, _stack(REAL, tmp_path)) is None
+    oom = load_scenario(CATALOG / "agent-oom-killed.chaos.yaml")
+    assert not_applicable(oom, _stack(REAL, tmp_path, relayed=True)) is None
