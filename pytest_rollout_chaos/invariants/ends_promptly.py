@@ -5,7 +5,8 @@ deadline is the collection's (``collect_timeout_s``) passes it while a dead, fro
 agent holds every row until then, and a short count found only at that deadline too. Here the
 end is measured from the History: from the last sign of progress (the collection's start, a
 fault's inject, an answer from any server, a request the collector sent) to the moment ``collect``
-returned or raised. A row's ``/run`` counts once, when it was first sent: sending it again,
+returned or raised. A request for no row (a health check, a probe of a stuck server) counts
+only by its answer. A row's ``/run`` counts once, when it was first sent: sending it again,
 whether NeMo Gym's transport resends an unanswered one (``sends``) or the collector itself
 re-sends it after its deadline, is no progress, so the clock runs from the moment the row's
 first ``/run`` stopped making progress, and a collector that retries a dead agent past its own
@@ -111,11 +112,17 @@ def _last_progress(
 
 
 def first_sends(requests: list[Span]) -> list[Span]:
-    """The collector's own requests, less every ``/run`` of a row that was sent before."""
+    """The collector's own requests for a row, less every ``/run`` of a row that was sent before.
+
+    A request for no row (a health check, a probe of a stuck server) moves nothing forward by
+    being sent: it counts only by its answer, like any other.
+    """
     sent_rows: set[int] = set()
     first = []
     for span in collector_sends(requests):
-        if span.op == RUN_OP and span.row is not None:
+        if span.row is None:
+            continue
+        if span.op == RUN_OP:
             if span.row in sent_rows:
                 continue  # the row's re-send: the same work again, not progress
             sent_rows.add(span.row)

@@ -126,6 +126,19 @@ def test_a_collector_resending_a_timed_out_run_is_late_from_the_rows_first_reque
     assert verdict.evidence[0] == "last progress: the collector sending POST /run at t=0.20s"
 
 
+def test_a_probe_of_a_stuck_server_is_no_progress_until_answered() -> None:
+    history = Recorded()
+    request(history, 0.2, None, row=0)  # frozen: never answered
+    for sent in (5.2, 11.2):  # the collector asks the agent whether it is there; no answer
+        probe = {"link": LINK, "server": "calculator_agent", "request_id": f"p{next(_ids)}"}
+        at(history, sent, "agent", "invoke", "GET /", **probe)
+    verdict = EndsPromptly().check(
+        timed(observe(1, None, history=history, raised=RuntimeError("x")), ended=12.3)
+    )
+    assert verdict.status is Status.FAIL, verdict.render()
+    assert verdict.evidence[0] == "last progress: the collector sending POST /run at t=0.20s"
+
+
 def test_a_row_sent_again_after_an_answer_waits_from_that_answer() -> None:
     history = Recorded()
     request(history, 0.0, 1.0, row=0)  # answered (bad logprobs, say), so the row is retried
