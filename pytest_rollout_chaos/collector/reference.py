@@ -96,6 +96,7 @@ class ReferenceCollector:
 
     async def _collect_gym(self, rows: Sequence[Row], indices: list[int]) -> list[Rollout]:
         limit = asyncio.Semaphore(self.settings.max_concurrency)
+        self._rows_of, self._answered = {}, set()  # this collection's, not an earlier one's
         for row, index in zip(rows, indices, strict=True):
             self._rows_of.setdefault(_agent_name(row), []).append(index)
         return await all_or_first_error(

@@ -1,4 +1,6 @@
-"""Asking an agent whether it is gone: refused is gone; an answer, or a held probe, is not."""
+"""Asking an agent whether it is gone: refused is gone; an answer, or a held probe, is not. The
+reference fails the collection on a gone agent, naming it and its rows, and keeps a stuck row of
+one that answers as aborted."""
 
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ import pytest_asyncio
 from aiohttp import web
 
 from pytest_rollout_chaos.collector.outage import Probes, gone
+from pytest_rollout_chaos.collector.protocol import InfrastructureError
+from pytest_rollout_chaos.collector.reference import ReferenceCollector
+from tests.collector._fake_gym import FakeGym, context, rows
 
 
 def closed_port() -> int:
@@ -78,3 +83,32 @@ async def test_rows_that_time_out_together_share_one_probe_and_no_directory_lear
     assert all(answer is not None for answer in answers)
     assert directory.asked == 1
     assert await Probes(object()).gone("echo_agent") is None
+
+
+class DeadAgentGym(FakeGym):
+    """The fake Gym whose agent ``calculator_agent`` is at ``url``: gone when nothing listens."""
+
+    def __init__(self, url: str, scripts: dict[int, list[str]]) -> None:
+        super().__init__(scripts)
+        self.url = url
+
+    async def agent_url(self, agent: str) -> str:
+        return self.url
+
+
+@pytest.mark.asyncio
+async def test_the_reference_fails_the_collection_naming_a_gone_agent_and_its_rows() -> None:
+    gym = DeadAgentGym(f"http://127.0.0.1:{closed_port()}", {1: ["hang"], 3: ["hang"]})
+    collector = ReferenceCollector(context(gym, request_timeout_s=0.3))
+    with pytest.raises(InfrastructureError) as raised:
+        await collector.collect(rows(4), mode="train")
+    text = str(raised.value)
+    assert "agent 'calculator_agent' is gone: no /run result for row " in text
+    assert "cannot complete: rows [1, 3]" in text  # rows 0 and 2 had their results
+
+
+@pytest.mark.asyncio
+async def test_the_reference_keeps_a_stuck_row_of_an_agent_that_answers_as_aborted(server: str) -> None:
+    gym = DeadAgentGym(server, {1: ["hang"]})
+    rollouts = await ReferenceCollector(context(gym, request_timeout_s=0.3)).collect(rows(4), mode="train")
+    assert [rollout.status for rollout in rollouts] == ["completed", "aborted", "completed", "completed"]
