@@ -26,4 +26,5 @@ INTERFACE_NAMES = (
     "raise_has_cause",
     "status_recorded",
     "train_batch_sound",
+    "outage_fails_collection",
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.servers import readiness
@@ -16,6 +17,7 @@ from pytest_rollout_chaos.servers.gym.stack import (
     RESOURCES_NAME,
     GymStack,
 )
+from pytest_rollout_chaos.servers.nemo_gym.stack import NemoGymStack
 from pytest_rollout_chaos.servers.policy.spec import PolicyServer
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 from pytest_rollout_chaos.stack import ChaosStack
@@ -34,21 +36,23 @@ def unstarted_stack(
     real: frozenset[str] = frozenset(),
     extra_gym_names: Iterable[str] = (),
     with_fault_layer: bool = False,
+    relayed: bool = False,
 ) -> ChaosStack:
     """``replicas`` policy servers and the Gym servers (``real``: those a real NeMo Gym runs,
-    without our hooks), none started; with the fault layer in front when ``with_fault_layer``."""
+    without our hooks), none started; with the fault layer in front when ``with_fault_layer``;
+    ``relayed``: each agent behind its legacy_agent relay, as from NeMo Gym 0.5 on."""
     names = (*GYM_NAMES, *extra_gym_names)
-    gym = GymStack(
-        head_url="http://127.0.0.1:1",
-        agents={agent: "http://127.0.0.1:2" for agent in DEFAULT_AGENTS},
-        model_url="http://127.0.0.1:3",
-        resources_url="http://127.0.0.1:4",
-        processes={
-            name: unstarted_process(name, 20000 + index, tmp_path) for index, name in enumerate(names)
-        },
-        events_files=[],
-        real_servers=real,
-    )
+    common: dict[str, Any] = {
+        "head_url": "http://127.0.0.1:1",
+        "agents": {agent: "http://127.0.0.1:2" for agent in DEFAULT_AGENTS},
+        "model_url": "http://127.0.0.1:3",
+        "resources_url": "http://127.0.0.1:4",
+        "processes": {name: unstarted_process(name, 20000 + at, tmp_path) for at, name in enumerate(names)},
+        "events_files": [],
+        "real_servers": real,
+    }
+    relays = {agent: f"{agent}_environment_server" for agent in DEFAULT_AGENTS}
+    gym = NemoGymStack(**common, nemo_gym_version="0.7.0", relays=relays) if relayed else GymStack(**common)
     policies = tuple(
         PolicyServer.of(
             unstarted_process(f"policy[{index}]", 21000 + index, tmp_path),
@@ -58,9 +62,7 @@ def unstarted_stack(
         )
         for index in range(replicas)
     )
-    layer = (
-        FaultLayer("http://127.0.0.1:5", tmp_path / "fault_layer.events.jsonl") if with_fault_layer else None
-    )
+    layer = FaultLayer("http://127.0.0.1:5", tmp_path / "fault_layer.events.jsonl")
     return ChaosStack(
         policy=policies[0],
         gym=gym,

@@ -57,6 +57,8 @@ BARE_ON_PURPOSE: Final = {
     "tests/faults/test_apply.py": {"FaultContext"},
     "tests/faults/test_short_results.py": {"FaultContext"},
     "tests/faults/test_cancel.py": {"FaultContext"},
+    # the scheduler arming a start fault on a hand-written Gym client, no stack
+    "tests/engine/test_schedule.py": {"FaultContext"},
     # a cancellation against the fake Gym: the fault needs only the collection it cancels
     "tests/collector/test_cancellation.py": {"FaultContext"},
     # process faults against any process: a stdlib server that is no part of a stack

@@ -168,6 +168,11 @@ class GymClient(SessionOwner):
         # No timeouts and no cookies, as upstream's global client (``set_global_aiohttp_client``).
         return self._http(aiohttp.ClientTimeout(), aiohttp.DummyCookieJar())
 
+    async def agent_url(self, agent: str) -> str:
+        """The base URL ``agent`` is reached at (from the head server's config, read once), as a
+        collector may want it to ask the agent itself; ``GymRequestError`` for an unknown name."""
+        return await self._agent_url(agent)
+
     async def _agent_url(self, agent: str) -> str:
         if self._agent_urls is None:
             if self._config_lock is None:

@@ -7,7 +7,10 @@ what makes the whole batch meaningless fails the collection at once: fewer resul
 aborted rows (``TooManyAbortedError``), or the collection deadline. The Gym client, like NeMo
 Gym's, has no deadline and retries a dead agent forever, so every ``/run`` is awaited under
 this collector's own ``request_timeout_s``: a dead, frozen or cut-off agent shows up as rows
-past that deadline. Non-finite logprobs are retried for the
+past that deadline. There the collector asks the agent itself (``collector.outage``): one that
+refuses connections is gone for good, and the collection fails at once naming it and the rows it
+held, whatever share of the batch that is (an outage is infrastructure, not a share of bad rows);
+one that answers keeps its stuck rows as aborted ones. Non-finite logprobs are retried for the
 affected row only, a bounded number of times; prefix drift is repaired by EOS-boundary splicing
 or the row is aborted with that reason. native style lives in ``collector.native``.
 """
@@ -22,6 +25,7 @@ from typing import Any
 
 from pytest_rollout_chaos.collector import native, readiness, results
 from pytest_rollout_chaos.collector.failures import all_or_first_error, is_unreachable, root_cause
+from pytest_rollout_chaos.collector.outage import Probes
 from pytest_rollout_chaos.collector.prefix import SpliceError, repair_turns
 from pytest_rollout_chaos.collector.protocol import (
     CollectionError,
@@ -47,6 +51,9 @@ class ReferenceCollector:
         self.ctx = ctx
         self.settings = ctx.settings
         self._in_flight: set[int] = set()  # rows whose /run is awaited now, for errors that end the batch
+        self._rows_of: dict[str, list[int]] = {}  # agent -> the rows routed to it
+        self._answered: set[int] = set()  # rows whose /run brought a result
+        self._probes = Probes(ctx.gym)
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
         history = self.ctx.history
@@ -89,6 +96,9 @@ class ReferenceCollector:
 
     async def _collect_gym(self, rows: Sequence[Row], indices: list[int]) -> list[Rollout]:
         limit = asyncio.Semaphore(self.settings.max_concurrency)
+        self._rows_of, self._answered = {}, set()  # this collection's, not an earlier one's
+        for row, index in zip(rows, indices, strict=True):
+            self._rows_of.setdefault(_agent_name(row), []).append(index)
         return await all_or_first_error(
             self._one_row(row, index, limit) for row, index in zip(rows, indices, strict=True)
         )
@@ -143,6 +153,9 @@ class ReferenceCollector:
             async with asyncio.timeout(timeout_s):
                 got_row, result = await awaitables[0]
         except TimeoutError:
+            why = await self._probes.gone(_agent_name(row))
+            if why is not None:
+                raise self._outage(row, index, why) from None
             return (
                 f"no /run result for row {index} from agent {self._agent_of(row)} within "
                 f"request_timeout_s={timeout_s} "
@@ -163,10 +176,23 @@ class ReferenceCollector:
             return root_cause(error)
         finally:
             self._in_flight.discard(index)
+        self._answered.add(index)
         got_index = got_row.get("_rowidx") if isinstance(got_row, dict) else None
         if got_index is not None and got_index != index:
             return f"the Gym client answered row {index} with the result of row {got_index}"
         return result
+
+    def _outage(self, row: Row, index: int, why: str) -> InfrastructureError:
+        """The error that ends the collection when a row's agent is gone: the agent, and its rows."""
+        agent = _agent_name(row)
+        lost = [other for other in self._rows_of.get(agent, [index]) if other not in self._answered]
+        return InfrastructureError(
+            f"agent {self._agent_of(row)} is gone: no /run result for row {index} within "
+            f"request_timeout_s={self.settings.request_timeout_s}, and the agent refuses connections "
+            f"({why}); the rows routed to it that have no result cannot complete: rows {lost}. "
+            "A server down for the rest of the collection is an outage, not a share of bad rows, "
+            "so the collection fails"
+        )
 
     def _agent_of(self, row: Row) -> str:
         """``'calculator_agent'``, with the node it runs on when the stack says (``on node 1 (...)``)."""
@@ -174,6 +200,11 @@ class ReferenceCollector:
         name = str(ref.get("name")) if isinstance(ref, dict) else "?"
         node = self.ctx.placement.get(name)
         return f"{name!r} on {node}" if node else repr(name)
+
+
+def _agent_name(row: Row) -> str:
+    ref = row.get("agent_ref")
+    return str(ref.get("name")) if isinstance(ref, dict) else "?"
 
 
 def factory(ctx: CollectorContext) -> Collector:

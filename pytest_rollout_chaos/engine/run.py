@@ -38,6 +38,7 @@ from pytest_rollout_chaos.collector.protocol import (
 from pytest_rollout_chaos.collector.target import load_factory
 from pytest_rollout_chaos.engine import vacuity
 from pytest_rollout_chaos.engine.acted import count_touches, problems
+from pytest_rollout_chaos.engine.exits import hidden_exit
 from pytest_rollout_chaos.engine.expectations import check_expectations
 from pytest_rollout_chaos.engine.reach import skip_unreachable_faults
 from pytest_rollout_chaos.engine.result import ScenarioResult
@@ -148,7 +149,9 @@ def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
     class's to say (``Fault.needs``, checked by ``acting.cannot_act``): a process fault cannot
     act on a server this run did not start (an external policy), a Ray fault needs its server in
     a Ray actor (and, for ``node_down``, on a node this run may remove). The policy's
-    ``ready_delay_s`` stops and restarts the policy, so it needs the policy's process too.
+    ``ready_delay_s`` stops and restarts the policy, so it needs the policy's process too. An
+    invariant judging the collector's answer to a server's exit needs that exit to reach the
+    collector (``engine.exits``).
     """
     for index, step in enumerate(scenario.faults):
         reason = acting.cannot_act(stack, step.kind, step.target)
@@ -163,6 +166,9 @@ def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
             f"stack.rescore_bonus={scenario.stack.rescore_bonus:g} needs our resources server to answer "
             "/verify; real NeMo Gym's (equivalence_rule) scores every attempt of a row alike"
         )
+    hidden = hidden_exit(scenario, stack)
+    if hidden is not None:
+        return hidden
     delay_s = scenario.stack.policy.ready_delay_s
     unmanaged = stack.unmanaged()
     if delay_s > 0 and "policy" in unmanaged:
@@ -272,8 +278,7 @@ async def execute(
         skip_unsupported_style(collector, scenario.workload.style)
         started = time.monotonic()
         loading = await _policy_loading(scenario, stack, history)
-        schedule.start()
-        await asyncio.sleep(0)  # let ``start`` triggers inject before the first request
+        await schedule.start()  # every ``at: start`` fault is armed before the collector runs
         result.started_at = started
         collect = asyncio.create_task(collector.collect(rows, mode=scenario.workload.mode))
         trial.faults.collection.attach(collect)  # for the ``cancel`` fault

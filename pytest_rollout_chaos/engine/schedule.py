@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -51,6 +51,11 @@ def requests_seen(history: History, server: str) -> int:
         for event in history.events(kind="invoke")
         if event.op != "hook" and (event.data.get("server") == server or event.source == server)
     )
+
+
+def _setter(event: asyncio.Event) -> Callable[[asyncio.Task[None]], None]:
+    """A done-callback that sets ``event``."""
+    return lambda _task: event.set()
 
 
 @dataclass
@@ -95,14 +100,34 @@ class Schedule:
             for step, targets in self.steps
         ]
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        """Start every step; return once the ``at: start`` ones are armed (injected, or failed)."""
         self.started_at = time.monotonic()
+        arming = []
         for step, faults in self._built:
-            self._tasks.append(asyncio.create_task(self._run_step(step, faults), name=f"fault-{step.kind}"))
+            armed = asyncio.Event()
+            if step.at.kind == "start":
+                arming.append(armed)
+            task = asyncio.create_task(self._run_step(step, faults, armed), name=f"fault-{step.kind}")
+            self._tasks.append(task)
+            task.add_done_callback(_setter(armed))  # a step that died arms nothing, and holds nothing
+        for armed in arming:
+            await armed.wait()
 
-    async def _run_step(self, step: FaultStep, faults: list[Fault]) -> None:
+    async def _run_step(self, step: FaultStep, faults: list[Fault], armed: asyncio.Event) -> None:
         await self._wait_for(step.at)
         self._fired.append(step)
+        try:
+            active = await self._inject_all(step, faults)
+        finally:
+            armed.set()
+        if active is not None and step.duration_s is not None:
+            await asyncio.sleep(step.duration_s)
+            for entry in active:
+                await self._heal(entry)
+
+    async def _inject_all(self, step: FaultStep, faults: list[Fault]) -> list[Applied] | None:
+        """Inject each of the step's faults; None when one failed (recorded in ``errors``)."""
         active = []
         for fault in faults:
             entry = Applied(step, fault, time.monotonic())
@@ -118,14 +143,11 @@ class Schedule:
                 raise
             except Exception as error:  # the heal still runs; the run fails as a fault error
                 self.errors.append(FaultError(f"injecting {describe(fault)} failed: {error}"))
-                return
+                return None
             finally:
                 if injecting.done():
                     self._injecting.discard(injecting)
-        if step.duration_s is not None:
-            await asyncio.sleep(step.duration_s)
-            for entry in active:
-                await self._heal(entry)
+        return active
 
     async def _wait_for(self, trigger: Trigger) -> None:
         if trigger.kind == "start":

@@ -4,9 +4,13 @@
 deadline is the collection's (``collect_timeout_s``) passes it while a dead, frozen or hung
 agent holds every row until then, and a short count found only at that deadline too. Here the
 end is measured from the History: from the last sign of progress (the collection's start, a
-fault's inject, an answer from any server, a request the collector sent; NeMo Gym's transport
-resending an unanswered ``/run`` is not progress, see ``sends``) to the moment ``collect``
-returned or raised. Where a request was left without an answer (cut, refused, or still open at
+fault's inject, an answer from any server, a request the collector sent) to the moment ``collect``
+returned or raised. A request for no row (a health check, a probe of a stuck server) counts
+only by its answer. A row's ``/run`` counts once, when it was first sent: sending it again,
+whether NeMo Gym's transport resends an unanswered one (``sends``) or the collector itself
+re-sends it after its deadline, is no progress, so the clock runs from the moment the row's
+first ``/run`` stopped making progress, and a collector that retries a dead agent past its own
+deadline is late. Where a request was left without an answer (cut, refused, or still open at
 the end), the collector may wait out its own ``request_timeout_s`` plus a margin; where every
 request was answered, nothing is left to wait for and the margin alone is allowed.
 """
@@ -17,7 +21,7 @@ from typing import ClassVar, Final
 
 from pytest_rollout_chaos.history import Event
 from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, story, verdict
-from pytest_rollout_chaos.invariants.sends import Span, collector_sends, spans
+from pytest_rollout_chaos.invariants.sends import RUN_OP, Span, collector_sends, spans
 
 MARGIN_MIN_S: Final = 3.0
 MARGIN_SHARE: Final = 0.25  # of request_timeout_s
@@ -79,8 +83,9 @@ class EndsPromptly:
                     else f"the collection never ended ({waited:.2f}s after the last progress)"
                 ),
                 expected=(
-                    "a dead, frozen or hung server noticed at the collector's own request deadline, and a "
-                    "short count or a failed batch at once, not at the collection deadline"
+                    "a dead, frozen or hung server noticed at the collector's own request deadline (a row's "
+                    "re-sent /run buys no time), and a short count or a failed batch at once, not at the "
+                    "collection deadline"
                 ),
             ),
             evidence,
@@ -102,5 +107,24 @@ def _last_progress(
         for span in requests
         if span.answered and span.ended is not None and span.ended <= ended
     ]
-    marks += [(span.began, f"the collector sending {span.op}") for span in collector_sends(requests)]
+    marks += [(span.began, f"the collector sending {span.op}") for span in first_sends(requests)]
     return max(marks, key=lambda mark: mark[0])
+
+
+def first_sends(requests: list[Span]) -> list[Span]:
+    """The collector's own requests for a row, less every ``/run`` of a row that was sent before.
+
+    A request for no row (a health check, a probe of a stuck server) moves nothing forward by
+    being sent: it counts only by its answer, like any other.
+    """
+    sent_rows: set[int] = set()
+    first = []
+    for span in collector_sends(requests):
+        if span.row is None:
+            continue
+        if span.op == RUN_OP:
+            if span.row in sent_rows:
+                continue  # the row's re-send: the same work again, not progress
+            sent_rows.add(span.row)
+        first.append(span)
+    return first

@@ -29,6 +29,7 @@ from pytest_rollout_chaos.invariants.isolated_failures import IsolatedFailures
 from pytest_rollout_chaos.invariants.logprobs_generated import LogprobsGenerated
 from pytest_rollout_chaos.invariants.no_empty_epoch import NoEmptyEpoch
 from pytest_rollout_chaos.invariants.no_silent_short_count import NoSilentShortCount
+from pytest_rollout_chaos.invariants.outage_fails_collection import OutageFailsCollection
 from pytest_rollout_chaos.invariants.prefix_consistent import PrefixConsistent
 from pytest_rollout_chaos.invariants.prompts_sent import PromptsSent
 from pytest_rollout_chaos.invariants.quiet_after_end import QuietAfterEnd
@@ -61,6 +62,7 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     RaiseHasCause(),
     StatusRecorded(),
     TrainBatchSound(),
+    OutageFailsCollection(),
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)

@@ -44,8 +44,17 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
 }
 # Checked elsewhere: the native-style ones by test_reference_native, the cancelled one by
 # test_cancellation, the one whose bug needs the policy's finish reasons in the catalog
-# (native-token-limit-truncated).
-ELSEWHERE = {"per_sample_env", "mixed_env_batch", "swallows_cancel", "length_as_completed"}
+# (native-token-limit-truncated), and the one whose bug shows only in the fault layer's record of
+# its re-sent /runs (resends_timed_out: agent-frozen), and the one whose bug needs an agent's exit
+# (outage_as_aborted: agent-killed-stays-down).
+ELSEWHERE = {
+    "per_sample_env",
+    "mixed_env_batch",
+    "swallows_cancel",
+    "length_as_completed",
+    "resends_timed_out",
+    "outage_as_aborted",
+}
 DEADLINE_S = 1.5
 # A collection deadline is noticed late only past ends_promptly's margin (3 s): give it room.
 SETTINGS: dict[str, dict[str, float]] = {"collection_deadline_only": {"collect_timeout_s": 4.0}}

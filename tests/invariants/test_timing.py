@@ -113,6 +113,43 @@ def test_a_short_count_found_at_the_deadline_fails_with_only_the_margin_allowed(
     assert prompt.status is Status.PASS
 
 
+def test_a_collector_resending_a_timed_out_run_is_late_from_the_rows_first_request() -> None:
+    history = Recorded()
+    fault(history, 0.1, "freeze")
+    for row in range(4):
+        for sent in (0.2, 5.2, 10.2):  # given up at each deadline and sent again, none answered
+            request(history, sent, None, row=row)
+    raised = RuntimeError("4 of 4 rollouts aborted")
+    verdict = EndsPromptly().check(timed(observe(4, None, history=history, raised=raised), ended=15.3))
+    assert verdict.status is Status.FAIL, verdict.render()
+    assert "it ended 15.10s after the last progress, where 8.00s were allowed" in verdict.summary
+    assert verdict.evidence[0] == "last progress: the collector sending POST /run at t=0.20s"
+
+
+def test_a_probe_of_a_stuck_server_is_no_progress_until_answered() -> None:
+    history = Recorded()
+    request(history, 0.2, None, row=0)  # frozen: never answered
+    for sent in (5.2, 11.2):  # the collector asks the agent whether it is there; no answer
+        probe = {"link": LINK, "server": "calculator_agent", "request_id": f"p{next(_ids)}"}
+        at(history, sent, "agent", "invoke", "GET /", **probe)
+    verdict = EndsPromptly().check(
+        timed(observe(1, None, history=history, raised=RuntimeError("x")), ended=12.3)
+    )
+    assert verdict.status is Status.FAIL, verdict.render()
+    assert verdict.evidence[0] == "last progress: the collector sending POST /run at t=0.20s"
+
+
+def test_a_row_sent_again_after_an_answer_waits_from_that_answer() -> None:
+    history = Recorded()
+    request(history, 0.0, 1.0, row=0)  # answered (bad logprobs, say), so the row is retried
+    request(history, 1.0, None, row=0)  # the retry hangs
+    verdict = EndsPromptly().check(
+        timed(observe(1, None, history=history, raised=RuntimeError("x")), ended=6.2)
+    )
+    assert verdict.status is Status.PASS, verdict.render()
+    assert "(an answer to POST /run on " in verdict.summary
+
+
 def test_ends_promptly_measures_from_the_last_answer_and_needs_the_timing() -> None:
     history = Recorded()
     request(history, 0.0, None, row=0)  # one row hangs...

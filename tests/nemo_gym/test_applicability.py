@@ -23,12 +23,20 @@ CATALOG = Path(__file__).parents[2] / "scenarios"
 REAL = frozenset({MODEL_NAME, RESOURCES_NAME, *DEFAULT_AGENTS})  # what the nemo-gym backend reports
 
 
-def _stack(without_hooks: frozenset[str], tmp_path: Path, *, replicas: int = 1) -> ChaosStack:
+def _stack(
+    without_hooks: frozenset[str], tmp_path: Path, *, replicas: int = 1, relayed: bool = False
+) -> ChaosStack:
     """The stack the nemo-gym backend runs (its environment server too), nothing started;
     ``replicas`` policy servers (run with ``--rollout-chaos-policy-replicas``, as real NeMo Gym
-    needs for a scenario that asks for them)."""
+    needs for a scenario that asks for them); ``relayed``: each agent behind its legacy_agent
+    relay, as from NeMo Gym 0.5 on."""
     return unstarted_stack(
-        tmp_path, replicas=replicas, real=without_hooks, extra_gym_names=(ENV_NAME,), with_fault_layer=True
+        tmp_path,
+        replicas=replicas,
+        real=without_hooks,
+        extra_gym_names=(ENV_NAME,),
+        with_fault_layer=True,
+        relayed=relayed,
     )
 
 
@@ -42,9 +50,13 @@ def test_every_catalog_scenario_runs_on_real_servers(path: Path, tmp_path: Path)
         _stack(frozenset(), tmp_path, replicas=replicas),
     ):
         reason = not_applicable(scenario, stack)
+        rescored = scenario.stack.rescore_bonus and scenario.workload.style == "gym"
         if needs_ray:  # these servers are not in Ray actors
             assert reason is not None
             assert "does not run in a Ray actor" in reason
+        elif rescored and stack.gym.real_servers:  # real NeMo Gym's verifier scores attempts alike
+            assert reason is not None
+            assert "needs our resources server to answer /verify" in reason
         else:
             assert reason is None
 
@@ -68,3 +80,19 @@ def test_an_on_request_trigger_on_a_real_server_runs(tmp_path: Path) -> None:
         "expect: {invariants: [accounted], within_s: 5}\n"
     )
     assert not_applicable(load_scenario(scenario), _stack(REAL, tmp_path)) is None
+
+
+def test_an_outage_scenario_skips_where_a_relay_hides_the_agents_exit(tmp_path: Path) -> None:
+    outage = load_scenario(CATALOG / "agent-killed-stays-down.chaos.yaml")
+    reason = not_applicable(outage, _stack(REAL, tmp_path, relayed=True))
+    assert reason is not None
+    assert reason.startswith(
+        "faults/1 kill on 'echo_agent': outage_fails_collection judges how the collector answers "
+        "echo_agent's exit, and on NeMo Gym 0.7.0 the collector reaches echo_agent only through its "
+        "legacy_agent relay 'echo_agent_environment_server', which retries a dead agent without limit"
+    )
+    # NeMo Gym 0.4 (the collector posts to the agent itself) runs it; so does every scenario that
+    # does not judge the collector's answer to an exit, relay or not
+    assert not_applicable(outage, _stack(REAL, tmp_path)) is None
+    oom = load_scenario(CATALOG / "agent-oom-killed.chaos.yaml")
+    assert not_applicable(oom, _stack(REAL, tmp_path, relayed=True)) is None

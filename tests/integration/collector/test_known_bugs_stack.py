@@ -98,8 +98,12 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
 }
 # Exercised by their own tests below (their workload or their fault differs), or in the catalog
 # (swallows_cancel: the cancel fault needs the scenario runner's collection; length_as_completed:
-# a workload that cuts generations at the token limit, native-token-limit-truncated).
+# a workload that cuts generations at the token limit, native-token-limit-truncated;
+# resends_timed_out: a frozen agent held for three request deadlines, agent-frozen;
+# outage_as_aborted: one agent of two killed for good, agent-killed-stays-down).
 ELSEWHERE = {
+    "resends_timed_out",
+    "outage_as_aborted",
     "per_sample_env",
     "mixed_env_batch",
     "collection_deadline_only",

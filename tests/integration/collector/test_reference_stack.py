@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from pytest_rollout_chaos.collector.protocol import ShortCountError, TooManyAbortedError
+from pytest_rollout_chaos.collector.protocol import InfrastructureError, ShortCountError, TooManyAbortedError
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
 from pytest_rollout_chaos.faults.freeze import Freeze
 from pytest_rollout_chaos.faults.hang import Hang
@@ -114,14 +114,16 @@ async def test_short_results_raise_at_once(run: Run) -> None:
 
 
 async def test_a_killed_agent_fails_the_collection_within_the_request_deadline(run: Run) -> None:
-    """The Gym client retries a dead agent forever, as NeMo Gym's does; the collector's deadline ends it."""
+    """The Gym client retries a dead agent forever, as NeMo Gym's does; the collector's deadline ends
+    it, and the agent, asked, refuses: an outage, named with its rows."""
     settings = replace(run.ctx.settings, request_timeout_s=2.0)
     quick = replace(run, ctx=replace(run.ctx, settings=settings))
     async with applied(Kill(target=AGENT), run.faults):
         observation = await _collect(quick)
-    assert isinstance(observation.raised, TooManyAbortedError), observation.raised
-    assert "4 of 4 rollouts aborted" in str(observation.raised)
+    assert isinstance(observation.raised, InfrastructureError), observation.raised
+    assert f"agent '{AGENT}' is gone" in str(observation.raised)
     assert "within request_timeout_s=2.0" in str(observation.raised)
+    assert "rows [0, 1, 2, 3]" in str(observation.raised)
     assert observation.elapsed_s < 10.0
     retried = run.ctx.history.events(source="collector", op="run_retry")
     assert retried, "the Gym client gave up on the dead agent instead of retrying"

@@ -1,0 +1,72 @@
+"""The scheduler arms every ``at: start`` fault before it returns from ``start``, so a collector
+started after it never sends a request the fault should have met, whatever its inject awaits."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pytest_rollout_chaos.engine.schedule import Schedule
+from pytest_rollout_chaos.faults.base import FaultContext
+from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.scenario.model import FaultStep, Trigger
+
+ARMING_S = 0.05  # what arming the fault takes, as a call to Toxiproxy or the fault layer does
+
+
+class SlowToArm:
+    """A Gym client whose ``short_results`` takes a while to take effect, as a remote call does."""
+
+    def __init__(self) -> None:
+        self.short_by = 0
+
+    async def short_results(self, count: int) -> None:
+        await asyncio.sleep(ARMING_S)
+        self.short_by = count
+
+
+def schedule_of(client: SlowToArm, *steps: FaultStep) -> Schedule:
+    context = FaultContext(history=History(), gym_client=client)
+    return Schedule([(step, ("gym_client",)) for step in steps], context)
+
+
+@pytest.mark.asyncio
+async def test_a_start_fault_is_armed_when_start_returns() -> None:
+    client = SlowToArm()
+    schedule = schedule_of(client, FaultStep("short_results", "gym_client", params={"count": 2}))
+    try:
+        await schedule.start()
+        # what the collector, called next, would find: the fault already there
+        assert client.short_by == 2
+        assert [event.op for event in schedule.ctx.history.events(source="fault")] == ["inject"]
+    finally:
+        await schedule.stop()
+    assert client.short_by == 0  # healed
+
+
+@pytest.mark.asyncio
+async def test_start_waits_only_for_start_faults() -> None:
+    client = SlowToArm()
+    later = FaultStep("short_results", "gym_client", at=Trigger("after_s", after_s=30.0), params={"count": 1})
+    schedule = schedule_of(client, later)
+    try:
+        await asyncio.wait_for(schedule.start(), timeout=5.0)
+        assert client.short_by == 0
+        assert schedule.unfired == [later]
+    finally:
+        await schedule.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_start_fault_that_fails_to_inject_does_not_hold_the_start() -> None:
+    step = FaultStep("short_results", "gym_client")
+    schedule = Schedule([(step, ("gym_client",))], FaultContext(History()))
+    try:
+        await asyncio.wait_for(schedule.start(), timeout=5.0)
+        assert [str(error) for error in schedule.errors] == [
+            "injecting short_results(count=1) on gym_client failed: short_results on 'gym_client': "
+            "this run's Gym client (NoneType) has no short_results(count)"
+        ]
+    finally:
+        await schedule.stop()
