@@ -2,7 +2,9 @@
 
 Semantic faults act from the fault layer in front of the servers and the layer records every
 request, and the nemo-gym backend starts our environment server for native-style collectors,
-so no scenario needs anything inside a real server: the runner skips none of them there.
+so no scenario needs anything inside a real server. The runner skips only what a real server
+decides itself (a gym scenario whose attempts must be scored differently: real NeMo Gym's
+verifier scores them alike) or hides (an agent's exit behind the relays of NeMo Gym 0.5 on).
 """
 
 from __future__ import annotations
