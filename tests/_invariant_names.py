@@ -25,4 +25,5 @@ INTERFACE_NAMES = (
     "raise_has_cause",
     "status_recorded",
     "train_batch_sound",
+    "groups_intact",
 )

@@ -211,7 +211,7 @@ def test_unknown_invariant_and_repeated_one() -> None:
         "no_silent_short_count, isolated_failures, finite_logprobs, prefix_consistent, batched_env_eval, "
         "bounded, root_cause_visible, corroborated, turns_generated, logprobs_generated, rewards_recorded, "
         "attempts_bounded, no_empty_epoch, ends_promptly, quiet_after_end, cancel_honoured, raise_has_cause, "
-        "status_recorded, train_batch_sound)",
+        "status_recorded, train_batch_sound, groups_intact)",
         "s.chaos.yaml:4: expect.invariants[2]: 'bounded' is listed twice",
     ]
 

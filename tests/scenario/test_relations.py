@@ -299,6 +299,6 @@ def test_not_judged_names_a_listed_invariant_with_a_reason() -> None:
         "no_silent_short_count, isolated_failures, finite_logprobs, prefix_consistent, batched_env_eval, "
         "bounded, root_cause_visible, corroborated, turns_generated, logprobs_generated, rewards_recorded, "
         "attempts_bounded, no_empty_epoch, ends_promptly, quiet_after_end, cancel_honoured, raise_has_cause, "
-        "status_recorded, train_batch_sound)",
+        "status_recorded, train_batch_sound, groups_intact)",
         "s.chaos.yaml:9: expect.not_judged.accounted: expected the reason, got '' (valid: the reason)",
     ]
