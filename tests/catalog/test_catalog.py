@@ -39,6 +39,7 @@ CAUGHT_BY = {
     "drift_fails_batch": ("prefix-drift", "raise_has_cause"),
     "length_as_completed": ("native-token-limit-truncated", "status_recorded"),
     "generic_abort": ("trajectory-exception-isolated", "root_cause_visible"),
+    "placeholder_in_group": ("group-trajectory-exception", "groups_intact"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
 # that must judge FAIL); that collector's own scenario is in CAUGHT_BY.

@@ -98,7 +98,8 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
 }
 # Exercised by their own tests below (their workload or their fault differs), or in the catalog
 # (swallows_cancel: the cancel fault needs the scenario runner's collection; length_as_completed:
-# a workload that cuts generations at the token limit, native-token-limit-truncated).
+# a workload that cuts generations at the token limit, native-token-limit-truncated;
+# placeholder_in_group: a workload of GRPO groups, group-trajectory-exception).
 ELSEWHERE = {
     "per_sample_env",
     "mixed_env_batch",
@@ -106,6 +107,7 @@ ELSEWHERE = {
     "reward_shifted",
     "swallows_cancel",
     "length_as_completed",
+    "placeholder_in_group",
 }
 
 
