@@ -111,5 +111,6 @@ def _failure(index: int, rollout: Rollout | None, record: Served) -> str | None:
         return f"row {index} aborted with reward {rollout.reward}{reason}"
     if record.style == "gym" and not any(call.succeeded for call in record.calls(index)):
         tried = "; ".join(call.describe() for call in record.calls(index)) or "no /run was recorded"
-        return f"row {index} is {rollout.status} with reward {rollout.reward}, but no /run of it succeeded ({tried})"
+        said = f"row {index} is {rollout.status} with reward {rollout.reward}"
+        return f"{said}, but no /run of it succeeded ({tried})"
     return None
