@@ -27,4 +27,5 @@ INTERFACE_NAMES = (
     "status_recorded",
     "train_batch_sound",
     "outage_fails_collection",
+    "groups_intact",
 )

@@ -12,7 +12,10 @@ refuses connections is gone for good, and the collection fails at once naming it
 held, whatever share of the batch that is (an outage is infrastructure, not a share of bad rows);
 one that answers keeps its stuck rows as aborted ones. Non-finite logprobs are retried for the
 affected row only, a bounded number of times; prefix drift is repaired by EOS-boundary splicing
-or the row is aborted with that reason. native style lives in ``collector.native``.
+or the row is aborted with that reason. What the trainer trains on (``in_train_batch``) is every
+row that did not abort, less the GRPO groups (``collector.groups``) with an aborted member: such a
+group is left out whole and recorded (``group_dropped``), since its failed member's placeholder
+would still shift its siblings' advantages. native style lives in ``collector.native``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 
 from pytest_rollout_chaos.collector import native, readiness, results
 from pytest_rollout_chaos.collector.failures import all_or_first_error, is_unreachable, root_cause
+from pytest_rollout_chaos.collector.groups import prompt_groups
 from pytest_rollout_chaos.collector.outage import Probes
 from pytest_rollout_chaos.collector.prefix import SpliceError, repair_turns
 from pytest_rollout_chaos.collector.protocol import (
@@ -73,8 +77,10 @@ class ReferenceCollector:
                     f"collection of {len(rows)} rows did not finish within "
                     f"collect_timeout_s={self.settings.collect_timeout_s}"
                 ) from error
-            # what the trainer trains on: every row that did not abort; an aborted one is dropped
+            # what the trainer trains on: every row that did not abort; an aborted one is dropped,
+            # and with it its GRPO group, whose advantage baseline it would otherwise shift
             rollouts = [replace(rollout, in_train_batch=rollout.status != "aborted") for rollout in rollouts]
+            rollouts = self._drop_broken_groups(rows, rollouts)
             for rollout in rollouts:
                 history.append(
                     SOURCE,
@@ -93,6 +99,30 @@ class ReferenceCollector:
             raise
         history.append(SOURCE, "ok", "collect", {"returned": len(rollouts)})
         return rollouts
+
+    def _drop_broken_groups(self, rows: Sequence[Row], rollouts: list[Rollout]) -> list[Rollout]:
+        """Leave every group with an aborted member out of the train batch, whole: a placeholder
+        kept in its group, loss-masked or not, still enters the siblings' advantage baseline. Each
+        dropped group is recorded (its rows and why); its rollouts keep their own status."""
+        by_row = {rollout.row_index: rollout for rollout in rollouts}
+        for positions in prompt_groups(rows):
+            members = [by_row[row_index(rows[position], position)] for position in positions]
+            failed = [member for member in members if member.status == "aborted"]
+            if len(members) < 2 or not failed:
+                continue
+            for member in members:
+                by_row[member.row_index] = replace(member, in_train_batch=False)
+            self.ctx.history.append(
+                SOURCE,
+                "info",
+                "group_dropped",
+                {
+                    "rows": [member.row_index for member in members],
+                    "failed": [member.row_index for member in failed],
+                    "errors": [member.error for member in failed],
+                },
+            )
+        return [by_row[rollout.row_index] for rollout in rollouts]
 
     async def _collect_gym(self, rows: Sequence[Row], indices: list[int]) -> list[Rollout]:
         limit = asyncio.Semaphore(self.settings.max_concurrency)

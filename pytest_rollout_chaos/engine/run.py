@@ -352,6 +352,7 @@ def judge(result: ScenarioResult) -> None:
         request_timeout_s=settings.request_timeout_s,
         max_attempts=settings.max_logprob_attempts,
         collect_timeout_s=settings.collect_timeout_s,
+        generations_per_prompt=scenario.workload.generations_per_prompt,
     )
     result.verdicts = check_all(observation, judged(scenario.expect.invariants))
     result.witnesses = look(result.history, scenario.expect.witness)

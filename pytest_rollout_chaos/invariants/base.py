@@ -68,7 +68,8 @@ class Observation:
     ``started_at`` (``time.monotonic()``, the History's clock) is when ``collect`` was called, so
     ``ended_at`` places the outcome among the events; ``request_timeout_s``, ``max_attempts`` and
     ``collect_timeout_s`` are the limits the collector was given (``CollectorSettings``); None
-    where unknown.
+    where unknown. ``generations_per_prompt`` is the workload's GRPO group size: the rows are laid
+    out prompt by prompt, so each run of that many consecutive rows is one group.
     """
 
     rows: Sequence[Row]
@@ -85,6 +86,7 @@ class Observation:
     request_timeout_s: float | None = None
     max_attempts: int | None = None
     collect_timeout_s: float | None = None
+    generations_per_prompt: int = 1
 
     @property
     def requested(self) -> list[int]:

@@ -5,10 +5,10 @@ invariants every scenario is judged by, listed in ``expect.invariants`` or not: 
 may get away with anywhere. Those that hold the collector's claims against the servers' records
 (every row accounted for, finite logprobs, rollouts that happened, turns, logprobs and rewards
 the servers produced, a status the policy's finish reason bears out, bounded retries), the
-empty-epoch check, the train batch the collector says it hands to training, and a raise's
-cause. A scenario lists what is specific to it; ``judged`` gives its full list. A standing
-invariant that finds nothing to judge says NOT_JUDGED silently; a listed one makes the scenario
-vacuous.
+empty-epoch check, the train batch the collector says it hands to training, its GRPO groups
+whole or left out, and a raise's cause. A scenario lists what is specific to it; ``judged``
+gives its full list. A standing invariant that finds nothing to judge says NOT_JUDGED silently;
+a listed one makes the scenario vacuous.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pytest_rollout_chaos.invariants.cancel_honoured import CancelHonoured
 from pytest_rollout_chaos.invariants.corroborated import Corroborated
 from pytest_rollout_chaos.invariants.ends_promptly import EndsPromptly
 from pytest_rollout_chaos.invariants.finite_logprobs import FiniteLogprobs
+from pytest_rollout_chaos.invariants.groups_intact import GroupsIntact
 from pytest_rollout_chaos.invariants.isolated_failures import IsolatedFailures
 from pytest_rollout_chaos.invariants.logprobs_generated import LogprobsGenerated
 from pytest_rollout_chaos.invariants.no_empty_epoch import NoEmptyEpoch
@@ -63,6 +64,7 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     StatusRecorded(),
     TrainBatchSound(),
     OutageFailsCollection(),
+    GroupsIntact(),
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)
@@ -77,6 +79,7 @@ STANDING: Final[tuple[str, ...]] = (
     "attempts_bounded",
     "no_empty_epoch",
     "train_batch_sound",
+    "groups_intact",
     "raise_has_cause",
 )
 

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import math
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -22,6 +26,7 @@ import pytest
 from pytest_rollout_chaos.collector.adapters import nemo_rl, nemo_rl_ray
 from pytest_rollout_chaos.collector.protocol import Turn
 from tests.adapters._nemo_rl_trees import BASE, HEAD, nemo_rl_tree
+from tests.adapters._trees import REPO
 from tests.catalog._verdicts import ScenarioVerdicts, run_catalog
 
 SCENARIO = "short-results"
@@ -77,6 +82,40 @@ def test_an_adapter_that_pads_missing_rows_hides_the_fix(tmp_path: Path, trees: 
 
 
 # -- the pieces that need no trainer --------------------------------------------------------------
+
+
+GROUPED_BATCH = """
+import json, sys
+from pathlib import Path
+from pytest_rollout_chaos.collector.adapters.upstream import use_tree
+use_tree(Path(sys.argv[1]))
+from nemo_rl.distributed.batched_data_dict import BatchedDataDict
+from pytest_rollout_chaos.collector.adapters import nemo_rl
+rows = [{"q": q, "_rowidx": 3 * p + g} for p, q in enumerate("ab") for g in range(3)]
+batch = nemo_rl.input_batch(BatchedDataDict, rows)
+env = batch["extra_env_info"]
+print(json.dumps([[row["q"], row["_rowidx"]] for row in env] + [len({id(row) for row in env})]))
+"""
+
+
+@pytest.mark.slow
+def test_the_input_batch_is_one_datum_per_prompt_repeated_per_generation_by_nemo_rl(
+    trees: dict[str, Path],
+) -> None:
+    """``grpo_train``'s ``repeat_interleave`` makes the groups: each prompt's first row, deep-copied
+    per generation (the caller renumbers ``_rowidx`` by position, which is the workload's layout)."""
+    done = subprocess.run(
+        [sys.executable, "-c", GROUPED_BATCH, str(trees[HEAD])],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr
+    *members, distinct = json.loads(done.stdout.strip().splitlines()[-1])
+    assert members == [["a", 0]] * 3 + [["b", 3]] * 3
+    assert distinct == 6
 
 
 def test_turns_carry_every_earlier_token_as_their_prompt_and_keep_nan_logprobs() -> None:

@@ -122,6 +122,9 @@ def test_rows_become_skyrl_prompts_and_sessions() -> None:
         ("trajectory-exception-isolated", False),  # a NeMo Gym agent's /run
         ("policy-nan-logprobs", False),  # /v1/chat/completions, never called by SkyRL
         ("short-results", False),  # the Gym client
+        ("group-trajectory-exception", False),  # the group scenarios: NeMo Gym agents
+        ("group-nan-logprobs", False),
+        ("group-agent-killed", False),
     ],
 )
 def test_only_faults_on_skyrls_own_requests_reach_it(scenario: str, reaches: bool) -> None:
@@ -216,3 +219,14 @@ def test_the_flag_on_a_tree_without_it_is_a_usage_error_naming_the_pr(
     )
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*generator.skip_failed_rollouts*PR #1986*--target skyrl*"])
+
+
+@pytest.mark.asyncio
+async def test_a_workload_of_grpo_groups_skips_saying_why() -> None:
+    """Before anything of SkyRL runs: the adapter lays out one prompt per row only."""
+    grouped = [{"q": q, "_rowidx": i} for i, q in enumerate("aaaabbbb")]
+    collector = object.__new__(skyrl.SkyRLCollector)  # the check needs nothing the factory builds
+    with pytest.raises(
+        pytest.skip.Exception, match=r"groups of 4 generations per prompt: .*n_samples_per_prompt"
+    ):
+        await collector.collect(grouped, mode="train")

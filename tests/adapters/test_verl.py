@@ -88,6 +88,35 @@ async def test_each_row_comes_back_as_the_turns_verl_trains_on(verl_recipe: Modu
     assert calls == ["invoke", "ok"]
 
 
+class SeenGym(StartedGym):
+    """``StartedGym`` that keeps every row the recipe sent it, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[dict[str, Any]] = []
+
+    def run_examples(self, rows: Sequence[Mapping[str, Any]]) -> Iterator[Awaitable[Result]]:
+        self.seen += [dict(row) for row in rows]
+        return super().run_examples(rows)
+
+
+@pytest.mark.asyncio
+async def test_groups_are_one_prompt_repeated_rollout_n_times_by_verls_own_repeat(
+    verl_recipe: ModuleType,
+) -> None:
+    gym = SeenGym()
+    ctx = verl_context(gym)
+    requested = [{**row, "_rowidx": 3 * at + member} for at, row in enumerate(rows(2)) for member in range(3)]
+    rollouts = await verl.factory(ctx).collect(requested, mode="train")
+    assert [rollout.row_index for rollout in rollouts] == list(range(6))
+    assert [row["_rowidx"] for row in gym.seen] == list(range(6))
+    prompts = [row["responses_create_params"]["input"] for row in gym.seen]
+    assert prompts[:3] == [requested[0]["responses_create_params"]["input"]] * 3
+    assert prompts[3:] == [requested[3]["responses_create_params"]["input"]] * 3
+    [given] = [event.data for event in ctx.history.events(source="collector", op="trainer_settings")]
+    assert {item["key"]: item["value"] for item in given["settings"]}["actor_rollout_ref.rollout.n"] == 3
+
+
 @pytest.mark.asyncio
 async def test_a_short_count_raises_the_recipes_own_error(verl_recipe: ModuleType) -> None:
     gym = StartedGym()

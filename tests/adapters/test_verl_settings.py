@@ -52,3 +52,18 @@ def test_the_manager_config_is_the_settings_nested() -> None:
 def test_a_key_the_manager_is_not_given_is_an_error() -> None:
     with pytest.raises(CollectorTargetError, match=r"no setting verl\.actor_rollout_ref\.rollout\.n "):
         verl.settings(settings_context(**{"verl.actor_rollout_ref.rollout.n": 4}))
+
+
+def test_the_group_size_is_verls_default_n_for_one_generation_and_the_workloads_otherwise() -> None:
+    upstream = verls_rollout_config()
+    single = {item.key: item for item in verl.settings(settings_context()).items}
+    assert single["actor_rollout_ref.rollout.n"].value == upstream.n == 1
+    assert single["actor_rollout_ref.rollout.n"].source == "upstream default"
+    grouped = {item.key: item for item in verl.settings(settings_context(), n=4).items}
+    assert (grouped["actor_rollout_ref.rollout.n"].value, grouped["actor_rollout_ref.rollout.n"].source) == (
+        4,
+        "run",
+    )
+    validating = {item.key: item for item in verl.settings(settings_context(), validate=True, n=4).items}
+    assert validating["actor_rollout_ref.rollout.val_kwargs.n"].value == 4
+    assert upstream.val_kwargs.n == 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -44,9 +45,11 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
 }
 # Checked elsewhere: the native-style ones by test_reference_native, the cancelled one by
 # test_cancellation, the one whose bug needs the policy's finish reasons in the catalog
-# (native-token-limit-truncated), and the one whose bug shows only in the fault layer's record of
-# its re-sent /runs (resends_timed_out: agent-frozen), and the one whose bug needs an agent's exit
-# (outage_as_aborted: agent-killed-stays-down).
+# (native-token-limit-truncated), the one whose bug shows only in the fault layer's record of
+# its re-sent /runs (resends_timed_out: agent-frozen), the one whose bug needs an agent's exit
+# (outage_as_aborted: agent-killed-stays-down), the ones whose bug shows only against the fault
+# layer's record of the prompts sent (eos_doubled: prefix-drift) or of each attempt's reward
+# (reward_first_attempt: nan-logprobs-retry-rewards), and the one whose bug needs GRPO groups (below).
 ELSEWHERE = {
     "per_sample_env",
     "mixed_env_batch",
@@ -54,6 +57,9 @@ ELSEWHERE = {
     "length_as_completed",
     "resends_timed_out",
     "outage_as_aborted",
+    "placeholder_in_group",
+    "eos_doubled",
+    "reward_first_attempt",
 }
 DEADLINE_S = 1.5
 # A collection deadline is noticed late only past ends_promptly's margin (3 s): give it room.
@@ -111,3 +117,36 @@ async def test_reference_passes_under_the_same_fault(module: str) -> None:
     status, text = await _judge(reference.factory, module, faulty=True)
     # raise_has_cause has nothing to judge when the reference isolates the row instead of raising
     assert status in (Status.PASS, Status.NOT_JUDGED), text
+
+
+def _grouped(prompts: int, size: int) -> list[dict[str, object]]:
+    """The workload's layout of GRPO groups: each prompt's row repeated ``size`` times."""
+    return [
+        {**row, "_rowidx": size * at + member}
+        for at, row in enumerate(rows(prompts))
+        for member in range(size)
+    ]
+
+
+async def _judge_groups(factory: CollectorFactory, script: Mapping[int, Sequence[str]]) -> tuple[Status, str]:
+    gym = FakeGym(script)
+    ctx = context(gym, request_timeout_s=1.0)
+    observation = await observe(
+        factory(ctx), _grouped(2, 4), mode="train", history=ctx.history, deadline_s=DEADLINE_S
+    )
+    [verdict] = check_all(replace(observation, generations_per_prompt=4), [get("groups_intact")])
+    return verdict.status, verdict.render()
+
+
+@pytest.mark.asyncio
+async def test_a_placeholder_kept_in_its_group_fails_groups_intact_and_the_reference_drops_the_group() -> (
+    None
+):
+    module = "fixtures.collectors.placeholder_in_group"
+    buggy: CollectorFactory = importlib.import_module(module).factory
+    status, text = await _judge_groups(buggy, {5: ["error"]})
+    assert status is Status.FAIL, text
+    assert "group of rows 4..7: 3 members in the train batch, rows [5] left out: row 5 aborted" in text
+    assert (await _judge_groups(buggy, {}))[0] is Status.PASS
+    status, text = await _judge_groups(reference.factory, {5: ["error"]})
+    assert status is Status.PASS, text

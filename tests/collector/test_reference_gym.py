@@ -45,6 +45,20 @@ async def test_one_failing_trajectory_is_aborted_with_its_root_cause() -> None:
     assert "ValueError('row 1')" in rollouts[1].error
 
 
+async def test_a_group_with_an_aborted_member_is_left_out_of_training_whole() -> None:
+    grouped = [
+        {**row, "_rowidx": 4 * prompt + member} for prompt, row in enumerate(rows(2)) for member in range(4)
+    ]
+    ctx = context(FakeGym({5: ["error"]}))
+    rollouts = await ReferenceCollector(ctx).collect(grouped, mode="train")
+    assert [r.status for r in rollouts] == ["completed"] * 5 + ["aborted"] + ["completed"] * 2
+    assert [r.in_train_batch for r in rollouts] == [True] * 4 + [False] * 4
+    [dropped] = ctx.history.events(source="collector", op="group_dropped")
+    assert dropped.data["rows"] == [4, 5, 6, 7]
+    assert dropped.data["failed"] == [5]
+    assert "HTTP 500" in dropped.data["errors"][0]
+
+
 async def test_short_count_raises_at_once_naming_requested_and_returned() -> None:
     gym = FakeGym(delay_s=5.0)
     gym.short_by = 1

@@ -37,6 +37,11 @@ fails the batch, and this collector raises what the caller raised (on the pre-#2
 the Gym never returned is a ``None`` slot and the caller's ``TypeError``). A row missing from
 ``final_batch`` stays missing.
 
+Groups: the batch holds one datum per prompt (the workload's rows are each prompt repeated
+``generations_per_prompt`` times, consecutively), repeated ``grpo.num_generations_per_prompt``
+times with ``repeat_interleave`` as ``grpo_train`` does; the caller numbers the rows' ``_rowidx``
+by position, as ours are.
+
 Validation mode is ``nemo_rl_validation.collect``; native style in train mode (NeMo RL's
 ``run_multi_turn_rollout``) is not driven and skips, saying so.
 """
@@ -70,6 +75,7 @@ from pytest_rollout_chaos.collector.adapters.nemo_rl_ray import ActorHandle, in_
 from pytest_rollout_chaos.collector.adapters.nemo_rl_relay import GymRelay
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings, nested
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
+from pytest_rollout_chaos.collector.groups import group_size
 from pytest_rollout_chaos.collector.protocol import (
     Collector,
     CollectorContext,
@@ -91,6 +97,7 @@ UPSTREAM = Upstream(
     ),
 )
 SOURCE: Final = "collector"
+GROUP_SIZE: Final = "grpo.num_generations_per_prompt"
 NATIVE_TRAIN_SKIP: Final = (
     "native-style train mode is NeMo RL's run_multi_turn_rollout, which the nemo_rl adapter does not "
     "drive; its train mode is the NeMo Gym path (gym style)"
@@ -161,6 +168,8 @@ class NemoRLCollector:
         if self._ctx.settings.style == "native":
             pytest.skip(NATIVE_TRAIN_SKIP)
         history = self._ctx.history
+        size = group_size(rows, setting=GROUP_SIZE)
+        self._settings.run(GROUP_SIZE, size, "the workload's generations_per_prompt (GRPO group size)")
         self._settings.record(history, mode="train")
         history.append(SOURCE, "invoke", "collect", {"rows": len(rows), "mode": mode, "style": "gym"})
         try:
@@ -302,15 +311,7 @@ class Trainer:
         settings: TrainerSettings,
     ) -> Callable[[], Any]:
         """The caller bound to its arguments, as NeMo RL's GRPO loop calls it."""
-        import torch
-
-        batch = self.batch_class(
-            {
-                # Rows travel as NeMo RL's dataset gives them: each its own dict, changed in place.
-                "extra_env_info": [_copy_row(row) for row in rows],
-                "loss_multiplier": torch.ones(len(rows)),
-            }
-        )
+        batch = input_batch(self.batch_class, rows)
         generation = nested(settings.items, "policy.generation")
         offered = {
             "policy_generation": SimpleNamespace(cfg={"vllm_cfg": generation.pop("vllm_cfg")}),
@@ -333,6 +334,25 @@ class Trainer:
                 "does not know how to give; this NeMo RL tree is newer than the adapter"
             )
         return lambda: self.caller(**kwargs)
+
+
+def input_batch(batch_class: type, rows: Sequence[Row]) -> Any:
+    """The caller's ``input_batch``: one datum per prompt, as NeMo RL's dataloader gives them,
+    repeated per generation as ``grpo_train`` does (``batch.repeat_interleave(
+    grpo.num_generations_per_prompt)``, each copy deep-copied); the workload's rows are each
+    prompt's group, consecutively."""
+    import torch
+
+    size = group_size(rows, setting=GROUP_SIZE)
+    prompts = rows[::size]
+    batch: Any = batch_class(
+        {
+            # Rows travel as NeMo RL's dataset gives them: each its own dict, changed in place.
+            "extra_env_info": [_copy_row(row) for row in prompts],
+            "loss_multiplier": torch.ones(len(prompts)),
+        }
+    )
+    return batch.repeat_interleave(size)
 
 
 def load_trainer() -> Trainer:

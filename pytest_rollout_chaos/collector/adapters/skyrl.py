@@ -24,8 +24,10 @@ generator templates the messages alone.
 **Settings.** Upstream's defaults (``SkyRLTrainConfig()``), except what the scenario's run sets
 for every collector: ``generator.max_turns`` (``ctx.settings.max_turns``),
 ``sampling_params.max_generate_length`` (``max_new_tokens``; SkyRL's 1024 exceeds the tiny
-model's context) and ``temperature``; ``n_samples_per_prompt`` is 1 because the workload already
-lays out every generation as a row of its own (one prompt per row, ``uid`` = ``_rowidx``).
+model's context) and ``temperature``; ``n_samples_per_prompt`` is 1: one prompt per row, ``uid`` =
+``_rowidx``. A workload of GRPO groups (``generations_per_prompt`` above 1) skips, saying so: SkyRL
+would make the group itself from one prompt, and the environment here seeds each session from
+its row, which a copied prompt lacks.
 ``generator.skip_failed_rollouts`` (SkyRL PR #1986) stays at its default, off;
 ``--rollout-chaos-target=skyrl_skip_failed_rollouts`` turns it on, and on a tree without the
 setting that target is a usage error, as SkyRL's structured config rejects an unknown key.
@@ -59,10 +61,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
+import pytest
+
 from pytest_rollout_chaos.collector.adapters import skyrl_env
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.failures import root_cause
+from pytest_rollout_chaos.collector.groups import group_size
 from pytest_rollout_chaos.collector.protocol import (
     CollectorContext,
     Mode,
@@ -82,6 +87,11 @@ GENERATOR_UTILS_MODULE: Final = "skyrl.train.generators.utils"
 CONFIG_MODULE: Final = "skyrl.train.config"
 SKIP_FAILED: Final = "skip_failed_rollouts"
 PLACEHOLDER_STOP_REASON: Final = "rollout_error"
+GROUPS_SKIP: Final = (
+    "groups of {size} generations per prompt: the skyrl adapter does not lay them out as SkyRL's "
+    "generator.n_samples_per_prompt yet (SkyRL deep-copies one prompt's env_extras per sample, and "
+    "the environment would need each sample's own row to seed its session); one row per prompt only"
+)
 SOURCE: Final = "collector"
 _FAILED_ROLLOUT = re.compile(r"^Rollout (\d+) failed with (.*?)\. Substituting a placeholder", re.DOTALL)
 _STATUS: Final[dict[str, RolloutStatus]] = {"stop": "completed", "length": "truncated"}
@@ -168,6 +178,9 @@ class SkyRLCollector:
         skyrl_env.env_class()
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
+        size = group_size(rows, setting="generator.n_samples_per_prompt")
+        if size > 1:
+            pytest.skip(GROUPS_SKIP.format(size=size))
         history = self.ctx.history
         call = {"rows": len(rows), "mode": mode, SKIP_FAILED: self.skip_failed_rollouts}
         history.append(SOURCE, "invoke", "generate", call)

@@ -23,7 +23,10 @@ thread; ``_async_generate_sequences`` is awaited in the collector's own loop ins
 ``create`` waits until its vLLM servers answer before the first step; in its place the
 collector waits for the policy's ``/health`` once (``policy_ready_timeout_s``).
 ``rollout_config`` holds verl's own defaults (``settings``), changed only by the scenario's
-``trainer_config``. The server patch
+``trainer_config``. Groups: the prompts ``DataProto`` holds one row per prompt (the workload's
+rows are each prompt repeated ``generations_per_prompt`` times, consecutively), with a ``uid``
+each, repeated ``rollout.n`` times interleaved as ``RayPPOTrainer.fit`` repeats it, so the recipe
+builds the group's rows itself and verl's GRPO groups them by ``uid``. The server patch
 wraps vLLM 0.17 internals and is not applied: the embedded model server's own splice
 (``stack.policy.splice_prefix``) stands for it, and ``splice_prefix: false`` is the recipe
 without it.
@@ -45,6 +48,7 @@ import functools
 import importlib
 import json
 import tempfile
+import uuid
 import warnings
 from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import dataclass
@@ -55,6 +59,7 @@ from pytest_rollout_chaos.collector import readiness
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings, nested
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.failures import root_cause
+from pytest_rollout_chaos.collector.groups import group_size
 from pytest_rollout_chaos.collector.protocol import (
     CollectorContext,
     GymRunner,
@@ -130,8 +135,10 @@ class VerlCollector:
         if not self.servers_ready:  # what ``create`` does once: its vLLM servers are up before any step
             await readiness.wait_for_policy(self.ctx, history)
             self.servers_ready = True
-        prompts = prompts_proto(self.recipe, rows, self.tokenizer, validate=mode == "validation")
-        manager = self.manager()
+        validate = mode == "validation"
+        size = group_size(rows, setting=f"actor_rollout_ref.rollout.{n_key(validate)}")
+        prompts = prompts_proto(self.recipe, rows[::size], self.tokenizer, validate=validate, n=size)
+        manager = self.manager(validate=validate, n=size)
         call = {"rows": len(rows), "validate": mode == "validation"}
         history.append(SOURCE, "invoke", "generate_sequences", call)
         try:
@@ -159,11 +166,11 @@ class VerlCollector:
             rollouts.append(rollout)
         return rollouts
 
-    def manager(self) -> Any:
+    def manager(self, *, validate: bool = False, n: int = 1) -> Any:
         """The recipe's manager with what ``_init_nemo_gym`` would have set, and nothing started."""
         omegaconf: Any = importlib.import_module("omegaconf")
         manager = object.__new__(recipe_class(self.recipe, MANAGER_CLASSES))
-        taken = settings(self.ctx)
+        taken = settings(self.ctx, validate=validate, n=n)
         taken.record(self.ctx.history, mode="train")
         manager.rollout_config = omegaconf.OmegaConf.create(nested(taken.items, "actor_rollout_ref.rollout"))
         manager._rch = RolloutCollectionHelper(self.ctx.gym)
@@ -193,14 +200,32 @@ verl 0.9.1, the line of each): the manager gets ``actor_rollout_ref.rollout`` of
 KNOWN: Final = tuple(f"actor_rollout_ref.rollout.{key}" for key, _, _ in ROLLOUT_DEFAULTS)
 
 
-def settings(ctx: CollectorContext) -> TrainerSettings:
+def settings(ctx: CollectorContext, *, validate: bool = False, n: int = 1) -> TrainerSettings:
     """The rollout config the manager gets: verl's defaults unless the scenario's ``trainer_config``
-    asks otherwise (``verl.actor_rollout_ref.rollout.<key>``)."""
+    asks otherwise (``verl.actor_rollout_ref.rollout.<key>``), and the group size ``n`` (``rollout.n``,
+    in validation ``val_kwargs.n``): verl's default 1, else the workload's ``generations_per_prompt``."""
     taken = TrainerSettings("verl", ctx.settings.trainer_config, KNOWN)
     taken.check()
     for key, default, line in ROLLOUT_DEFAULTS:
         taken.default(f"actor_rollout_ref.rollout.{key}", default, f"{ROLLOUT_YAML}:{line} (verl 0.9.1)")
+    key, line = ("val_kwargs.n", N_LINES[1]) if validate else ("n", N_LINES[0])
+    if n == 1:
+        taken.default(f"actor_rollout_ref.rollout.{key}", 1, f"{ROLLOUT_YAML}:{line} (verl 0.9.1)")
+    else:
+        taken.run(
+            f"actor_rollout_ref.rollout.{key}", n, "the workload's generations_per_prompt (GRPO group size)"
+        )
     return taken
+
+
+N_LINES: Final = (127, 167)
+"""Where ``rollout.yaml`` (verl 0.9.1) sets ``n`` and ``val_kwargs.n`` to 1. Not in ``KNOWN``: the
+workload's ``generations_per_prompt`` sets the group size, a ``trainer_config`` key may not."""
+
+
+def n_key(validate: bool) -> str:
+    """The setting that sizes a group: ``val_kwargs.n`` in validation (``_validate``), else ``n``."""
+    return "val_kwargs.n" if validate else "n"
 
 
 class RolloutCollectionHelper:
@@ -227,9 +252,12 @@ def tokenizer_for(model_dir: Path) -> Any:
     return config.omega_conf_to_dataclass(model_config).tokenizer
 
 
-def prompts_proto(recipe: Any, rows: Sequence[Row], tokenizer: Any, *, validate: bool) -> Any:
+def prompts_proto(recipe: Any, rows: Sequence[Row], tokenizer: Any, *, validate: bool, n: int = 1) -> Any:
     """The prompts ``DataProto`` a verl trainer hands the manager: the recipe's dataset over the rows
-    as JSONL, verl's ``collate_fn``, ``DataProto.from_single_dict``, and the step's meta_info."""
+    (one per prompt) as JSONL, verl's ``collate_fn``, ``DataProto.from_single_dict``, a ``uid`` per
+    prompt and ``repeat(repeat_times=n, interleave=True)`` (``RayPPOTrainer.fit``: each prompt's
+    group of ``rollout.n`` is consecutive, as the workload lays its rows out), and the step's
+    meta_info. The recipe numbers the repeated rows' ``_rowidx`` by position."""
     dataset_module: Any = importlib.import_module(recipe.__name__.rpartition(".")[0] + ".dataset")
     protocol: Any = importlib.import_module("verl.protocol")
     with tempfile.TemporaryDirectory(prefix="rollout-chaos-verl-") as folder:
@@ -238,6 +266,11 @@ def prompts_proto(recipe: Any, rows: Sequence[Row], tokenizer: Any, *, validate:
         dataset = recipe_class(dataset_module, DATASET_CLASSES)(str(path), tokenizer)
         items = [dataset[index] for index in range(len(dataset))]
     prompts = protocol.DataProto.from_single_dict(dataset.collate_fn(items))
+    numpy: Any = importlib.import_module("numpy")
+    prompts.non_tensor_batch["uid"] = numpy.array(
+        [str(uuid.uuid4()) for _ in range(len(prompts))], dtype=object
+    )
+    prompts = prompts.repeat(repeat_times=n, interleave=True)
     prompts.meta_info.update({"validate": validate, "global_steps": 0})
     return prompts
 

@@ -100,7 +100,9 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
 # (swallows_cancel: the cancel fault needs the scenario runner's collection; length_as_completed:
 # a workload that cuts generations at the token limit, native-token-limit-truncated;
 # resends_timed_out: a frozen agent held for three request deadlines, agent-frozen;
-# outage_as_aborted: one agent of two killed for good, agent-killed-stays-down).
+# outage_as_aborted: one agent of two killed for good, agent-killed-stays-down;
+# placeholder_in_group: a workload of GRPO groups, group-trajectory-exception; eos_doubled: the
+# drift splice, prefix-drift; reward_first_attempt: attempts scored apart, nan-logprobs-retry-rewards).
 ELSEWHERE = {
     "resends_timed_out",
     "outage_as_aborted",
@@ -110,6 +112,9 @@ ELSEWHERE = {
     "reward_shifted",
     "swallows_cancel",
     "length_as_completed",
+    "placeholder_in_group",
+    "eos_doubled",
+    "reward_first_attempt",
 }
 
 
