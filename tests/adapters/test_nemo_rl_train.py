@@ -22,6 +22,7 @@ import pytest
 from pytest_rollout_chaos.collector.adapters import nemo_rl, nemo_rl_ray
 from pytest_rollout_chaos.collector.protocol import Turn
 from tests.adapters._nemo_rl_trees import BASE, HEAD, nemo_rl_tree
+from tests.adapters._train_batch import NOT_READ, train_batch_summary
 from tests.catalog._verdicts import ScenarioVerdicts, run_catalog
 
 SCENARIO = "short-results"
@@ -74,6 +75,26 @@ def test_an_adapter_that_pads_missing_rows_hides_the_fix(tmp_path: Path, trees: 
     # Every row came back on both trees: the fix's RuntimeError never fired.
     assert FIX_ERROR not in head.message
     assert "returned 6 rollouts" in head.message
+
+
+@pytest.mark.slow
+def test_rows_are_read_from_the_train_data_and_an_adapter_that_stops_at_the_rollout_is_caught(
+    tmp_path: Path, trees: dict[str, Path]
+) -> None:
+    """The real adapter's rows come from ``grpo_train``'s ``train_data`` and say they are in it;
+    one that reads the caller's ``final_batch`` (``_nemo_rl_broken:generation_only``) says nothing
+    of a train batch, which ``train_batch_sound`` shows."""
+    stack = [f"--rollout-chaos-upstream={trees[HEAD]}"]
+    real = train_batch_summary(tmp_path, target="nemo_rl", scenario="baseline", stack_args=stack)
+    broken = train_batch_summary(
+        tmp_path,
+        target="tests.adapters._nemo_rl_broken:generation_only",
+        scenario="baseline",
+        stack_args=stack,
+    )
+    assert "each of the 8 samples in the train batch is" in real, real
+    assert NOT_READ not in real, real
+    assert NOT_READ in broken, broken
 
 
 # -- the pieces that need no trainer --------------------------------------------------------------
