@@ -166,10 +166,11 @@ class VerlCollector:
             raise
         history.append(SOURCE, "ok", "generate_sequences", {**call, "returned": len(output)})
         batch = output if step is None else self.train_batch(step, output, taken)
+        trained = batch is not output  # the rows of a train batch fit made, not the manager's output
         rollouts = []
         for position, row in enumerate(rows):
             rollout, declared_turns = rollout_from_row(batch, position, row_index(row, position))
-            if step is not None:
+            if trained:
                 rollout = replace(rollout, in_train_batch=True)
             if declared_turns != len(rollout.turns):
                 history.append(
@@ -201,8 +202,9 @@ class VerlCollector:
         history.append(SOURCE, "ok", "upstream", {**call, "samples": len(batch)})
         return batch
 
-    def manager(self, taken: TrainerSettings) -> Any:
+    def manager(self, taken: TrainerSettings | None = None) -> Any:
         """The recipe's manager with what ``_init_nemo_gym`` would have set, and nothing started."""
+        taken = settings(self.ctx) if taken is None else taken
         omegaconf: Any = importlib.import_module("omegaconf")
         manager = object.__new__(recipe_class(self.recipe, MANAGER_CLASSES))
         manager.rollout_config = omegaconf.OmegaConf.create(nested(taken.items, "actor_rollout_ref.rollout"))
