@@ -1,14 +1,15 @@
 """NeMo RL's GRPO step past the rollout, to the ``train_data`` its ``policy.train`` would get.
 
-``grpo_train`` (``nemo_rl/algorithms/grpo.py``, lines 1515-1812 at both pinned train trees,
-3eebe4da and 964b609a) takes the caller's ``AsyncNemoGymRolloutResult`` and, before the optimizer
-step, runs: ``rollout_metrics["mean_gen_tokens_per_sample"]`` (1577), ``scale_rewards`` (1581),
-``apply_reward_shaping`` when enabled, ``calculate_baseline_and_std_per_prompt`` (1620),
-``dynamic_sampling`` (1630), ``_extract_prompt_only_messages`` and
-``batched_message_log_to_flat_message`` for the prompt ids (1664-1668), the overlong filter, the
-loss masks (1684-1697), ``batched_message_log_to_flat_message`` again to the ``train_data``
-``BatchedDataDict`` (1700-1720), the policy's logprobs (1747), ``compute_and_apply_seq_logprob_error_masking``
-(1768) and ``adv_estimator.compute_advantage`` (1784). Every named function above is NeMo RL's
+``grpo_train`` (``nemo_rl/algorithms/grpo.py``, lines 1515-1812 at the pinned trees 3eebe4da,
+964b609a and 3069f281, one line later at c6a661e8) takes the caller's ``AsyncNemoGymRolloutResult``
+and, before the optimizer step, runs: ``rollout_metrics["mean_gen_tokens_per_sample"]`` (1577),
+``scale_rewards`` (1581), ``apply_reward_shaping`` when enabled,
+``calculate_baseline_and_std_per_prompt`` (1613), ``dynamic_sampling`` (1624),
+``_extract_prompt_only_messages`` and ``batched_message_log_to_flat_message`` for the prompt ids
+(1659-1663), the overlong filter and the loss masks (1674-1697),
+``batched_message_log_to_flat_message`` again to the ``train_data`` ``BatchedDataDict``
+(1700-1726), the policy's logprobs (1747), ``compute_and_apply_seq_logprob_error_masking`` (1768)
+and ``adv_estimator.compute_advantage`` (1784). Every named function above is NeMo RL's
 own, called with what ``grpo_train`` passes it; what one raises is what ``train_batch`` raises.
 
 What is stood in (``STOOD_IN``, recorded with each call):
