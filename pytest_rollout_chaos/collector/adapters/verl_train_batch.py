@@ -80,6 +80,12 @@ def train_batch(step: Step, output: Any, algorithm: dict[str, Any], *, n: int) -
     batch.meta_info["images_seqlens"] = images_seqlens_all
     reward_tensor, reward_extra_infos_dict = reward.extract_reward(batch)
 
+    rollout_corr_config = algorithm.get("rollout_correction")
+    if rollout_corr_config is not None and rollout_corr_config.get("bypass_mode", False):
+        raise ValueError(
+            "algorithm.rollout_correction.bypass_mode: true takes verl's apply_bypass_mode path, which needs "
+            "the actor's policy-loss config this adapter does not hold (valid here: false, verl's default)"
+        )
     # _compute_old_log_prob: STOOD_IN by the rollout's own logprobs (bypass_mode is off by default).
     if "rollout_log_probs" not in batch.batch:
         raise KeyError(
@@ -93,10 +99,10 @@ def train_batch(step: Step, output: Any, algorithm: dict[str, Any], *, n: int) -
         batch.non_tensor_batch.update({k: np.array(v) for k, v in reward_extra_infos_dict.items()})
     if algorithm["use_kl_in_reward"]:
         raise ValueError(
-            "algorithm.use_kl_in_reward needs the reference policy, which this adapter does not stand in for"
+            "algorithm.use_kl_in_reward: true needs the reference policy, which this adapter does not stand "
+            "in for (valid here: false, verl's default)"
         )
     batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
-    rollout_corr_config = algorithm.get("rollout_correction")
     if rollout_corr_config is not None and "rollout_log_probs" in batch.batch:
         helper = importlib.import_module("verl.trainer.ppo.rollout_corr_helper")
         batch, _ = helper.compute_rollout_correction_and_add_to_batch(batch, rollout_corr_config)
