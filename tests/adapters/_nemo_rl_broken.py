@@ -1,20 +1,23 @@
-"""The ``nemo_rl`` adapter broken on purpose, twice, to show its gate test guards its fidelity.
+"""The ``nemo_rl`` adapter broken on purpose, three times, to show its gate test guards its fidelity.
 
-Each differs from the real adapter only in the Gym helper it hands NeMo RL's actor:
+The first two differ from the real adapter only in the Gym helper they hand NeMo RL's actor:
 
 - ``count_checking`` raises when the Gym client yields fewer results than rows: the check PR
   #2394 adds, done by the adapter instead, so the pre-fix tree looks fixed (green).
 - ``padding`` asks the Gym client again for the rows it did not return, so NeMo RL always
   gets every row: no short count ever reaches it, and the fix has nothing to act on.
+
+A third, ``generation_only``, differs only in where it reads the step: the caller's
+``final_batch``, as the adapter did before it went on to ``grpo_train``'s ``train_data``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Iterator, Sequence
 from typing import Any
 
-from pytest_rollout_chaos.collector.adapters.nemo_rl import GymHelper, NemoRLCollector
-from pytest_rollout_chaos.collector.protocol import Collector, CollectorContext, ShortCountError
+from pytest_rollout_chaos.collector.adapters.nemo_rl import GymHelper, NemoRLCollector, rollouts_from_batch
+from pytest_rollout_chaos.collector.protocol import Collector, CollectorContext, Rollout, Row, ShortCountError
 
 Result = tuple[dict[str, Any], dict[str, Any]]
 
@@ -69,3 +72,16 @@ def count_checking(ctx: CollectorContext) -> Collector:
 
 def padding(ctx: CollectorContext) -> Collector:
     return Padding(ctx)
+
+
+class GenerationOnly(NemoRLCollector):
+    """BROKEN ON PURPOSE: reads the caller's ``final_batch``, never the ``train_data`` that
+    ``grpo_train`` makes of it for ``policy.train``."""
+
+    def read(self, rows: Sequence[Row], result: Any, *, attempts: int) -> list[Rollout | None]:
+        return rollouts_from_batch(rows, result.final_batch, attempts=attempts)
+
+
+def generation_only(ctx: CollectorContext) -> Collector:
+    """``--rollout-chaos-target=tests.adapters._nemo_rl_broken:generation_only``."""
+    return GenerationOnly(ctx)

@@ -6,7 +6,9 @@ and crashes. ``on_transformers_4`` is the real adapter with the tokenizer answer
 transformers 4 does, so the recipe's dummy substitution happens as in the container its
 README names (vLLM 0.17.0, which requires transformers < 5). ``hides_placeholder`` is that
 adapter broken on purpose: it reports the dummy's row aborted, so the judge never sees a
-placeholder handed back as training data.
+placeholder handed back as training data. ``generation_only`` is the real adapter broken on
+purpose another way: it stops at the manager's output, as the adapter did before it went on to
+the batch ``RayPPOTrainer.fit`` hands ``update_actor``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings
 from pytest_rollout_chaos.collector.adapters.verl import VerlCollector
 from pytest_rollout_chaos.collector.protocol import CollectorContext, Mode, Rollout, Row
 
@@ -54,6 +57,13 @@ class HidesPlaceholder(OnTransformers4):
         ]
 
 
+class GenerationOnly(VerlCollector):
+    """Broken on purpose: reads the manager's output, never the batch verl's ``fit`` makes of it."""
+
+    def train_batch(self, step: Any, output: Any, taken: TrainerSettings) -> Any:
+        return output
+
+
 def looks_like_placeholder(rollout: Rollout) -> bool:
     """The shape ``_empty_result`` packs: one turn, its one prompt token "generated" again, reward 0."""
     if len(rollout.turns) != 1 or rollout.reward != 0.0:
@@ -64,3 +74,4 @@ def looks_like_placeholder(rollout: Rollout) -> bool:
 
 on_transformers_4 = OnTransformers4
 hides_placeholder = HidesPlaceholder
+generation_only = GenerationOnly

@@ -30,7 +30,9 @@ def tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 def both_modes(ctx: CollectorContext) -> list[TrainerSettings]:
     validation, _ = nemo_rl_settings.validation(ctx, rows=8, max_model_len=2048, pad_token_id=0)
-    return [nemo_rl_settings.train(ctx, 2048), validation]
+    train = nemo_rl_settings.train(ctx, 2048)
+    nemo_rl_settings.train_step(train, prompts=8, generations=1)  # grpo_train past the rollout
+    return [train, validation]
 
 
 def departures(settings: list[Setting], tree: Path) -> list[str]:

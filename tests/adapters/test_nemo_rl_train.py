@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import nemo_rl, nemo_rl_ray
+from pytest_rollout_chaos.collector.adapters import nemo_rl, nemo_rl_ray, nemo_rl_train_batch
 from pytest_rollout_chaos.collector.protocol import Turn
 from tests.adapters._nemo_rl_trees import BASE, HEAD, nemo_rl_tree
+from tests.adapters._train_batch import NOT_READ, train_batch_summary
 from tests.adapters._trees import REPO
 from tests.catalog._verdicts import ScenarioVerdicts, run_catalog
 
@@ -81,6 +82,26 @@ def test_an_adapter_that_pads_missing_rows_hides_the_fix(tmp_path: Path, trees: 
     assert "returned 6 rollouts" in head.message
 
 
+@pytest.mark.slow
+def test_rows_are_read_from_the_train_data_and_an_adapter_that_stops_at_the_rollout_is_caught(
+    tmp_path: Path, trees: dict[str, Path]
+) -> None:
+    """The real adapter's rows come from ``grpo_train``'s ``train_data`` and say they are in it;
+    one that reads the caller's ``final_batch`` (``_nemo_rl_broken:generation_only``) says nothing
+    of a train batch, which ``train_batch_sound`` shows."""
+    stack = [f"--rollout-chaos-upstream={trees[HEAD]}"]
+    real = train_batch_summary(tmp_path, target="nemo_rl", scenario="baseline", stack_args=stack)
+    broken = train_batch_summary(
+        tmp_path,
+        target="tests.adapters._nemo_rl_broken:generation_only",
+        scenario="baseline",
+        stack_args=stack,
+    )
+    assert "each of the 8 samples in the train batch is" in real, real
+    assert NOT_READ not in real, real
+    assert NOT_READ in broken, broken
+
+
 # -- the pieces that need no trainer --------------------------------------------------------------
 
 
@@ -130,6 +151,42 @@ def test_turns_carry_every_earlier_token_as_their_prompt_and_keep_nan_logprobs()
     assert second.prompt_token_ids == [1, 2, 3, 4]
     assert second.generation_token_ids == [5, 6]
     assert math.isnan(second.generation_log_probs[0])
+
+
+def test_train_data_rows_are_cut_into_turns_at_message_boundaries_inside_the_loss_mask() -> None:
+    """Two assistant messages in a row are two turns; tokens out of the loss mask are prompt; the
+    logprobs are the flat ``generation_logprobs`` (NaN kept); every row is in the train batch."""
+    log = [
+        {"role": "user", "token_ids": [1, 2]},
+        {"role": "assistant", "token_ids": [3]},
+        {"role": "assistant", "token_ids": [4, 5]},
+        {"role": "tool", "token_ids": [6]},
+        {"role": "assistant", "token_ids": [7]},
+    ]
+    train_data = {
+        "input_ids": [[1, 2, 3, 4, 5, 6, 7, 0]],
+        "input_lengths": [7],
+        "token_mask": [[0, 0, 1, 1, 1, 0, 1, 0]],
+        "generation_logprobs": [[0.0, 0.0, -0.5, math.nan, -1.0, 0.0, -2.0, 0.0]],
+    }
+    repeated = {"message_log": [log], "truncated": [False]}
+    batch = nemo_rl_train_batch.TrainBatch(train_data, repeated, [0.25], complete=True)
+    [rollout] = nemo_rl_train_batch.rollouts([{"_rowidx": 5}], batch, attempts=1)
+    assert rollout is not None
+    assert (rollout.row_index, rollout.status, rollout.reward, rollout.in_train_batch) == (
+        5,
+        "completed",
+        0.25,
+        True,
+    )
+    assert [turn.generation_token_ids for turn in rollout.turns] == [[3], [4, 5], [7]]
+    assert [turn.prompt_token_ids for turn in rollout.turns] == [[1, 2], [1, 2, 3], [1, 2, 3, 4, 5, 6]]
+    assert rollout.turns[0].generation_log_probs == [-0.5]
+    assert math.isnan(rollout.turns[1].generation_log_probs[0])
+    incomplete = nemo_rl_train_batch.TrainBatch(None, repeated, [0.25], complete=False)
+    [left_out] = nemo_rl_train_batch.rollouts([{"_rowidx": 5}], incomplete, attempts=1)
+    assert left_out is not None
+    assert (left_out.in_train_batch, left_out.turns) == (False, [])
 
 
 def test_a_row_missing_from_the_batch_stays_missing() -> None:

@@ -23,12 +23,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_rollout_chaos import bundled, tokens
-from pytest_rollout_chaos.collector.adapters import verl
+from pytest_rollout_chaos.collector.adapters import verl, verl_train_batch
 from pytest_rollout_chaos.collector.protocol import CollectorContext, Rollout
 from pytest_rollout_chaos.invariants.base import Observation
 from pytest_rollout_chaos.invariants.compose import check_all
+from tests.adapters._train_batch import NOT_READ
 from tests.adapters._verl_trees import verl_recipe, verl_recipe_tree
-from tests.adapters._verl_variants import HidesPlaceholder, OnTransformers4, looks_like_placeholder
+from tests.adapters._verl_variants import (
+    GenerationOnly,
+    HidesPlaceholder,
+    OnTransformers4,
+    looks_like_placeholder,
+)
 from tests.catalog._verdicts import ScenarioVerdicts, run_catalog
 from tests.collector._fake_gym import FakeGym, context, result_for, rows
 
@@ -115,6 +121,35 @@ async def test_groups_are_one_prompt_repeated_rollout_n_times_by_verls_own_repea
     assert prompts[3:] == [requested[3]["responses_create_params"]["input"]] * 3
     [given] = [event.data for event in ctx.history.events(source="collector", op="trainer_settings")]
     assert {item["key"]: item["value"] for item in given["settings"]}["actor_rollout_ref.rollout.n"] == 3
+
+
+@pytest.mark.asyncio
+async def test_train_rows_come_from_the_batch_update_actor_gets_and_stopping_at_generation_is_caught(
+    verl_recipe: ModuleType,
+) -> None:
+    """The real adapter reads its rows from the batch ``fit`` hands ``update_actor`` (each says it is
+    in it, and verl's ``fit`` call is recorded with what is stood in); one that stops at the
+    manager's output (``_verl_variants.GenerationOnly``) says nothing of a train batch, which
+    ``train_batch_sound`` shows."""
+    summaries = {}
+    for name, collector in (("real", verl.VerlCollector), ("broken", GenerationOnly)):
+        ctx = verl_context(StartedGym())
+        requested = rows(3)
+        rollouts = await collector(ctx).collect(requested, mode="train")
+        observation = Observation(requested, rollouts, None, ctx.history, deadline_s=30.0, elapsed_s=1.0)
+        [sound] = check_all(observation, ["train_batch_sound"])
+        assert sound.status.value == "PASS", sound.summary
+        summaries[name] = (sound.summary, {rollout.in_train_batch for rollout in rollouts})
+        fit = [event for event in ctx.history.events(source="collector") if event.op == "upstream"]
+        if name == "real":
+            assert [event.kind for event in fit] == ["invoke", "ok"]
+            assert fit[0].data["stood_in"] == list(verl_train_batch.STOOD_IN)
+        else:
+            assert fit == []
+    assert NOT_READ not in summaries["real"][0], summaries
+    assert summaries["real"][1] == {True}, summaries
+    assert NOT_READ in summaries["broken"][0], summaries
+    assert summaries["broken"][1] == {None}, summaries
 
 
 @pytest.mark.asyncio

@@ -3,6 +3,8 @@
 The manager reads ``actor_rollout_ref.rollout`` of verl's config; every key the adapter gives it
 holds the value of verl's ``rollout.yaml`` (the installed verl's, interpolations resolved as verl
 resolves them with no ``data`` section), unless the scenario's ``trainer_config`` asks otherwise.
+The train step past generation reads ``algorithm``: verl's generated trainer config's values, but
+the estimator, GRPO as the recipe's scripts set it.
 """
 
 from __future__ import annotations
@@ -28,17 +30,36 @@ def verls_rollout_config() -> Any:
     return omegaconf.OmegaConf.load(Path(spec.origin).parent / "trainer/config/rollout/rollout.yaml")
 
 
-def test_every_rollout_setting_is_verls_own_default() -> None:
-    upstream = verls_rollout_config()
+def verls_trainer_config() -> Any:
+    """verl's own generated PPO trainer config (omegaconf and verl must be installed)."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or spec.origin is None or importlib.util.find_spec("omegaconf") is None:
+        pytest.skip("verl and omegaconf are not installed here (the trainers' venv has them)")
+    omegaconf: Any = importlib.import_module("omegaconf")
+    return omegaconf.OmegaConf.load(Path(spec.origin).parent / "trainer/config/_generated_ppo_trainer.yaml")
+
+
+def test_every_setting_is_verls_own_default_but_the_recipes_estimator() -> None:
+    """The rollout keys hold ``rollout.yaml``'s values, the algorithm keys the trainer config's;
+    the one the run fixes is GRPO, which verl's default (GAE, with a critic) is not."""
+    rollout, trainer = verls_rollout_config(), verls_trainer_config()
     OmegaConf: Any = importlib.import_module("omegaconf").OmegaConf
     wrong = []
     for item in verl.settings(settings_context()).items:
-        key = item.key.removeprefix("actor_rollout_ref.rollout.")
+        if item.key == "algorithm.adv_estimator":
+            assert (item.value, item.source) == ("grpo", "run")
+            assert OmegaConf.select(trainer, item.key) == "gae"
+            continue
+        upstream, key = (
+            (rollout, item.key.removeprefix("actor_rollout_ref.rollout."))
+            if item.key.startswith("actor_rollout_ref.rollout.")
+            else (trainer, item.key)
+        )
         theirs = OmegaConf.to_container(
             OmegaConf.create({"v": OmegaConf.select(upstream, key)}), resolve=True
         )
         if item.source != "upstream default" or theirs["v"] != item.value:
-            wrong.append(f"{key} = {item.value!r} ({item.source}); verl's rollout.yaml: {theirs['v']!r}")
+            wrong.append(f"{key} = {item.value!r} ({item.source}); verl's config: {theirs['v']!r}")
     assert wrong == []
 
 

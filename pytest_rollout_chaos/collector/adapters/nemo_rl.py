@@ -29,13 +29,19 @@ small CI box: so Ray is opt-in.
 The caller blocks in ``ray.get``, so it runs on a worker thread while the actor's coroutine
 runs on the event loop, as a trainer's driver blocks while the actor's loop works.
 
-Mapping, one Rollout per row of NeMo RL's ``final_batch`` (input order): one Turn per assistant
-message, its prompt every token before it in the message log (what NeMo RL trains on), its
-logprobs as NeMo RL kept them; ``truncated`` from ``final_batch["truncated"]``, the reward from
-``total_reward``. NeMo RL has no per-row failure, so no rollout is ever aborted: whatever fails,
-fails the batch, and this collector raises what the caller raised (on the pre-#2394 tree a row
-the Gym never returned is a ``None`` slot and the caller's ``TypeError``). A row missing from
-``final_batch`` stays missing.
+Past the rollout, ``nemo_rl_train_batch`` runs ``grpo_train``'s own steps on the caller's result
+(rewards, baselines, dynamic sampling, loss masks, the flat ``train_data``, advantages) to what
+``policy.train`` would get; its ``STOOD_IN`` (the inline data-processing lines, the policy's
+logprob recomputation) is recorded with the call. What NeMo RL raises there is what ``collect``
+raises.
+
+Mapping, one Rollout per row, read from that ``train_data`` (input order): the flat tokens, loss
+mask and generation logprobs, cut at message boundaries into one Turn per message in the loss
+mask (its prompt every token before it); the reward the advantages were computed from;
+``truncated`` from the batch; every row ``in_train_batch``. NeMo RL has no per-row failure, so no
+rollout is ever aborted: whatever fails, fails the batch, and this collector raises what NeMo RL
+raised (on the pre-#2394 tree a row the Gym never returned is a ``None`` slot and the caller's
+``TypeError``). A row missing from the batch stays missing.
 
 Groups: the batch holds one datum per prompt (the workload's rows are each prompt repeated
 ``generations_per_prompt`` times, consecutively), repeated ``grpo.num_generations_per_prompt``
@@ -65,6 +71,7 @@ import pytest
 
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.collector.adapters import nemo_rl_settings
+from pytest_rollout_chaos.collector.adapters import nemo_rl_train_batch as train_batch
 from pytest_rollout_chaos.collector.adapters.nemo_rl_actor import (
     RayActor,
     RecordedHandle,
@@ -151,7 +158,10 @@ class NemoRLCollector:
         self._trainer = load_trainer()
         self._tokenizer = trainer_tokenizer(ctx)
         self._settings = nemo_rl_settings.train(ctx, _max_model_len(self._tokenizer))
+        self._master_config: dict[str, Any] = {}
         _preload_validation()
+        with trainer_warnings(), contextlib.suppress(Exception):  # collect raises it, if it fails
+            train_batch.load_grpo()
         # With Ray on, NemoGym is a real actor, started here for the same reason (nemo_rl_actor).
         self._ray = ray_in_use()
         self._actor = self._start_actor() if self._ray is not None else None
@@ -169,7 +179,9 @@ class NemoRLCollector:
             pytest.skip(NATIVE_TRAIN_SKIP)
         history = self._ctx.history
         size = group_size(rows, setting=GROUP_SIZE)
-        self._settings.run(GROUP_SIZE, size, "the workload's generations_per_prompt (GRPO group size)")
+        self._master_config = nemo_rl_settings.train_step(
+            self._settings, prompts=len(rows) // size, generations=size
+        )
         self._settings.record(history, mode="train")
         history.append(SOURCE, "invoke", "collect", {"rows": len(rows), "mode": mode, "style": "gym"})
         try:
@@ -197,13 +209,29 @@ class NemoRLCollector:
             )
             raise
         self._ctx.history.append(SOURCE, "ok", "upstream", {"call": name})
-        rollouts = rollouts_from_batch(rows, result.final_batch, attempts=max(1, helper.calls))
+        rollouts = self.read(rows, result, attempts=max(1, helper.calls))
         for rollout in rollouts:
             if rollout is not None:
                 self._ctx.history.append(
                     SOURCE, "info", "rollout", {"row": rollout.row_index, "status": rollout.status}
                 )
         return rollouts
+
+    def read(self, rows: Sequence[Row], result: Any, *, attempts: int) -> list[Rollout | None]:
+        """The Rollouts of the step: read from the ``train_data`` ``grpo_train`` makes of the
+        caller's result for ``policy.train``; what NeMo RL raises on the way is raised, unchanged."""
+        history = self._ctx.history
+        call = {"call": f"{train_batch.GRPO_MODULE}.grpo_train, rollout to policy.train"}
+        history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": list(train_batch.STOOD_IN)})
+        try:
+            with trainer_warnings():
+                batch = train_batch.train_batch(result, self._master_config, self._tokenizer)
+        except BaseException as error:
+            history.append(SOURCE, "fail", "upstream", {**call, "error": f"{type(error).__name__}: {error}"})
+            raise
+        samples = 0 if batch.train_data is None else len(batch.train_data["input_ids"])
+        history.append(SOURCE, "ok", "upstream", {**call, "samples": samples, "complete": batch.complete})
+        return train_batch.rollouts(rows, batch, attempts=attempts)
 
     @contextlib.asynccontextmanager
     async def _actor_handle(self, helper: GymHelper) -> AsyncIterator[Any]:

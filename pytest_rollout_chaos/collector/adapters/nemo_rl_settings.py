@@ -43,6 +43,21 @@ WHERE_GYM_TOP_K: Final = (
     "nemo_rl/experience/rollouts.py, run_async_nemo_gym_rollout: assert not generation_config['top_k']"
 )
 
+WHERE_GRPO_CONFIG: Final = "examples/configs/grpo_math_1B.yaml"
+"""NeMo RL's base GRPO config, which its other configs (the NeMo Gym ones included) start from."""
+GRPO_STEP: Final[tuple[tuple[str, Any, str], ...]] = (
+    ("grpo.normalize_rewards", True, "8"),
+    ("grpo.use_leave_one_out_baseline", True, "9"),
+    ("grpo.overlong_filtering", False, "13"),
+    ("grpo.use_dynamic_sampling", False, "17"),
+    ("grpo.reward_shaping.enabled", False, "21"),
+    ("grpo.reward_scaling.enabled", False, "35"),
+    ("grpo.seq_logprob_error_threshold", None, "40"),
+    ("policy.make_sequence_length_divisible_by", 1, "248 (policy.dtensor_cfg.tensor_parallel_size, 105)"),
+)
+"""What ``grpo_train`` reads between the rollout and ``policy.train`` that its ``GRPOConfig`` and
+``PolicyConfig`` require, with the value (and line) of ``grpo_math_1B.yaml`` at both train trees."""
+
 KNOWN: Final = (
     "env.nemo_gym.model_name",
     "env.nemo_gym.base_urls",
@@ -62,6 +77,7 @@ KNOWN: Final = (
     "grpo.max_val_samples",
     "grpo.max_rollout_turns",
     "logger.num_val_samples_to_print",
+    *(key for key, _, _ in GRPO_STEP),
 )
 """Every key the adapter hands NeMo RL, in either mode: what ``trainer_config`` may set."""
 
@@ -96,6 +112,23 @@ def train(ctx: CollectorContext, max_model_len: int) -> TrainerSettings:
     taken.default("policy.generation.stop_token_ids", None, WHERE_GYM_STOPS)
     taken.run("policy.generation.vllm_cfg.max_model_len", max_model_len, "the policy model's context length")
     return taken
+
+
+def train_step(taken: TrainerSettings, *, prompts: int, generations: int) -> dict[str, Any]:
+    """What ``grpo_train`` reads from the rollout to ``policy.train`` (``nemo_rl_train_batch``):
+    taken into ``taken``; the master config those steps get."""
+    for key, value, line in GRPO_STEP:
+        taken.run(key, value, f"GRPOConfig/PolicyConfig require it; {WHERE_GRPO_CONFIG}:{line}")
+    taken.run("grpo.num_prompts_per_step", prompts, "the workload's prompts: one step collects them all")
+    taken.run(
+        "grpo.num_generations_per_prompt",
+        generations,
+        "the workload's generations_per_prompt (GRPO group size)",
+    )
+    config = nested(taken.items, "")
+    # _create_advantage_estimator hands loss_fn to the estimator; GRPO's reads nothing of it.
+    config["loss_fn"] = {}
+    return config
 
 
 def nan_retries(taken: TrainerSettings) -> int:

@@ -31,11 +31,24 @@ wraps vLLM 0.17 internals and is not applied: the embedded model server's own sp
 (``stack.policy.splice_prefix``) stands for it, and ``splice_prefix: false`` is the recipe
 without it.
 
-Mapping: one Rollout per output row, read from the tensors verl trains on. Each run of
+Past generation, in train mode, ``verl_train_batch`` runs ``RayPPOTrainer.fit``'s own lines
+from the prompts to ``update_actor``: the ``uid`` and ``_get_gen_batch`` before generation, the
+manager's output ``union``ed into the step's batch, the response mask, ``extract_reward``,
+``token_level_rewards``, the rollout-correction mask and ``compute_advantage`` (GRPO, as the
+recipe's scripts run it) after; its ``STOOD_IN`` (the data-parallel balancing, the actor's
+``old_log_probs``, the step's metrics, the row status) is recorded with the call. What verl
+raises there is what ``collect`` raises. Validation mode reads the manager's output itself, as
+verl's ``_validate`` does.
+
+Mapping: one Rollout per row of that batch, read from the tensors verl trains on. Each run of
 ``response_mask`` ones is a turn (generation ids and ``rollout_log_probs``), its prompt the
-row's prompt plus every response token before it; the reward is the row's ``rm_scores``. The
-recipe marks no row failed, so every row is ``completed``: a substituted dummy stays a
-completed rollout whose one turn the model never generated, for ``turns_generated`` to see.
+row's prompt plus every response token before it; the reward is the row's
+``token_level_rewards`` (``rm_scores`` in validation); in train mode every row is
+``in_train_batch``. verl's ``DataProto`` carries no finish reason and no per-row truncation (the
+recipe folds its ``hit_max`` into a batch-wide ``truncation_rate``), and the recipe marks no row
+failed, so every row is ``completed`` (``STOOD_IN``): a row cut at the token limit is trained as
+a complete one, and a substituted dummy stays a completed rollout whose one turn the model never
+generated, for ``turns_generated`` to see.
 Under transformers 5 (verl 0.9.1 requires it) the dummy is never built: ``_empty_result``
 slices the ``BatchEncoding`` that ``apply_chat_template`` now returns as if it were token ids
 and raises ``TypeError``, so one unreadable row fails the whole batch; that is upstream's
@@ -51,11 +64,12 @@ import tempfile
 import uuid
 import warnings
 from collections.abc import Awaitable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 from pytest_rollout_chaos.collector import readiness
+from pytest_rollout_chaos.collector.adapters import verl_train_batch as train_batch
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings, nested
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.failures import root_cause
@@ -116,6 +130,11 @@ class VerlCollector:
         settings(ctx)  # a trainer_config key the adapter does not hand verl: said before anything starts
         UPSTREAM.require()  # imports the recipe letting verl's known import warning pass
         self.recipe: Any = importlib.import_module(RECIPE_MODULE)
+        # verl's trainer module imports its engines, torch.jit code and the like, which warn at import
+        # (an engine not installed, deprecations): import-time notices, not the run's outcome.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            importlib.import_module(train_batch.TRAINER_MODULE)
         self.tokenizer = tokenizer_for(ctx.model_dir)
         self.servers_ready = False
 
@@ -137,8 +156,16 @@ class VerlCollector:
             self.servers_ready = True
         validate = mode == "validation"
         size = group_size(rows, setting=f"actor_rollout_ref.rollout.{n_key(validate)}")
-        prompts = prompts_proto(self.recipe, rows[::size], self.tokenizer, validate=validate, n=size)
-        manager = self.manager(validate=validate, n=size)
+        taken = settings(self.ctx, validate=validate, n=size)
+        taken.record(self.ctx.history, mode=mode)
+        manager = self.manager(taken)
+        prompts = prompts_proto(self.recipe, rows[::size], self.tokenizer, validate=validate)
+        step = None
+        if validate:  # _validate: a uid per prompt, each repeated val_kwargs.n times
+            prompts = validation_groups(prompts, n=size)
+        else:  # fit: the uid, _get_gen_batch, each prompt repeated rollout.n times
+            step = train_batch.before_generation(prompts, n=size, global_steps=0)
+            prompts = step.gen_batch
         call = {"rows": len(rows), "validate": mode == "validation"}
         history.append(SOURCE, "invoke", "generate_sequences", call)
         try:
@@ -147,9 +174,13 @@ class VerlCollector:
             history.append(SOURCE, "fail", "generate_sequences", {**call, "error": root_cause(error)})
             raise
         history.append(SOURCE, "ok", "generate_sequences", {**call, "returned": len(output)})
+        batch = output if step is None else self.train_batch(step, output, taken)
+        trained = batch is not output  # the rows of a train batch fit made, not the manager's output
         rollouts = []
         for position, row in enumerate(rows):
-            rollout, declared_turns = rollout_from_row(output, position, row_index(row, position))
+            rollout, declared_turns = rollout_from_row(batch, position, row_index(row, position))
+            if trained:
+                rollout = replace(rollout, in_train_batch=True)
             if declared_turns != len(rollout.turns):
                 history.append(
                     SOURCE,
@@ -166,12 +197,25 @@ class VerlCollector:
             rollouts.append(rollout)
         return rollouts
 
-    def manager(self, *, validate: bool = False, n: int = 1) -> Any:
+    def train_batch(self, step: train_batch.Step, output: Any, taken: TrainerSettings) -> Any:
+        """``RayPPOTrainer.fit`` from the generation output to the batch ``_update_actor`` gets;
+        what verl raises on the way is raised, unchanged."""
+        history = self.ctx.history
+        call = {"call": f"{train_batch.TRAINER_MODULE}.RayPPOTrainer.fit, generation to update_actor"}
+        history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": list(train_batch.STOOD_IN)})
+        try:
+            batch = train_batch.train_batch(step, output, nested(taken.items, "algorithm"), n=_n(taken))
+        except BaseException as error:
+            history.append(SOURCE, "fail", "upstream", {**call, "error": root_cause(error)})
+            raise
+        history.append(SOURCE, "ok", "upstream", {**call, "samples": len(batch)})
+        return batch
+
+    def manager(self, taken: TrainerSettings | None = None) -> Any:
         """The recipe's manager with what ``_init_nemo_gym`` would have set, and nothing started."""
+        taken = settings(self.ctx) if taken is None else taken
         omegaconf: Any = importlib.import_module("omegaconf")
         manager = object.__new__(recipe_class(self.recipe, MANAGER_CLASSES))
-        taken = settings(self.ctx, validate=validate, n=n)
-        taken.record(self.ctx.history, mode="train")
         manager.rollout_config = omegaconf.OmegaConf.create(nested(taken.items, "actor_rollout_ref.rollout"))
         manager._rch = RolloutCollectionHelper(self.ctx.gym)
         manager._head_server_config = None  # ctx.gym found its head server itself
@@ -197,7 +241,27 @@ ROLLOUT_DEFAULTS: Final[tuple[tuple[str, Any, int], ...]] = (
 )
 """The rollout config keys the recipe's manager reads, with verl's own defaults (``ROLLOUT_YAML`` of
 verl 0.9.1, the line of each): the manager gets ``actor_rollout_ref.rollout`` of verl's config."""
-KNOWN: Final = tuple(f"actor_rollout_ref.rollout.{key}" for key, _, _ in ROLLOUT_DEFAULTS)
+TRAINER_YAML: Final = "verl/trainer/config/_generated_ppo_trainer.yaml"
+ALGORITHM_DEFAULTS: Final[tuple[tuple[str, Any, int], ...]] = (
+    ("rollout_correction.rollout_is", None, 851),
+    ("rollout_correction.rollout_is_threshold", 2.0, 852),
+    ("rollout_correction.rollout_rs", None, 853),
+    ("rollout_correction.rollout_rs_threshold", None, 854),
+    ("rollout_correction.bypass_mode", False, 855),
+    ("rollout_correction.rollout_is_batch_normalize", False, 857),
+    ("gamma", 1.0, 859),
+    ("lam", 1.0, 860),
+    ("norm_adv_by_std_in_grpo", True, 862),
+    ("use_kl_in_reward", False, 869),
+)
+"""What ``RayPPOTrainer.fit`` reads of ``algorithm`` from generation to ``update_actor``, with verl's
+own defaults (``TRAINER_YAML`` of verl 0.9.1, the line of each)."""
+RECIPE_SCRIPT: Final = "nemo_gym/submit_math.sh"
+KNOWN: Final = (
+    *(f"actor_rollout_ref.rollout.{key}" for key, _, _ in ROLLOUT_DEFAULTS),
+    "algorithm.adv_estimator",
+    *(f"algorithm.{key}" for key, _, _ in ALGORITHM_DEFAULTS),
+)
 
 
 def settings(ctx: CollectorContext, *, validate: bool = False, n: int = 1) -> TrainerSettings:
@@ -215,6 +279,13 @@ def settings(ctx: CollectorContext, *, validate: bool = False, n: int = 1) -> Tr
         taken.run(
             f"actor_rollout_ref.rollout.{key}", n, "the workload's generations_per_prompt (GRPO group size)"
         )
+    taken.run(
+        "algorithm.adv_estimator",
+        "grpo",
+        f"the recipe's scripts run GRPO ({RECIPE_SCRIPT}:109; verl's default, gae, needs a critic)",
+    )
+    for key, default, line in ALGORITHM_DEFAULTS:
+        taken.default(f"algorithm.{key}", default, f"{TRAINER_YAML}:{line} (verl 0.9.1)")
     return taken
 
 
@@ -226,6 +297,10 @@ workload's ``generations_per_prompt`` sets the group size, a ``trainer_config`` 
 def n_key(validate: bool) -> str:
     """The setting that sizes a group: ``val_kwargs.n`` in validation (``_validate``), else ``n``."""
     return "val_kwargs.n" if validate else "n"
+
+
+def _n(taken: TrainerSettings) -> int:
+    return int(next(item.value for item in taken.items if item.key == "actor_rollout_ref.rollout.n"))
 
 
 class RolloutCollectionHelper:
@@ -252,12 +327,10 @@ def tokenizer_for(model_dir: Path) -> Any:
     return config.omega_conf_to_dataclass(model_config).tokenizer
 
 
-def prompts_proto(recipe: Any, rows: Sequence[Row], tokenizer: Any, *, validate: bool, n: int = 1) -> Any:
-    """The prompts ``DataProto`` a verl trainer hands the manager: the recipe's dataset over the rows
-    (one per prompt) as JSONL, verl's ``collate_fn``, ``DataProto.from_single_dict``, a ``uid`` per
-    prompt and ``repeat(repeat_times=n, interleave=True)`` (``RayPPOTrainer.fit``: each prompt's
-    group of ``rollout.n`` is consecutive, as the workload lays its rows out), and the step's
-    meta_info. The recipe numbers the repeated rows' ``_rowidx`` by position."""
+def prompts_proto(recipe: Any, rows: Sequence[Row], tokenizer: Any, *, validate: bool) -> Any:
+    """The prompts ``DataProto`` a verl trainer reads from its dataloader: the recipe's dataset over
+    the rows (one per prompt) as JSONL, verl's ``collate_fn``, ``DataProto.from_single_dict``, and
+    the step's meta_info. The recipe numbers the repeated rows' ``_rowidx`` by position."""
     dataset_module: Any = importlib.import_module(recipe.__name__.rpartition(".")[0] + ".dataset")
     protocol: Any = importlib.import_module("verl.protocol")
     with tempfile.TemporaryDirectory(prefix="rollout-chaos-verl-") as folder:
@@ -266,13 +339,19 @@ def prompts_proto(recipe: Any, rows: Sequence[Row], tokenizer: Any, *, validate:
         dataset = recipe_class(dataset_module, DATASET_CLASSES)(str(path), tokenizer)
         items = [dataset[index] for index in range(len(dataset))]
     prompts = protocol.DataProto.from_single_dict(dataset.collate_fn(items))
+    prompts.meta_info.update({"validate": validate, "global_steps": 0})
+    return prompts
+
+
+def validation_groups(prompts: Any, *, n: int) -> Any:
+    """``_validate``'s lines before generation: a ``uid`` per prompt, then
+    ``repeat(repeat_times=val_kwargs.n, interleave=True)``, so each prompt's group is consecutive,
+    as the workload lays its rows out."""
     numpy: Any = importlib.import_module("numpy")
     prompts.non_tensor_batch["uid"] = numpy.array(
         [str(uuid.uuid4()) for _ in range(len(prompts))], dtype=object
     )
-    prompts = prompts.repeat(repeat_times=n, interleave=True)
-    prompts.meta_info.update({"validate": validate, "global_steps": 0})
-    return prompts
+    return prompts.repeat(repeat_times=n, interleave=True)
 
 
 def recipe_class(module: Any, names: Sequence[str]) -> Any:
@@ -301,7 +380,8 @@ def rollout_from_row(output: Any, position: int, index: int) -> tuple[Rollout, i
         if "rollout_log_probs" in keys
         else [0.0] * len(response)
     )
-    reward = float(batch["rm_scores"][position].sum()) if "rm_scores" in keys else 0.0
+    scores = "token_level_rewards" if "token_level_rewards" in keys else "rm_scores"
+    reward = float(batch[scores][position].sum()) if scores in keys else 0.0
     turns = [
         Turn(prompt + response[:start], response[start:end], logprobs[start:end])
         for start, end in mask_runs(trained)
