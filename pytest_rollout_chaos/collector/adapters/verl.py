@@ -375,13 +375,19 @@ def rollout_from_row(output: Any, position: int, index: int) -> tuple[Rollout, i
     response = [int(token) for token in batch["responses"][position][kept].tolist()]
     trained = [int(flag) for flag in batch["response_mask"][position][kept].tolist()]
     keys = set(batch.keys())
-    logprobs = (
-        [float(value) for value in batch["rollout_log_probs"][position][kept].tolist()]
-        if "rollout_log_probs" in keys
-        else [0.0] * len(response)
-    )
+    if "rollout_log_probs" not in keys:  # the recipe asks vLLM for them; nothing here makes them up
+        raise KeyError(
+            f"the batch verl hands on has no rollout_log_probs (keys: {', '.join(sorted(keys))}): "
+            "the recipe's agent loop records the logprobs vLLM reported, and none came back"
+        )
+    logprobs = [float(value) for value in batch["rollout_log_probs"][position][kept].tolist()]
     scores = "token_level_rewards" if "token_level_rewards" in keys else "rm_scores"
-    reward = float(batch[scores][position].sum()) if scores in keys else 0.0
+    if scores not in keys:
+        raise KeyError(
+            f"the batch verl hands on has no {scores} (keys: {', '.join(sorted(keys))}): the recipe "
+            "puts NeMo Gym's reward there; verl's own reward manager, which would fill it, is not run here"
+        )
+    reward = float(batch[scores][position].sum())
     turns = [
         Turn(prompt + response[:start], response[start:end], logprobs[start:end])
         for start, end in mask_runs(trained)
