@@ -40,6 +40,7 @@ READY_FILE_ENV: Final = "ROLLOUT_CHAOS_READY_FILE"
 READY_DELAY_ENV: Final = "ROLLOUT_CHAOS_READY_DELAY_S"
 RUN_ID_ENV: Final = "ROLLOUT_CHAOS_RUN_ID"
 PORT_ENV: Final = "ROLLOUT_CHAOS_PORT"  # set by restart(): bind this port again, not port 0
+HOST_ENV: Final = "ROLLOUT_CHAOS_HOST"  # set by a Ray host: bind its node's address, not the one asked
 LOG_TAIL_LINES: Final = 40
 
 _logger = logging.getLogger(__name__)
