@@ -129,6 +129,11 @@ class ManagedProcess:
         """The cluster node the server runs on, when it runs on one (a Ray actor's); None: here."""
         return None
 
+    @property
+    def here(self) -> bool:
+        """Whether the server runs on this machine, where ``/proc`` and ``killpg`` reach it."""
+        return True
+
     def add_exit_listener(self, listener: ExitListener) -> None:
         """Call ``listener(process, code)`` from a background thread when the child exits."""
         self._listeners.append(listener)
