@@ -135,6 +135,14 @@ class RayCluster:
         """Whether ``slot``'s node runs here, where ``/proc`` sees its processes."""
         return self.local or slot.address in _local_addresses()
 
+    def control_peer(self, slot: NodeSlot) -> str:
+        """The address this machine's connections to ``slot``'s servers come from: loopback for a
+        loopback node, the node's own address for another address of this machine, else this
+        machine's address in the cluster. Their control endpoints trust it."""
+        if not self.on_this_machine(slot):
+            return self.driver_address
+        return LOOPBACK if not slot.address or slot.address.startswith("127.") else slot.address
+
     def describe_slot(self, slot: NodeSlot) -> str:
         """``node 1 (ray node 3f2a9c01)``: how errors and facts name a node."""
         node_id = slot.node_id or self.node_id(slot)

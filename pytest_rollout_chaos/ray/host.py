@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pytest_rollout_chaos.servers.loopback import CONTROL_PEER_ENV
 from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import (
     HOST_ENV,
@@ -36,12 +37,21 @@ class ServerHost:
     """One server in one actor; every method answers within its own bounded wait."""
 
     def __init__(
-        self, spec: ServerSpec, log_dir: str, run_id: str, port: int, ready_delay_s: float = 0.0
+        self,
+        spec: ServerSpec,
+        log_dir: str,
+        run_id: str,
+        port: int,
+        ready_delay_s: float = 0.0,
+        *,
+        control_peer: str = "",
     ) -> None:
         import ray
 
         host = ray.util.get_node_ip_address()
         env = {**spec.env}
+        if control_peer:  # where pytest's calls to the server's control endpoints come from
+            env[CONTROL_PEER_ENV] = control_peer
         self._gpu_ids: list[str] = []
         if spec.gpus > 0:  # the devices Ray assigned this actor, and only those
             self._gpu_ids = [str(gpu) for gpu in ray.get_gpu_ids()]

@@ -166,7 +166,14 @@ class RayHostedProcess(ManagedProcess):
                 max_concurrency=4,
                 **self.cluster.actor_options(self.slot),
             )
-            .remote(self.spec, str(self._log_dir), self._run_id, self._port, ready_delay_s)
+            .remote(
+                self.spec,
+                str(self._log_dir),
+                self._run_id,
+                self._port,
+                ready_delay_s,
+                control_peer=self.cluster.control_peer(self.slot),
+            )
         )
         self.started_at = time.monotonic()
         try:
