@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import ipaddress
 import json
 import logging
 import os
@@ -133,7 +134,7 @@ class RayCluster:
 
     def on_this_machine(self, slot: NodeSlot) -> bool:
         """Whether ``slot``'s node runs here, where ``/proc`` sees its processes."""
-        return self.local or slot.address in _local_addresses()
+        return self.local or is_this_machine(slot.address)
 
     def control_peer(self, slot: NodeSlot) -> str:
         """The address this machine's connections to ``slot``'s servers come from: loopback for a
@@ -439,8 +440,7 @@ def _join(
         (node for node in ray.nodes() if node.get("Alive")),
         key=lambda node: (not node.get("Resources", {}).get("node:__internal_head__"), node["NodeID"]),
     )
-    local_ips = _local_addresses()
-    remote = [node for node in nodes if node.get("NodeManagerAddress") not in local_ips]
+    remote = [node for node in nodes if not is_this_machine(str(node.get("NodeManagerAddress", "")))]
     driver = LOOPBACK
     if remote:
         try:
@@ -481,6 +481,14 @@ def check_reachable(
             "there (and the node must reach this machine's address): open those ports, or leave the "
             "node out of the cluster"
         )
+
+
+def is_this_machine(address: str) -> bool:
+    """Whether ``address`` is this machine's: any loopback address, or one of its own."""
+    with contextlib.suppress(ValueError):
+        if ipaddress.ip_address(address).is_loopback:
+            return True
+    return address in _local_addresses()
 
 
 @functools.cache

@@ -8,7 +8,13 @@ import time
 
 import pytest
 
-from pytest_rollout_chaos.ray.cluster import RayClusterError, check_bindable, check_reachable, node_address
+from pytest_rollout_chaos.ray.cluster import (
+    RayClusterError,
+    check_bindable,
+    check_reachable,
+    is_this_machine,
+    node_address,
+)
 from pytest_rollout_chaos.ray.mode import RayMode, parse
 
 JOINED = RayMode("address", address="10.0.0.1:6379")
@@ -56,3 +62,12 @@ def test_an_unreachable_address_is_reported_within_the_deadline() -> None:
     with pytest.raises(RayClusterError, match=r"within 0\.5s: node efefefef at 192\.0\.2\.7:6380"):
         check_reachable(JOINED, [ray_node("ef" * 28, "192.0.2.7", 6380)], timeout_s=0.5)
     assert time.monotonic() - started < 2.5  # 5x the deadline
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "127.0.0.3", "::1", "localhost"])
+def test_loopback_and_this_machines_names_are_this_machine(address: str) -> None:
+    assert is_this_machine(address)
+
+
+def test_an_address_of_no_interface_here_is_another_machine() -> None:
+    assert not is_this_machine("192.0.2.77")  # TEST-NET-1
