@@ -257,11 +257,16 @@ def chaos_fault_layer(chaos_harness: ChaosHarness) -> FaultLayer:
 
 
 @pytest.fixture(scope="session")
-def chaos_links(chaos_toxiproxy: ChaosToxiproxy, chaos_fault_layer: FaultLayer) -> ProxyLinks:
-    """One fault-layer listener and one Toxiproxy proxy per link of the stack, created as it starts."""
+def chaos_links(
+    chaos_toxiproxy: ChaosToxiproxy, chaos_fault_layer: FaultLayer, chaos_ray: HostedStart | None
+) -> ProxyLinks:
+    """One fault-layer listener and one Toxiproxy proxy per link of the stack, created as it starts;
+    the proxies listen where every server reaches them (loopback, or this machine's address in a
+    Ray cluster with nodes on other machines)."""
     from pytest_rollout_chaos.servers.links import ProxyLinks
 
-    return ProxyLinks(chaos_toxiproxy.api_url, chaos_fault_layer.url)
+    listen_host = chaos_ray.cluster.driver_address if chaos_ray is not None else "127.0.0.1"
+    return ProxyLinks(chaos_toxiproxy.api_url, chaos_fault_layer.url, listen_host=listen_host)
 
 
 @pytest.fixture(scope="session")

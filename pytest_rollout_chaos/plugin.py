@@ -119,9 +119,9 @@ _OPTIONS: Final = (
     (
         _settings.OPT_RAY,
         "off|local[:N]|ADDRESS",
-        "Run the policy and Gym servers in Ray actors: off, a cluster of N nodes started on this machine "
-        "(local:N), or the cluster at ADDRESS (HOST:PORT of its GCS); needs pytest-rollout-chaos[ray] "
-        "(default: off)",
+        "Run the policy and Gym servers in Ray actors: off, a cluster of N nodes started on this machine, "
+        "each on its own loopback address 127.0.0.2, 127.0.0.3, ... (local:N), or the cluster at ADDRESS "
+        "(HOST:PORT of its GCS); needs pytest-rollout-chaos[ray] (default: off)",
     ),
     (_settings.OPT_SEED, "N", "Seed for every random choice: fault schedules, sampling (default: 0)"),
     (_settings.OPT_REPORT, "PATH", "Write the HTML report (a timeline per scenario) to PATH"),

@@ -100,6 +100,16 @@ async def restart_if_down(ctx: FaultContext, target: str) -> None:
     )
 
 
+def on_this_machine(process: ManagedProcess, kind: str) -> None:
+    """``FaultError`` for a fault that reads ``/proc`` on a server running on another machine."""
+    if not process.here:
+        raise FaultError(
+            f"{kind}: server {process.name!r} runs on {process.node()}, on another machine; {kind} "
+            "reads its processes from /proc, which shows this machine's only (kill, restart, "
+            "actor_kill reach it)"
+        )
+
+
 def alive_pid(process: ManagedProcess) -> int:
     """The server's pid, or ``FaultError`` when it is not running (nothing to fault)."""
     if not process.is_running():

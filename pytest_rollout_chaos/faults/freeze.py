@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from pytest_rollout_chaos.faults._process_fault import ProcessFault, alive_pid
+from pytest_rollout_chaos.faults._process_fault import ProcessFault, alive_pid, on_this_machine
 from pytest_rollout_chaos.faults.base import FaultContext
 from pytest_rollout_chaos.servers.procfs import group_pids, process_state
 
@@ -30,6 +30,7 @@ class Freeze(ProcessFault):
     async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
         process = ctx.process(self.target)
         pid = alive_pid(process)
+        on_this_machine(process, self.kind)
         process.signal(signal.SIGSTOP)
         # delivery is asynchronous: report the group as stopped only once the kernel says so
         deadline = time.monotonic() + STOP_WAIT_S

@@ -48,6 +48,7 @@ from pytest_rollout_chaos.faults._process_fault import (
     ProcessFault,
     alive_pid,
     exit_status,
+    on_this_machine,
     restart_if_down,
     wait_for_exit,
     wait_for_group_exit,
@@ -77,6 +78,7 @@ class Oom(ProcessFault):
     async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
         process = ctx.process(self.target)
         pid = alive_pid(process)
+        on_this_machine(process, self.kind)
         resident = resident_bytes(pid)
         process.expect_exit()
         if isinstance(process, RayHostedProcess):

@@ -1,6 +1,8 @@
 """RayCluster: the Ray cluster the servers run on, started here (``local:N``) or joined (``ADDRESS``).
 
-A local cluster is N real nodes on this machine, each one ``ray start --block`` child started
+A local cluster is N real nodes on this machine, each on a loopback address of its own, as if on
+a machine of its own: node k on ``127.0.0.<k+2>`` (the head on 127.0.0.2), while pytest, its
+Toxiproxy and its fault layer stay on 127.0.0.1. Each node is one ``ray start --block`` child started
 through the supervisor: its own process group (raylet, agents, the head's GCS), its log, a
 deadline to come up, and the session reaper behind it. Ray's workers start sessions of their
 own; they die with their raylet, and the reaper also kills, with pytest, every process that
@@ -13,14 +15,17 @@ agents on node 0 (the head), the agent servers round robin over the other nodes,
 worker node takes agents and nothing else, as when a rollout node dies under a trainer.
 
 A joined cluster (``ADDRESS``) is used as it is: servers are placed on its live nodes by node
-id, the same round robin. Its nodes must run on this machine (the servers listen on loopback
-and the process faults act through ``/proc``); a node elsewhere is a usage error. Nodes of a
-joined cluster are not this run's to remove: ``node_down`` refuses them.
+id, the same round robin, each server listening on its node's address. A node on another machine
+is accepted when its address answers from here within ``REACH_TIMEOUT_S``; the proxies then
+listen on this machine's address in the cluster (``driver_address``), where the servers on that
+node reach them. Nodes of a joined cluster are not this run's to remove: ``node_down`` refuses them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import ipaddress
 import json
 import logging
 import os
@@ -59,6 +64,10 @@ HEALTH_CHECK: Final = {
     "health_check_failure_threshold": 4,
 }
 RESOURCE_PREFIX: Final = "chaos_node_"
+# Node k of local:N runs on 127.0.0.<k + FIRST_NODE_HOST>; 127.0.0.1 stays pytest's own.
+FIRST_NODE_HOST: Final = 2
+LOOPBACK: Final = "127.0.0.1"
+REACH_TIMEOUT_S: Final = 5.0  # for every node of a joined cluster on another machine to answer
 
 
 class RayClusterError(ChaosError):
@@ -71,6 +80,7 @@ class NodeSlot:
 
     index: int
     node_id: str = ""  # joined clusters: the Ray node id; local ones: read when needed
+    address: str = ""  # the node's IP address, where its servers listen
 
     @property
     def resource(self) -> str:
@@ -89,8 +99,10 @@ class RayCluster:
         dirs: RayDirs,
         env: Mapping[str, str],
         saved_env: Mapping[str, str | None],
+        driver_address: str = LOOPBACK,
     ) -> None:
         self.mode = mode
+        self.driver_address = driver_address  # this machine's address, as the nodes reach it
         self.slots = tuple(slots)
         self.address = address
         self.dirs = dirs
@@ -120,6 +132,18 @@ class RayCluster:
 
         return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=slot.node_id, soft=False)}
 
+    def on_this_machine(self, slot: NodeSlot) -> bool:
+        """Whether ``slot``'s node runs here, where ``/proc`` sees its processes."""
+        return self.local or is_this_machine(slot.address)
+
+    def control_peer(self, slot: NodeSlot) -> str:
+        """The address this machine's connections to ``slot``'s servers come from: loopback for a
+        loopback node, the node's own address for another address of this machine, else this
+        machine's address in the cluster. Their control endpoints trust it."""
+        if not self.on_this_machine(slot):
+            return self.driver_address
+        return LOOPBACK if not slot.address or slot.address.startswith("127.") else slot.address
+
     def describe_slot(self, slot: NodeSlot) -> str:
         """``node 1 (ray node 3f2a9c01)``: how errors and facts name a node."""
         node_id = slot.node_id or self.node_id(slot)
@@ -137,7 +161,11 @@ class RayCluster:
         return ""
 
     def describe(self) -> str:
-        where = f"{len(self.slots)} local nodes" if self.local else f"cluster at {self.address}"
+        where = (
+            f"{len(self.slots)} local nodes on {', '.join(slot.address for slot in self.slots)}"
+            if self.local
+            else f"cluster at {self.address}"
+        )
         return f"ray: {where} ({self.mode.describe()}), temp dir {self.dirs.files}"
 
     # -- nodes of a local cluster -----------------------------------------------------------------
@@ -302,13 +330,14 @@ def _reload_auth_settings() -> None:
 def _start_local(
     mode: RayMode, dirs: RayDirs, env: Mapping[str, str], saved: Mapping[str, str | None]
 ) -> RayCluster:
-    address = f"127.0.0.1:{free_port()}"  # the head's GCS
-    slots = [NodeSlot(index) for index in range(mode.nodes)]
+    slots = [NodeSlot(index, address=node_address(index)) for index in range(mode.nodes)]
+    check_bindable(mode, [slot.address for slot in slots])
+    address = f"{slots[0].address}:{free_port(slots[0].address)}"  # the head's GCS
     cluster = RayCluster(mode, slots, address, dirs=dirs, env=env, saved_env=saved)
     try:
         for index in range(mode.nodes):  # one at a time: nodes starting together race for ports
             cluster.start_node(index)
-        _connect(address)
+        _connect(address, node_ip=slots[0].address)  # the driver joins as a process of the head's machine
         _wait_nodes(mode.nodes)
     except BaseException:
         cluster.close()
@@ -329,7 +358,7 @@ def _node_spec(index: int, address: str, temp_dir: Path, env: dict[str, str]) ->
     else:
         argv.append(f"--address={address}")
     argv += [
-        "--node-ip-address=127.0.0.1",
+        f"--node-ip-address={node_address(index)}",
         f"--num-cpus={NODE_CPUS}",
         f"--object-store-memory={OBJECT_STORE_BYTES}",
         f"--resources={json.dumps({NodeSlot(index).resource: 1})}",
@@ -346,7 +375,27 @@ def _node_spec(index: int, address: str, temp_dir: Path, env: dict[str, str]) ->
     )
 
 
-def _connect(address: str) -> None:
+def node_address(index: int) -> str:
+    """The loopback address node ``index`` of ``local:N`` runs on: 127.0.0.2 for the head, then .3, ..."""
+    return f"127.0.0.{FIRST_NODE_HOST + index}"
+
+
+def check_bindable(mode: RayMode, addresses: Sequence[str]) -> None:
+    """``RayClusterError`` naming the first of ``addresses`` this machine cannot listen on."""
+    for index, address in enumerate(addresses):
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.bind((address, 0))
+        except OSError as error:
+            raise RayClusterError(
+                f"--rollout-chaos-ray={mode.describe()}: node {index} runs on the loopback address "
+                f"{address}, which this machine cannot listen on ({error}); local:N puts node k on "
+                f"127.0.0.<k+{FIRST_NODE_HOST}>, which Linux routes to loopback by itself (elsewhere add "
+                f"the address to the loopback interface, e.g. `ifconfig lo0 alias {address}`)"
+            ) from None
+
+
+def _connect(address: str, *, node_ip: str | None = None) -> None:
     import ray
 
     if ray.is_initialized():
@@ -361,6 +410,7 @@ def _connect(address: str) -> None:
             log_to_driver=False,
             configure_logging=False,
             namespace="rollout-chaos",
+            **({"_node_ip_address": node_ip} if node_ip else {}),
         )
     except (ConnectionError, RuntimeError, ValueError) as error:
         raise RayClusterError(
@@ -390,28 +440,66 @@ def _join(
         (node for node in ray.nodes() if node.get("Alive")),
         key=lambda node: (not node.get("Resources", {}).get("node:__internal_head__"), node["NodeID"]),
     )
-    local_ips = _local_addresses()
-    remote = [node for node in nodes if node.get("NodeManagerAddress") not in local_ips]
+    remote = [node for node in nodes if not is_this_machine(str(node.get("NodeManagerAddress", "")))]
+    driver = LOOPBACK
     if remote:
-        ray.shutdown()
-        listed = ", ".join(f"{node['NodeID'][:8]} at {node.get('NodeManagerAddress')}" for node in remote)
+        try:
+            check_reachable(mode, remote)
+        except RayClusterError:
+            ray.shutdown()
+            raise
+        driver = str(ray.util.get_node_ip_address())  # where the nodes elsewhere reach this machine
+    slots = [
+        NodeSlot(index, node_id=str(node["NodeID"]), address=str(node.get("NodeManagerAddress", "")))
+        for index, node in enumerate(nodes)
+    ]
+    return RayCluster(mode, slots, mode.address, dirs=dirs, env=env, saved_env=saved, driver_address=driver)
+
+
+def check_reachable(
+    mode: RayMode, nodes: Sequence[Mapping[str, Any]], timeout_s: float = REACH_TIMEOUT_S
+) -> None:
+    """``RayClusterError`` naming each node (as ``ray.nodes()`` lists them) whose address does not
+    answer a TCP connection to its raylet within ``timeout_s``; all are tried at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def problem(node: Mapping[str, Any]) -> str | None:
+        host, port = str(node.get("NodeManagerAddress", "")), int(node.get("NodeManagerPort") or 0)
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return None
+        except OSError as error:
+            return f"node {str(node.get('NodeID', ''))[:8]} at {host}:{port}: {error or type(error).__name__}"
+
+    with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
+        problems = [text for text in pool.map(problem, nodes) if text is not None]
+    if problems:
         raise RayClusterError(
-            f"--rollout-chaos-ray={mode.address}: the cluster has nodes on other machines ({listed}); "
-            "the servers listen on loopback and process faults act through /proc, so every node must run "
-            "on this machine (start them with `ray start` here, or use local:N)"
+            f"--rollout-chaos-ray={mode.describe()}: the cluster has nodes on other machines whose "
+            f"addresses do not answer from this one within {timeout_s:g}s: {'; '.join(problems)}. "
+            "The servers on a node listen on its address, and this machine's proxies must reach them "
+            "there (and the node must reach this machine's address): open those ports, or leave the "
+            "node out of the cluster"
         )
-    slots = [NodeSlot(index, node_id=str(node["NodeID"])) for index, node in enumerate(nodes)]
-    return RayCluster(mode, slots, mode.address, dirs=dirs, env=env, saved_env=saved)
 
 
-def _local_addresses() -> set[str]:
+def is_this_machine(address: str) -> bool:
+    """Whether ``address`` is this machine's: any loopback address, or one of its own."""
+    with contextlib.suppress(ValueError):
+        if ipaddress.ip_address(address).is_loopback:
+            return True
+    return address in _local_addresses()
+
+
+@functools.cache
+def _local_addresses() -> frozenset[str]:
     addresses = {"127.0.0.1", "localhost", socket.gethostname()}
     with contextlib.suppress(OSError):
         addresses.update(str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None))
     with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outgoing interface
         addresses.add(probe.getsockname()[0])
-    return {str(address) for address in addresses}
+    return frozenset(str(address) for address in addresses)
 
 
 def _naming(paths: set[Path]) -> list[int]:

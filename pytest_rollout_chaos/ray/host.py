@@ -5,8 +5,10 @@ The actor owns the server the way the supervisor does in pytest's process: a ``M
 started by the actor's worker, so when Ray kills the actor (``ray.kill``, a node lost, the memory
 monitor) the server goes with it, as a server a trainer's actor spawned does. The port is fixed
 at creation, so a new actor made with the same arguments brings the server back where the
-proxies point. A server that needs GPUs (``ServerSpec.gpus``) gets the ones Ray assigned the
-actor as its ``CUDA_VISIBLE_DEVICES``.
+proxies point. The server listens on the node's address (``ray.util.get_node_ip_address``), on
+that address only, as it would on its own machine: our servers are told through ``HOST_ENV``,
+programs that take ``--host`` (vLLM) get it rewritten. A server that needs GPUs
+(``ServerSpec.gpus``) gets the ones Ray assigned the actor as its ``CUDA_VISIBLE_DEVICES``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_rollout_chaos.servers.process import PORT_ENV, READY_DELAY_ENV, ManagedProcess, ServerSpec
+from pytest_rollout_chaos.servers.loopback import CONTROL_PEER_ENV
+from pytest_rollout_chaos.servers.ports import free_port
+from pytest_rollout_chaos.servers.process import (
+    HOST_ENV,
+    PORT_ENV,
+    READY_DELAY_ENV,
+    ManagedProcess,
+    ServerSpec,
+)
 
 WAIT_POLL_S = 0.05
 CUDA_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
@@ -27,20 +37,37 @@ class ServerHost:
     """One server in one actor; every method answers within its own bounded wait."""
 
     def __init__(
-        self, spec: ServerSpec, log_dir: str, run_id: str, port: int, ready_delay_s: float = 0.0
+        self,
+        spec: ServerSpec,
+        log_dir: str,
+        run_id: str,
+        port: int,
+        ready_delay_s: float = 0.0,
+        *,
+        control_peer: str = "",
     ) -> None:
+        import ray
+
+        host = ray.util.get_node_ip_address()
         env = {**spec.env}
+        if control_peer:  # where pytest's calls to the server's control endpoints come from
+            env[CONTROL_PEER_ENV] = control_peer
         self._gpu_ids: list[str] = []
         if spec.gpus > 0:  # the devices Ray assigned this actor, and only those
-            import ray
-
             self._gpu_ids = [str(gpu) for gpu in ray.get_gpu_ids()]
             env[CUDA_DEVICES_ENV] = ",".join(self._gpu_ids)
+        argv = spec.argv
         if spec.port is None:
-            env[PORT_ENV] = str(port)  # serve() binds it: same port on every start
+            # serve() binds it: same port on every start; the first actor picks one free on its node
+            env[PORT_ENV] = str(port or free_port(host))
+            env[HOST_ENV] = host
+        else:
+            argv = with_host(spec.argv, host)
         if ready_delay_s > 0:
             env[READY_DELAY_ENV] = str(ready_delay_s)
-        self._process = ManagedProcess(dataclasses.replace(spec, env=env), Path(log_dir), run_id=run_id)
+        self._process = ManagedProcess(
+            dataclasses.replace(spec, argv=argv, env=env, host=host), Path(log_dir), run_id=run_id
+        )
         self._process.start()
 
     def describe(self) -> dict[str, Any]:
@@ -56,6 +83,10 @@ class ServerHost:
             "gpu_ids": self._gpu_ids,
         }
 
+    def signal(self, sig: int) -> None:
+        """Signal the server's process group (for a node on another machine, where pytest cannot)."""
+        self._process.signal(sig)
+
     def wait_exit(self, timeout_s: float) -> int | None:
         """The server's exit code once it exits, or None after ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
@@ -69,3 +100,14 @@ class ServerHost:
 
     def stop(self) -> int | None:
         return self._process.stop()
+
+
+def with_host(argv: tuple[str, ...], host: str) -> tuple[str, ...]:
+    """``argv`` with the value of its ``--host`` (``--host X`` or ``--host=X``) replaced by ``host``."""
+    out = list(argv)
+    for index, arg in enumerate(out):
+        if arg == "--host" and index + 1 < len(out):
+            out[index + 1] = host
+        elif arg.startswith("--host="):
+            out[index] = f"--host={host}"
+    return tuple(out)

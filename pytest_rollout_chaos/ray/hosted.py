@@ -10,8 +10,10 @@ back on its port (what Ray's own restart of the actor would run).
 
 A watcher thread follows the child across its lives: an exit of the server, the actor's death
 (its server dies with it: exit code -9, SIGKILL), and a server started again (a new pid on the
-same port). Every Ray call has a deadline. The nodes are on this machine (see
-``cluster``), so liveness and signals go through ``/proc`` and ``killpg`` like a local child's.
+same port). Every Ray call has a deadline. A server listens on its node's address, which the
+actor reports. For a node on this machine (every node of ``local:N``, each on its own loopback
+address) liveness and signals go through ``/proc`` and ``killpg`` like a local child's; for a node
+on another machine they go through the actor, and pytest's reaper leaves its pids alone.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from pytest_rollout_chaos.ray.host import ServerHost
 from pytest_rollout_chaos.servers.gym.stack import HEAD_NAME, MODEL_NAME, RESOURCES_NAME
 from pytest_rollout_chaos.servers.nemo_gym.stack import ENV_NAME
 from pytest_rollout_chaos.servers.policy.replicas import POLICY, replica_of
-from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec, reaper
 from pytest_rollout_chaos.servers.procfs import alive
 
@@ -58,7 +59,7 @@ class RayHostedProcess(ManagedProcess):
         super().__init__(spec, log_dir, run_id=run_id)
         self.cluster = cluster
         self.slot = slot
-        self._port = spec.port if spec.port is not None else free_port(spec.host)
+        self._port = spec.port or 0  # 0: the first actor picks a free one on its node; later ones reuse it
         self._actor: Any = None
         self._info: dict[str, Any] = {}
         self._code: int | None = None
@@ -104,7 +105,16 @@ class RayHostedProcess(ManagedProcess):
         return int(self._info["pid"])
 
     def address(self) -> tuple[str, int] | None:
-        return (self.spec.host, self._port) if self._info else None
+        """Where the server listens: its node's address and its port, as its actor reported."""
+        if not self._info or not self._info.get("address"):
+            return None
+        host, port = self._info["address"]
+        return str(host), int(port)
+
+    @property
+    def here(self) -> bool:
+        """Whether the server runs on this machine, where ``/proc`` and ``killpg`` reach it."""
+        return self.cluster.on_this_machine(self.slot)
 
     def exit_code(self) -> int | None:
         with self._state:
@@ -113,7 +123,7 @@ class RayHostedProcess(ManagedProcess):
             if self._code is not None:
                 return self._code
             pid = int(self._info["pid"])
-        if alive(pid):
+        if alive(pid) if self.here else self._remote_alive():
             return None
         with self._state:  # gone: the watcher hears the code from the actor, or that the actor died
             self._state.wait_for(lambda: self._code is not None, timeout=EXIT_CODE_WAIT_S)
@@ -123,9 +133,24 @@ class RayHostedProcess(ManagedProcess):
         return bool(self._info) and self.exit_code() is None
 
     def signal(self, sig: int) -> None:
-        if self._info:
+        if not self._info:
+            return
+        if self.here:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, sig)
+            return
+        import ray
+
+        with contextlib.suppress(Exception):  # a dead actor: its server is gone with it
+            ray.get(self.actor.signal.remote(sig), timeout=CALL_S)
+
+    def _remote_alive(self) -> bool:
+        import ray
+
+        try:
+            return ray.get(self.actor.wait_exit.remote(0.0), timeout=CALL_S) is None
+        except Exception:
+            return False
 
     def start(self, *, ready_delay_s: float = 0.0) -> None:
         """Create the actor on its node and wait until its server is ready; on failure leave nothing."""
@@ -141,7 +166,14 @@ class RayHostedProcess(ManagedProcess):
                 max_concurrency=4,
                 **self.cluster.actor_options(self.slot),
             )
-            .remote(self.spec, str(self._log_dir), self._run_id, self._port, ready_delay_s)
+            .remote(
+                self.spec,
+                str(self._log_dir),
+                self._run_id,
+                self._port,
+                ready_delay_s,
+                control_peer=self.cluster.control_peer(self.slot),
+            )
         )
         self.started_at = time.monotonic()
         try:
@@ -180,7 +212,7 @@ class RayHostedProcess(ManagedProcess):
             code = ray.get(self._actor.stop.remote(), timeout=self.spec.stop_timeout_s + CALL_S)
         with contextlib.suppress(Exception):
             ray.kill(self._actor, no_restart=True)
-        if self._info:
+        if self._info and self.here:
             self.signal(signal.SIGKILL)  # whatever the actor could not stop
             reaper().remove(self.pid)
         return code
@@ -220,14 +252,16 @@ class RayHostedProcess(ManagedProcess):
 
     def _adopt(self, info: dict[str, Any]) -> None:
         with self._state:
-            if self._info:
+            if self._info and self.here:
                 reaper().remove(int(self._info["pid"]))
             self._info = info
+            self._port = int(info["address"][1])  # a new actor brings the server back on this port
             self._code = None
             self._generation += 1
             self.ready_after_s = info.get("ready_after_s")
             self._state.notify_all()
-        reaper().add(int(info["pid"]))  # pytest's reaper too: the server dies with pytest however it ends
+        if self.here:  # pytest's reaper too: the server dies with pytest however it ends
+            reaper().add(int(info["pid"]))
 
     def _exited(self, code: int) -> None:
         with self._state:
@@ -281,14 +315,27 @@ class HostedStart:
         self._owner = owner
         self.cluster = cluster
         self._agents = 0
+        self._slots: dict[str, NodeSlot] = {}
+        self._lock = threading.Lock()
         self.placed: dict[str, RayHostedProcess] = {}
 
+    def place(self, name: str) -> NodeSlot:
+        """The node server ``name`` runs on, chosen at the first ask and kept."""
+        with self._lock:
+            if name not in self._slots:
+                if on_head_node(name):
+                    self._slots[name] = self.cluster.slot_for(None)
+                else:
+                    self._slots[name] = self.cluster.slot_for(self._agents)
+                    self._agents += 1
+            return self._slots[name]
+
+    def host_for(self, name: str) -> str:
+        """The address server ``name`` will listen on, for servers told theirs in a config (NeMo Gym)."""
+        return self.place(name).address or "127.0.0.1"
+
     def __call__(self, spec: ServerSpec) -> ManagedProcess:
-        if on_head_node(spec.name):
-            slot = self.cluster.slot_for(None)
-        else:
-            slot = self.cluster.slot_for(self._agents)
-            self._agents += 1
+        slot = self.place(spec.name)
         process = RayHostedProcess(
             spec, self._owner.log_dir, run_id=self._owner.run_id, cluster=self.cluster, slot=slot
         )

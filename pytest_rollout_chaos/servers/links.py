@@ -2,7 +2,9 @@
 
 ``ProxyLinks`` is the ``link(name, upstream_url) -> url`` callback the stack builders take. For
 each link it opens a listener of the HTTP fault layer that forwards to the upstream, then a
-Toxiproxy proxy (listening on an OS-chosen loopback port) in front of that listener, and returns
+Toxiproxy proxy (listening on an OS-chosen port of ``listen_host``: loopback, or this machine's
+address in a Ray cluster with nodes on other machines, where their servers reach it) in front of
+that listener, and returns
 the URL clients should use instead of the upstream's::
 
     client -> Toxiproxy proxy (TCP faults) -> fault layer (HTTP faults, recording) -> server
@@ -94,8 +96,11 @@ class ProxyLinks:
     """Creates and remembers one layer listener and one proxy per link; ``links`` maps link name
     to proxy name."""
 
-    def __init__(self, api_url: str, layer_url: str, *, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, api_url: str, layer_url: str, *, timeout_s: float = 5.0, listen_host: str = "127.0.0.1"
+    ) -> None:
         self._api_url = api_url.rstrip("/")
+        self._listen_host = listen_host
         self._layer = LayerLinks(layer_url, timeout_s=timeout_s)
         self.layer_url = self._layer.layer_url
         self._timeout_s = timeout_s
@@ -108,7 +113,8 @@ class ProxyLinks:
     def __call__(self, link: str, upstream_url: str) -> str:
         parts = _host_port(link, upstream_url)
         name = proxy_name(link)
-        body = {"name": name, "listen": "127.0.0.1:0", "upstream": self._layer.listen(link, upstream_url)}
+        upstream = self._layer.listen(link, upstream_url)
+        body = {"name": name, "listen": f"{self._listen_host}:0", "upstream": upstream}
         created = self._post("/proxies", body, link)
         listen = str(created.get("listen", ""))
         host, _, port = listen.rpartition(":")
@@ -116,7 +122,7 @@ class ProxyLinks:
             raise LinkError(f"link {link!r}: Toxiproxy answered listen={listen!r}, not a bound port")
         self._links[link] = name
         # plain http even to an https upstream: clients reach the proxy and the layer, which talks TLS on
-        return urllib.parse.urlunsplit(("http", f"{host or '127.0.0.1'}:{port}", parts.path, "", ""))
+        return urllib.parse.urlunsplit(("http", f"{host or self._listen_host}:{port}", parts.path, "", ""))
 
     def _post(self, path: str, body: Mapping[str, object], link: str) -> dict[str, object]:
         request = urllib.request.Request(

@@ -40,6 +40,7 @@ READY_FILE_ENV: Final = "ROLLOUT_CHAOS_READY_FILE"
 READY_DELAY_ENV: Final = "ROLLOUT_CHAOS_READY_DELAY_S"
 RUN_ID_ENV: Final = "ROLLOUT_CHAOS_RUN_ID"
 PORT_ENV: Final = "ROLLOUT_CHAOS_PORT"  # set by restart(): bind this port again, not port 0
+HOST_ENV: Final = "ROLLOUT_CHAOS_HOST"  # set by a Ray host: bind its node's address, not the one asked
 LOG_TAIL_LINES: Final = 40
 
 _logger = logging.getLogger(__name__)
@@ -127,6 +128,11 @@ class ManagedProcess:
     def node(self) -> str | None:
         """The cluster node the server runs on, when it runs on one (a Ray actor's); None: here."""
         return None
+
+    @property
+    def here(self) -> bool:
+        """Whether the server runs on this machine, where ``/proc`` and ``killpg`` reach it."""
+        return True
 
     def add_exit_listener(self, listener: ExitListener) -> None:
         """Call ``listener(process, code)`` from a background thread when the child exits."""

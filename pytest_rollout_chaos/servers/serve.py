@@ -1,4 +1,4 @@
-"""The child side of the supervisor: run one aiohttp app on loopback and report the bound port.
+"""The child side of the supervisor: run one aiohttp app on its address and report the bound port.
 
 Every server of ours (policy, Gym servers, embedded Toxiproxy, test servers) ends its
 ``main()`` with ``serve(app, host, port)``. It binds (port 0 means: let the OS choose),
@@ -23,7 +23,7 @@ from pathlib import Path
 from aiohttp import web
 
 from pytest_rollout_chaos.history import flush_events
-from pytest_rollout_chaos.servers.process import PORT_ENV, READY_DELAY_ENV, READY_FILE_ENV
+from pytest_rollout_chaos.servers.process import HOST_ENV, PORT_ENV, READY_DELAY_ENV, READY_FILE_ENV
 
 
 def die_with_parent(poll_s: float = 0.2) -> None:
@@ -60,21 +60,23 @@ def serve(
     *,
     host: str = "127.0.0.1",
     port: int = 0,
-    on_started: Callable[[int], Awaitable[None]] | None = None,
+    on_started: Callable[[str, int], Awaitable[None]] | None = None,
     relay: bool = False,
 ) -> None:
-    """Run ``app`` until SIGTERM or SIGINT; print and report the bound port.
+    """Run ``app`` until SIGTERM or SIGINT; print and report the bound address.
 
     ``relay``: the server sits on every link (embedded Toxiproxy, the fault layer), so its
     per-request cost is on every request of the stack; it runs on uvloop where that is installed.
 
     ``PORT_ENV``, when set (a restart by the supervisor), wins over ``port`` so the server
-    comes back where proxies point; ``READY_DELAY_ENV`` delays listening. Both are removed so
-    our own children do not inherit them.
+    comes back where proxies point; ``HOST_ENV`` (a Ray host: its node's address) wins over
+    ``host``; ``READY_DELAY_ENV`` delays listening. All are removed so our own children do not
+    inherit them.
     """
     restart_port = os.environ.pop(PORT_ENV, None)
     if restart_port:
         port = int(restart_port)
+    host = os.environ.pop(HOST_ENV, "") or host
     die_with_parent()
     ready_delay_s = float(os.environ.pop(READY_DELAY_ENV, "0") or 0)
     if ready_delay_s > 0:  # not listening yet: clients are refused, as while a model loads
@@ -96,7 +98,7 @@ async def _serve(
     app: web.Application,
     host: str,
     port: int,
-    on_started: Callable[[int], Awaitable[None]] | None,
+    on_started: Callable[[str, int], Awaitable[None]] | None,
 ) -> None:
     app.on_response_prepare.append(_flush_before_answer)
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
@@ -113,7 +115,7 @@ async def _serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     if on_started is not None:
-        await on_started(bound_port)
+        await on_started(host, bound_port)
     write_ready_file(host, bound_port)
     print(f"listening on http://{host}:{bound_port}", flush=True)
     try:

@@ -37,7 +37,9 @@ class Hooked:
     url: str  # the server as clients reach it: through the layer
 
     @classmethod
-    def start(cls, directory: Path, name: str = "hooked") -> Hooked:
+    def start(
+        cls, directory: Path, name: str = "hooked", *, process_type: type[ManagedProcess] = ManagedProcess
+    ) -> Hooked:
         events_file = directory / f"{name}.events.jsonl"
         spec = ServerSpec(
             name=name,
@@ -46,7 +48,7 @@ class Hooked:
             ready_timeout_s=30.0,
             cwd=REPO,
         )
-        process = ManagedProcess(spec, directory / "logs")
+        process = process_type(spec, directory / "logs")
         fault_layer = ManagedProcess(fault_layer_spec(events_file, name=f"{name}-layer"), directory / "logs")
         process.start()
         try:

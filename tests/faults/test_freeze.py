@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
+from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.faults.freeze import Freeze
+from pytest_rollout_chaos.servers.process import ManagedProcess
 from pytest_rollout_chaos.servers.procfs import process_state
 from tests.faults._applied import applied
 from tests.faults._hooked import Hooked
@@ -25,3 +28,26 @@ async def test_frozen_server_accepts_but_never_answers_until_healed(own_hooked: 
     assert process_state(pid) in {"S", "R"}
     assert (await own_hooked.post("/run", {}))[0] == 200
     assert own_hooked.process.pid == pid, "freeze never restarts"
+
+
+class ElsewhereProcess(ManagedProcess):
+    """A server as a Ray host on a node of another machine reports it: not reachable through /proc."""
+
+    @property
+    def here(self) -> bool:
+        return False
+
+    def node(self) -> str:
+        return "node 1 (ray node 0123abcd)"
+
+
+@pytest.mark.asyncio
+async def test_a_server_on_another_machine_is_refused_and_left_running(tmp_path: Path) -> None:
+    elsewhere = Hooked.start(tmp_path, process_type=ElsewhereProcess)
+    try:
+        ctx, _ = elsewhere.context()
+        with pytest.raises(FaultError, match=r"runs on node 1 \(ray node 0123abcd\), on another machine"):
+            await Freeze(target="hooked").inject(ctx)
+        assert process_state(elsewhere.process.pid) in {"S", "R"}
+    finally:
+        elsewhere.stop()

@@ -14,6 +14,7 @@ import pytest
 from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.injector import FaultInjector
+from pytest_rollout_chaos.servers.procfs import group_pids, listening
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 
@@ -46,6 +47,12 @@ def answers(process: RayHostedProcess) -> bool:
         return bool(response.status == 200)
 
 
+def port_of(process: RayHostedProcess) -> int:
+    address = process.address()
+    assert address is not None, f"{process.name} has no address"
+    return address[1]
+
+
 def alive_nodes() -> dict[str, bool]:
     return {str(node["NodeID"]): bool(node["Alive"]) for node in ray.nodes()}
 
@@ -62,6 +69,18 @@ async def test_each_server_runs_in_an_actor_on_its_planned_node(on_ray: ChaosSta
     nodes = {process.node() for process in placed.values()}
     assert len(nodes) >= 2, nodes
     assert on_ray.placement()["calculator_agent"] == placed["calculator_agent"].node()
+
+
+async def test_each_server_listens_on_its_nodes_loopback_address_and_nowhere_else(on_ray: ChaosStack) -> None:
+    placed = {name: hosted(on_ray, name) for name in ("policy", "model", *on_ray.agent_names)}
+    nodes: dict[int, str] = {}
+    for name, process in placed.items():
+        address = process.slot.address
+        assert address == f"127.0.0.{process.slot.index + 2}", f"{name} on {address}"
+        nodes[process.slot.index] = address
+        found = {where for pid in group_pids(process.pid) for where in listening(pid)}
+        assert found == {(address, port_of(process))}, f"{name} listens on {found}, not only {address}"
+    assert len(set(nodes.values())) == len(nodes) >= 2, nodes
 
 
 async def test_actor_kill_takes_the_server_and_heal_starts_a_new_actor(
@@ -123,6 +142,9 @@ async def test_node_down_loses_every_server_of_the_node_and_heal_replaces_the_no
     for name in on_node:
         assert hosted(on_ray, name).is_running(), name
         assert answers(hosted(on_ray, name)), name
+        back = hosted(on_ray, name)
+        assert {w for pid in group_pids(back.pid) for w in listening(pid)} == {back.address()}, name
+    assert agent.address() == (agent.slot.address, port_of(agent))  # its node's address again
     assert agent.node() == f"node {agent.slot.index} (ray node {replacement[:8]})"
 
 

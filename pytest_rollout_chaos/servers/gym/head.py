@@ -143,10 +143,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--config-file {str(args.config_file)!r} must hold a JSON object")
     app = build_app(config)
 
-    async def record_own_port(port: int) -> None:
-        config["head_server"] = {"host": "127.0.0.1", "port": port}
+    async def record_own_address(host: str, port: int) -> None:
+        config["head_server"] = {"host": host, "port": port}
 
-    serve.serve(app, port=args.port, on_started=record_own_port)
+    serve.serve(app, port=args.port, on_started=record_own_address)
 
 
 if __name__ == "__main__":

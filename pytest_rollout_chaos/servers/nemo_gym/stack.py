@@ -176,7 +176,7 @@ def start_nemo_gym_stack(
 
     # Ports are reserved just before each phase, so proxies (OS-chosen ports) cannot take them.
     processes: dict[str, ManagedProcess] = {}
-    _reserve(ports, real, [model_inst, resources_inst])
+    _reserve(ports, real, [model_inst, resources_inst], start)
     processes.update(
         _start_all(
             start,
@@ -188,7 +188,7 @@ def start_nemo_gym_stack(
         RESOURCES_NAME: link(AGENT_TO_RESOURCES, real[RESOURCES_NAME]),
     }
     # A relay reaches its agent directly: the collector->agent link is in front of the relay.
-    _reserve(ports, real, [*agent_insts, *relay_insts])
+    _reserve(ports, real, [*agent_insts, *relay_insts], start)
     agent_addresses = {**peers, **{agent.name: real[agent.name] for agent in agent_insts}}
     processes.update(
         _start_all(
@@ -222,11 +222,21 @@ def start_nemo_gym_stack(
     )
 
 
-def _reserve(ports: dict[str, int], real: dict[str, str], instances: Sequence[gym_config.Instance]) -> None:
-    """Reserve distinct free loopback ports for ``instances``."""
+def _reserve(
+    ports: dict[str, int], real: dict[str, str], instances: Sequence[gym_config.Instance], start: StartServer
+) -> None:
+    """Reserve distinct free ports for ``instances``, each at the address it will listen on."""
     for instance, port in zip(instances, free_ports(len(instances)), strict=True):
         ports[instance.name] = port
-        real[instance.name] = f"http://127.0.0.1:{port}"
+        real[instance.name] = f"http://{_host_of(start, instance.name)}:{port}"
+
+
+def _host_of(start: StartServer, name: str) -> str:
+    """Where ``start`` runs server ``name``: its node's address when it places servers on the nodes
+    of a Ray cluster (``HostedStart.host_for``), loopback otherwise. A NeMo Gym server binds the
+    host its config gives it, so the config must name that address before the server starts."""
+    host_for = getattr(start, "host_for", None)
+    return str(host_for(name)) if callable(host_for) else "127.0.0.1"
 
 
 def _start_all(start: StartServer, specs: Sequence[ServerSpec]) -> dict[str, ManagedProcess]:
