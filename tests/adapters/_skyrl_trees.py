@@ -15,9 +15,10 @@ fidelity test runs it to show the gate would catch such an adapter.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -52,6 +53,22 @@ def unpack(name: str, into: Path) -> Path:
             f"typing.TypedDict before it); this is {sys.version_info.major}.{sys.version_info.minor}"
         )
     return pinned_tree(name, into, needs=SKYRL_DEPENDENCIES, holds="skyrl/__init__.py")
+
+
+@contextlib.contextmanager
+def importable(tree: Path) -> Iterator[None]:
+    """``skyrl`` and ``skyrl_gym`` imported from ``tree`` inside the block (any ``skyrl`` module
+    imported before is dropped first, so each tree's own code is the one read)."""
+    entries = [str(tree / "skyrl-gym"), str(tree)]
+    for entry in entries:
+        sys.path.insert(0, entry)
+    for name in [name for name in sys.modules if name.split(".")[0] in ("skyrl", "skyrl_gym")]:
+        del sys.modules[name]
+    try:
+        yield
+    finally:
+        for entry in entries:
+            sys.path.remove(entry)
 
 
 class SwallowingSkyRLCollector(skyrl.SkyRLCollector):

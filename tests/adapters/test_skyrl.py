@@ -15,14 +15,16 @@ the reason, where this interpreter cannot run SkyRL (Python 3.12 and its depende
 
 from __future__ import annotations
 
+import importlib
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import skyrl
+from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_env
 from pytest_rollout_chaos.engine.reach import unreachable
 from pytest_rollout_chaos.scenario.model import load_scenario
 from tests.adapters import _skyrl_trees as trees
@@ -111,7 +113,74 @@ def test_rows_become_skyrl_prompts_and_sessions() -> None:
     ]
     with pytest.raises(ValueError, match=r"row 4 has no responses_create_params.input"):
         skyrl.messages_of({"_rowidx": 4})
-    assert skyrl.session_id(12) == "12_0"
+    assert skyrl.session_id("12", 0) == "12_0"
+
+
+# -- GRPO groups: one SkyRL prompt per group, each of SkyRL's copies seeded from its own row ----------
+def grouped_rows(size: int = 4, prompts: int = 2) -> list[dict[str, Any]]:
+    """``prompts`` prompts, each ``size`` consecutive rows equal but for ``_rowidx``."""
+    return [
+        {"responses_create_params": {"input": f"question {p}"}, "task": "echo", "_rowidx": p * size + k}
+        for p in range(prompts)
+        for k in range(size)
+    ]
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """The two fields of SkyRL's ``TrajectoryID`` the hook reads."""
+
+    instance_id: str
+    repetition_id: int
+
+
+def test_a_group_is_one_prompt_whose_extras_carry_every_row() -> None:
+    prompts = skyrl.prompts_of(grouped_rows(), 4, {"shared": 1})
+    assert [prompt["uid"] for prompt in prompts] == ["0", "4"]
+    assert [row["_rowidx"] for row in prompts[1]["env_extras"][skyrl_env.ROWS]] == [4, 5, 6, 7]
+    assert prompts[1]["prompt"] == [{"role": "user", "content": "question 1"}]
+    assert prompts[1]["env_extras"]["shared"] == 1
+    one_each = skyrl.prompts_of(grouped_rows(), 1, {})
+    assert [prompt["uid"] for prompt in one_each] == [str(i) for i in range(8)]
+
+
+def test_each_sample_gets_the_row_of_its_repetition_and_its_trajectorys_session() -> None:
+    [_, second] = skyrl.prompts_of(grouped_rows(), 4, {})
+    own = skyrl.sample_extras(dict(second["env_extras"]), Trajectory("4", 2))
+    assert own[skyrl_env.ROW]["_rowidx"] == 6
+    assert own[skyrl_env.SESSION_ID] == "4_2"
+    with pytest.raises(ValueError, match=r"repetition_id outside the group of 4 rows"):
+        skyrl.sample_extras(dict(second["env_extras"]), Trajectory("4", 4))
+    with pytest.raises(ValueError, match=r"no trajectory_id for a prompt of 4 rows"):
+        skyrl.sample_extras(dict(second["env_extras"]), None)
+
+
+@pytest.fixture(params=[trees.BASE, trees.HEAD])
+def skyrl_tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One pinned tree's ``skyrl`` imported (by name), without the stack."""
+    with trees.importable(trees.unpack(request.param, tmp_path_factory.mktemp("skyrl"))):
+        yield request.param
+
+
+def test_skyrls_own_repetition_reaches_each_sample_its_own_row(skyrl_tree: str) -> None:
+    """SkyRL's ``prepare_generator_input`` copies one prompt's extras per sample; the generator's
+    ``_setup_env_extras`` (called by ``agent_loop`` with the sample's ``TrajectoryID``) then holds
+    the sample's own row, in row order, and the session id ``agent_loop`` gives the trajectory."""
+    utils: Any = importlib.import_module(skyrl.GENERATOR_UTILS_MODULE)
+    base: Any = importlib.import_module(skyrl.GENERATOR_MODULE).SkyRLGymGenerator
+    assert hasattr(base, skyrl.HOOK), f"{skyrl_tree} has no {skyrl.HOOK}"
+    batch, uids = utils.prepare_generator_input(
+        skyrl.prompts_of(grouped_rows(), 4, {}), 4, {}, None, "train", 0
+    )
+    assert uids == ["0"] * 4 + ["4"] * 4
+    generator_class = skyrl.generator_class(base)
+    generator = object.__new__(generator_class)  # the hook reads nothing of the instance
+    seen = []
+    for extras, trajectory in zip(batch["env_extras"], batch["trajectory_ids"], strict=True):
+        own = generator._setup_env_extras(skyrl_env.ENV_ID, extras, None, trajectory)
+        assert own[skyrl_env.SESSION_ID] == f"{trajectory.instance_id}_{trajectory.repetition_id}"
+        seen.append(own[skyrl_env.ROW]["_rowidx"])
+    assert seen == list(range(8))
 
 
 @pytest.mark.parametrize(
@@ -219,14 +288,3 @@ def test_the_flag_on_a_tree_without_it_is_a_usage_error_naming_the_pr(
     )
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*generator.skip_failed_rollouts*PR #1986*--target skyrl*"])
-
-
-@pytest.mark.asyncio
-async def test_a_workload_of_grpo_groups_skips_saying_why() -> None:
-    """Before anything of SkyRL runs: the adapter lays out one prompt per row only."""
-    grouped = [{"q": q, "_rowidx": i} for i, q in enumerate("aaaabbbb")]
-    collector = object.__new__(skyrl.SkyRLCollector)  # the check needs nothing the factory builds
-    with pytest.raises(
-        pytest.skip.Exception, match=r"groups of 4 generations per prompt: .*n_samples_per_prompt"
-    ):
-        await collector.collect(grouped, mode="train")

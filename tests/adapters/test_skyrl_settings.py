@@ -8,7 +8,7 @@ default unless the variant's name or the scenario asks.
 
 from __future__ import annotations
 
-import sys
+import importlib
 from typing import Any
 
 import pytest
@@ -16,7 +16,7 @@ import pytest
 from pytest_rollout_chaos.collector.adapters import skyrl
 from pytest_rollout_chaos.errors import CollectorTargetError
 from tests.adapters._settings_context import settings_context
-from tests.adapters._skyrl_trees import BASE, HEAD, unpack
+from tests.adapters._skyrl_trees import BASE, HEAD, importable, unpack
 
 # What the run fixes where SkyRL has a default of its own: the workload's shape and the stack.
 RUN_DEPARTURES = {
@@ -31,18 +31,8 @@ RUN_DEPARTURES = {
 
 @pytest.fixture(params=[BASE, HEAD])
 def config_class(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    tree = unpack(request.param, tmp_path_factory.mktemp("skyrl"))
-    for entry in (str(tree / "skyrl-gym"), str(tree)):
-        sys.path.insert(0, entry)
-    for name in [name for name in sys.modules if name == "skyrl" or name.startswith("skyrl.")]:
-        del sys.modules[name]
-    import importlib
-
-    try:
+    with importable(unpack(request.param, tmp_path_factory.mktemp("skyrl"))):
         yield importlib.import_module(skyrl.CONFIG_MODULE).SkyRLTrainConfig
-    finally:
-        for entry in (str(tree / "skyrl-gym"), str(tree)):
-            sys.path.remove(entry)
 
 
 def value_at(config: Any, key: str) -> Any:
@@ -74,4 +64,17 @@ def test_a_field_the_adapter_does_not_set_is_an_error() -> None:
     with pytest.raises(CollectorTargetError, match=r"no setting skyrl\.generator\.batched"):
         skyrl.settings(
             settings_context(**{"skyrl.generator.batched": True}), policy_root="http://x", model_dir="/m"
+        )
+
+
+def test_the_group_size_is_the_workloads_and_no_scenario_key() -> None:
+    taken = skyrl.settings(settings_context(), policy_root="http://x", model_dir="/m", n_samples_per_prompt=4)
+    [size] = [item for item in taken.items if item.key == skyrl.GROUP_SIZE]
+    assert (size.value, size.source) == (4, "run")
+    assert "generations_per_prompt" in size.where
+    with pytest.raises(CollectorTargetError, match=r"no setting skyrl\.generator\.n_samples_per_prompt"):
+        skyrl.settings(
+            settings_context(**{"skyrl.generator.n_samples_per_prompt": 2}),
+            policy_root="http://x",
+            model_dir="/m",
         )

@@ -32,12 +32,18 @@ def run_catalog(
     scenarios: list[str] | None = None,
     stack_args: Sequence[str] = (),
     timeout_s: float = 900,
+    files: Sequence[Path] = (),
 ) -> dict[str, ScenarioVerdicts]:
-    """Run ``scenarios`` (file stems; all when None) against ``target`` on the stack ``stack_args``
-    choose (``--rollout-chaos-backend=...`` and the like); verdicts by scenario name."""
+    """Run ``scenarios`` (file stems; all when None and no ``files``) and the scenario ``files``
+    (written by a test, anywhere; read with this repository's pytest settings) against ``target``
+    on the stack ``stack_args`` choose (``--rollout-chaos-backend=...`` and the like); verdicts by
+    scenario name."""
     paths = (
-        [str(CATALOG)] if scenarios is None else [str(CATALOG / f"{name}.chaos.yaml") for name in scenarios]
+        ([] if files else [str(CATALOG)])
+        if scenarios is None
+        else [str(CATALOG / f"{name}.chaos.yaml") for name in scenarios]
     )
+    paths += [str(path) for path in files]
     junit = tmp_path / f"junit-{target.replace(':', '_').replace('/', '_')}.xml"
     command = [
         sys.executable,
@@ -52,6 +58,7 @@ def run_catalog(
         f"--basetemp={tmp_path / 'inner'}",
         "-o",
         "asyncio_default_fixture_loop_scope=function",
+        *(["-c", str(REPO / "pyproject.toml")] if files else []),
         *stack_args,
         *paths,
     ]

@@ -11,7 +11,9 @@ is called token in, token out through SkyRL's HTTP ``RemoteInferenceClient`` (it
 are SkyRL's bookkeeping. The tokenizer is loaded with SkyRL's ``get_tokenizer`` from the policy's
 model directory. What SkyRL raises, the collector raises, unchanged.
 
-**Stand-ins.** The client is built as SkyRL's ``build_new_inference_client`` builds it for an
+**Stood in** (``STOOD_IN``, recorded with each call). The trainer's dataloader: the adapter
+builds SkyRL's prompts from the rows (``prompt``, ``env_class``, ``env_extras``, ``uid``). The
+client is built as SkyRL's ``build_new_inference_client`` builds it for an
 external proxy (``generator.inference_engine.external_proxy_url``: the same URL for data and
 control plane), pointed at the policy through the ``collector->policy`` link, so the fault
 layer sits in front of every model call; that function itself is not called, because its
@@ -19,18 +21,30 @@ module imports ``vllm_router`` at the top. The rows' environment is ``skyrl_env`
 ``skyrl_gym`` environment registered with ``skyrl_gym.register``): SkyRL has no NeMo Gym
 environment, so it seeds a session, runs tool calls and verifies on the stack's resources server
 through the ``collector->resources`` link. The rows' tool lists are not rendered: SkyRL's
-generator templates the messages alone.
+generator templates the messages alone. One generator hook, for groups (below).
 
 **Settings.** Upstream's defaults (``SkyRLTrainConfig()``), except what the scenario's run sets
 for every collector: ``generator.max_turns`` (``ctx.settings.max_turns``),
 ``sampling_params.max_generate_length`` (``max_new_tokens``; SkyRL's 1024 exceeds the tiny
-model's context) and ``temperature``; ``n_samples_per_prompt`` is 1: one prompt per row, ``uid`` =
-``_rowidx``. A workload of GRPO groups (``generations_per_prompt`` above 1) skips, saying so: SkyRL
-would make the group itself from one prompt, and the environment here seeds each session from
-its row, which a copied prompt lacks.
+model's context) and ``temperature``; ``n_samples_per_prompt`` is the workload's group size
+(``generations_per_prompt``, 1 by default, where SkyRL's own default is 5), not a
+``trainer_config`` key.
 ``generator.skip_failed_rollouts`` (SkyRL PR #1986) stays at its default, off;
 ``--rollout-chaos-target=skyrl_skip_failed_rollouts`` turns it on, and on a tree without the
 setting that target is a usage error, as SkyRL's structured config rejects an unknown key.
+
+**Groups.** The workload lays each prompt's group out as ``n`` consecutive rows, equal but for
+``_rowidx``. SkyRL gets one prompt per group (``uid`` = the group's first ``_rowidx``) and makes
+the group itself: ``prepare_generator_input`` repeats the prompt ``n_samples_per_prompt`` times,
+deep-copying its ``env_extras``, and gives each copy a ``TrajectoryID`` (the ``uid``, repetition
+0..n-1); ``generate`` hands each ``agent_loop`` its own, in the same order as the rows. The
+environment seeds its session from its row (``_rowidx``), which one prompt's extras cannot give
+every sample, so the prompt's extras carry the whole group's rows and the generator is SkyRL's
+``SkyRLGymGenerator`` with one hook filled in: ``_setup_env_extras`` (SkyRL's subclass hook,
+a no-op upstream, called with the sample's ``TrajectoryID`` just before ``skyrl_gym.make``)
+picks row ``repetition_id`` of the group and the session id ``agent_loop`` uses. On a tree
+without the hook a workload of groups skips, saying so. The rows of a group differ only in
+``_rowidx``, so the samples' environments behave alike; only the servers' records tell them apart.
 
 **Reading ``GeneratorOutput`` back** (one Rollout per row, in row order): ``stop_reasons``
 ``stop`` is completed, ``length`` truncated, ``rollout_error`` (PR #1986's placeholder) aborted
@@ -87,11 +101,25 @@ GENERATOR_UTILS_MODULE: Final = "skyrl.train.generators.utils"
 CONFIG_MODULE: Final = "skyrl.train.config"
 SKIP_FAILED: Final = "skip_failed_rollouts"
 PLACEHOLDER_STOP_REASON: Final = "rollout_error"
+GROUP_SIZE: Final = "generator.n_samples_per_prompt"
+HOOK: Final = "_setup_env_extras"
 GROUPS_SKIP: Final = (
-    "groups of {size} generations per prompt: the skyrl adapter does not lay them out as SkyRL's "
-    "generator.n_samples_per_prompt yet (SkyRL deep-copies one prompt's env_extras per sample, and "
-    "the environment would need each sample's own row to seed its session); one row per prompt only"
+    "groups of {size} generations per prompt: this SkyRL tree's SkyRLGymGenerator has no "
+    f"{HOOK} hook, through which each of SkyRL's copies of a prompt gets its own row of the "
+    "group (its TrajectoryID's repetition_id) to seed its environment's session; one row per "
+    "prompt only on this tree"
 )
+STOOD_IN: Final = (
+    "the trainer's dataloader: one SkyRL prompt per group of rows (prompt, env_class, env_extras, "
+    "uid), built by the adapter",
+    "build_new_inference_client: the RemoteInferenceClient built as it builds it for an external "
+    "proxy (its module imports vllm_router)",
+    "the environment: skyrl_env's NeMo Gym row over the stack's resources server (SkyRL has no "
+    "NeMo Gym environment)",
+    f"SkyRLGymGenerator.{HOOK} (a no-op upstream, for subclasses): each sample's extras get row "
+    "repetition_id of its prompt's group and agent_loop's session id",
+)
+"""What of the trainer's path to ``generate`` is stood in; every other line is SkyRL's."""
 SOURCE: Final = "collector"
 _FAILED_ROLLOUT = re.compile(r"^Rollout (\d+) failed with (.*?)\. Substituting a placeholder", re.DOTALL)
 _STATUS: Final[dict[str, RolloutStatus]] = {"stop": "completed", "length": "truncated"}
@@ -178,23 +206,28 @@ class SkyRLCollector:
         skyrl_env.env_class()
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
-        size = group_size(rows, setting="generator.n_samples_per_prompt")
-        if size > 1:
+        size = group_size(rows, setting=GROUP_SIZE)
+        generator_module: Any = importlib.import_module(GENERATOR_MODULE)
+        if size > 1 and not hasattr(generator_module.SkyRLGymGenerator, HOOK):
             pytest.skip(GROUPS_SKIP.format(size=size))
         history = self.ctx.history
-        call = {"rows": len(rows), "mode": mode, SKIP_FAILED: self.skip_failed_rollouts}
+        call = {
+            "rows": len(rows),
+            "mode": mode,
+            SKIP_FAILED: self.skip_failed_rollouts,
+            "stood_in": list(STOOD_IN),
+        }
         history.append(SOURCE, "invoke", "generate", call)
-        generator_module: Any = importlib.import_module(GENERATOR_MODULE)
-        config = self.config()
+        config = self.config(n_samples_per_prompt=size)
         client = self.client(config)
-        generator = generator_module.SkyRLGymGenerator(
+        generator = generator_class(generator_module.SkyRLGymGenerator)(
             generator_cfg=config.generator,
             skyrl_gym_cfg=config.environment.skyrl_gym,
             inference_engine_client=client,
             tokenizer=self.tokenizer,
             policy_model_name=importlib.import_module(SERVER_UTILS_MODULE).resolve_policy_model_name(config),
         )
-        batch = self.generator_input(rows, config)
+        batch = self.generator_input(rows, config, size)
         failures = LoggedFailures()
         try:
             with failures.listening():
@@ -215,10 +248,15 @@ class SkyRLCollector:
         """What the trainer's step does with the batch: ``generator.generate(batch)``."""
         return await generator.generate(batch)
 
-    def config(self) -> Any:
+    def config(self, *, n_samples_per_prompt: int = 1) -> Any:
         """``SkyRLTrainConfig()`` (SkyRL's defaults) with what ``settings`` gives it."""
         config: Any = importlib.import_module(CONFIG_MODULE).SkyRLTrainConfig()
-        taken = settings(self.ctx, policy_root=self.policy_root, model_dir=str(self.model_dir))
+        taken = settings(
+            self.ctx,
+            policy_root=self.policy_root,
+            model_dir=str(self.model_dir),
+            n_samples_per_prompt=n_samples_per_prompt,
+        )
         if self.skip_failed_rollouts:
             taken.variant(f"generator.{SKIP_FAILED}", True, "the skyrl_skip_failed_rollouts target")
         for item in taken.items:
@@ -249,8 +287,9 @@ class SkyRLCollector:
             tokenizer=self.tokenizer,
         )
 
-    def generator_input(self, rows: Sequence[Row], config: Any) -> Any:
-        """``prepare_generator_input`` over one SkyRL prompt per row, as the trainer's step builds it."""
+    def generator_input(self, rows: Sequence[Row], config: Any, size: int = 1) -> Any:
+        """``prepare_generator_input`` over one SkyRL prompt per group of ``size`` rows (module
+        docstring: groups), as the trainer's step builds it."""
         utils: Any = importlib.import_module(GENERATOR_UTILS_MODULE)
         engine_utils: Any = importlib.import_module(ENGINE_UTILS_MODULE)
         extras: dict[str, Any] = {
@@ -258,31 +297,94 @@ class SkyRLCollector:
             skyrl_env.TIMEOUT_S: self.ctx.settings.request_timeout_s,
             skyrl_env.EOS_TEXT: self.tokenizer.eos_token,
         }
-        prompts: list[dict[str, Any]] = [
-            {
-                "prompt": messages_of(row),
-                "env_class": skyrl_env.ENV_ID,
-                "env_extras": {
-                    **extras,
-                    skyrl_env.ROW: dict(row),
-                    skyrl_env.SESSION_ID: session_id(row_index(row, position)),
-                },
-                "uid": str(row_index(row, position)),
-            }
-            for position, row in enumerate(rows)
-        ]
         sampling = engine_utils.get_sampling_params_for_backend(
             config.generator.inference_engine.backend, config.generator.sampling_params
         )
         batch, _ = utils.prepare_generator_input(
-            prompts, 1, sampling, config.environment.env_class, "train", 0
+            prompts_of(rows, size, extras),
+            config.generator.n_samples_per_prompt,
+            sampling,
+            config.environment.env_class,
+            "train",
+            0,
         )
         return batch
 
 
+def prompts_of(rows: Sequence[Row], size: int, extras: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One SkyRL prompt per group of ``size`` consecutive rows: the group's first row's messages,
+    ``uid`` its ``_rowidx``, and ``extras`` with the group's rows in order (``skyrl_env.ROWS``);
+    the row and session of repetition 0 are set too, what a generator without the hook uses."""
+    prompts: list[dict[str, Any]] = []
+    for start in range(0, len(rows), size):
+        group = [dict(row) for row in rows[start : start + size]]
+        uid = str(row_index(rows[start], start))
+        prompts.append(
+            {
+                "prompt": messages_of(group[0]),
+                "env_class": skyrl_env.ENV_ID,
+                "env_extras": {
+                    **extras,
+                    skyrl_env.ROWS: group,
+                    skyrl_env.ROW: group[0],
+                    skyrl_env.SESSION_ID: session_id(uid, 0),
+                },
+                "uid": uid,
+            }
+        )
+    return prompts
+
+
+_GENERATORS: dict[type, type] = {}
+
+
+def generator_class(base: type) -> type:
+    """SkyRL's ``SkyRLGymGenerator`` (``base``) with its ``_setup_env_extras`` hook filled in: each
+    sample's extras get its own row of the group and ``agent_loop``'s session id (STOOD_IN)."""
+    if not hasattr(base, HOOK):
+        return base
+    made = _GENERATORS.get(base)
+    if made is None:
+
+        def _setup_env_extras(
+            self: Any, env_class: str, env_extras: dict[str, Any], sampling_params: Any, trajectory_id: Any
+        ) -> dict[str, Any]:
+            given = getattr(base, HOOK)(self, env_class, env_extras, sampling_params, trajectory_id)
+            return sample_extras(given, trajectory_id)
+
+        made = type(
+            "RolloutChaosSkyRLGymGenerator", (base,), {HOOK: _setup_env_extras, "__module__": __name__}
+        )
+        _GENERATORS[base] = made
+    return made
+
+
+def sample_extras(extras: dict[str, Any], trajectory_id: Any) -> dict[str, Any]:
+    """One sample's extras: row ``trajectory_id.repetition_id`` of its prompt's group
+    (``skyrl_env.ROWS``) and the session id SkyRL's ``agent_loop`` gives that trajectory."""
+    rows = extras.get(skyrl_env.ROWS)
+    if rows is None:
+        return extras
+    if trajectory_id is None:
+        raise ValueError(
+            f"SkyRL handed {HOOK} no trajectory_id for a prompt of {len(rows)} rows; the adapter "
+            "needs its repetition_id to give the sample its own row (prepare_generator_input sets it)"
+        )
+    repetition = int(trajectory_id.repetition_id)
+    if not 0 <= repetition < len(rows):
+        raise ValueError(
+            f"trajectory {trajectory_id.instance_id}_{repetition}: repetition_id outside the group of "
+            f"{len(rows)} rows (generator.n_samples_per_prompt differs from the workload's group size)"
+        )
+    return {
+        **extras,
+        skyrl_env.ROW: rows[repetition],
+        skyrl_env.SESSION_ID: session_id(str(trajectory_id.instance_id), repetition),
+    }
+
+
 KNOWN: Final = (
     "generator.max_turns",
-    "generator.n_samples_per_prompt",
     "generator.sampling_params.max_generate_length",
     "generator.sampling_params.temperature",
     "generator.inference_engine.external_proxy_url",
@@ -290,18 +392,22 @@ KNOWN: Final = (
     "trainer.policy.model.path",
     f"generator.{SKIP_FAILED}",
 )
-"""The ``SkyRLTrainConfig`` keys the adapter sets: what ``trainer_config`` may set (``skyrl.<key>``)."""
+"""The ``SkyRLTrainConfig`` keys the adapter sets: what ``trainer_config`` may set (``skyrl.<key>``).
+Not ``generator.n_samples_per_prompt``: the workload's ``generations_per_prompt`` sets it."""
 
 
-def settings(ctx: CollectorContext, *, policy_root: str, model_dir: str) -> TrainerSettings:
+def settings(
+    ctx: CollectorContext, *, policy_root: str, model_dir: str, n_samples_per_prompt: int = 1
+) -> TrainerSettings:
     """What the adapter sets on ``SkyRLTrainConfig()``: only what the run fixes (the policy, the
-    model, the harness's limits); every other field stays SkyRL's default, and so does
-    ``generator.skip_failed_rollouts`` unless the scenario or the variant's name asks."""
+    model, the harness's limits, the workload's group size); every other field stays SkyRL's
+    default, and so does ``generator.skip_failed_rollouts`` unless the scenario or the variant's
+    name asks."""
     taken = TrainerSettings("skyrl", ctx.settings.trainer_config, KNOWN)
     taken.check()
     run = ctx.settings
     taken.run("generator.max_turns", run.max_turns, "the harness's turn limit")
-    taken.run("generator.n_samples_per_prompt", 1, "each row is one sample: the workload lays out the groups")
+    taken.run(GROUP_SIZE, n_samples_per_prompt, "the workload's generations_per_prompt (GRPO group size)")
     taken.run(
         "generator.sampling_params.max_generate_length", run.max_new_tokens, "the harness's token limit"
     )
@@ -327,10 +433,10 @@ factory = SkyRLCollector
 skip early."""
 
 
-def session_id(index: int) -> str:
-    """The ``session_id`` SkyRL's ``agent_loop`` gives row ``index``'s trajectory: its
-    ``TrajectoryID`` (``uid`` = ``_rowidx``, the one repetition 0) as ``instance_id_repetition_id``."""
-    return f"{index}_0"
+def session_id(uid: str, repetition: int) -> str:
+    """The ``session_id`` SkyRL's ``agent_loop`` gives a trajectory: its ``TrajectoryID``
+    (the prompt's ``uid``, the sample's ``repetition_id``) as ``instance_id_repetition_id``."""
+    return f"{uid}_{repetition}"
 
 
 def messages_of(row: Row) -> list[dict[str, Any]]:

@@ -16,6 +16,8 @@ Every call carries the trajectory's ``X-Session-ID``, the header SkyRL's inferen
 each model call of that trajectory (``agent_loop``'s ``session_id``), beside the row's
 ``_rowidx`` in ``/seed_session``: the fault layer learns from it which row SkyRL's token-id model
 calls belong to. SkyRL's own environments send no such header; nothing in SkyRL reads it here.
+In a GRPO group every sample is a copy of one prompt's extras; the adapter's generator hook sets
+each copy's ``row`` and ``session_id`` (its own ``_rowidx``, its trajectory's id) before ``init``.
 
 SkyRL runs ``init``, ``step`` and ``close`` in its environment thread pool
 (``environment.skyrl_gym.max_env_workers``), so the calls are synchronous, each with the
@@ -38,6 +40,7 @@ from pytest_rollout_chaos.servers.gym import tasks
 
 ENV_ID: Final = "rollout_chaos_gym_row"
 ROW: Final = "row"
+ROWS: Final = "group_rows"  # the prompt's group; the adapter's generator hook picks ROW from it
 RESOURCES_URL: Final = "resources_url"
 TIMEOUT_S: Final = "request_timeout_s"
 EOS_TEXT: Final = "eos_text"
