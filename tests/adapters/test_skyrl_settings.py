@@ -2,8 +2,8 @@
 
 Every field it sets is a field of SkyRL's config (on both pinned trees); the ones whose value
 differs from SkyRL's own default are exactly the run's (the policy, its model, the harness's
-turn and token limits, one sample per row), and ``generator.skip_failed_rollouts`` keeps SkyRL's
-default unless the variant's name or the scenario asks.
+turn and token limits, the workload's group size), and ``generator.skip_failed_rollouts`` keeps
+SkyRL's default unless the variant's name or the scenario asks.
 """
 
 from __future__ import annotations

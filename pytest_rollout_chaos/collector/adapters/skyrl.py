@@ -13,11 +13,11 @@ model directory. What SkyRL raises, the collector raises, unchanged.
 
 **Stood in** (``STOOD_IN``, recorded with each call). The trainer's dataloader: the adapter
 builds SkyRL's prompts from the rows (``prompt``, ``env_class``, ``env_extras``, ``uid``). The
-client is built as SkyRL's ``build_new_inference_client`` builds it for an
-external proxy (``generator.inference_engine.external_proxy_url``: the same URL for data and
-control plane), pointed at the policy through the ``collector->policy`` link, so the fault
-layer sits in front of every model call; that function itself is not called, because its
-module imports ``vllm_router`` at the top. The rows' environment is ``skyrl_env`` (a
+client is built as SkyRL's ``build_new_inference_client`` builds it for an external proxy
+(``generator.inference_engine.external_proxy_url``: the same URL for data and control plane),
+pointed at the policy through the ``collector->policy`` link, so the fault layer sits in front
+of every model call; that function itself is not called, because its module imports
+``vllm_router`` at the top. The rows' environment is ``skyrl_env`` (a
 ``skyrl_gym`` environment registered with ``skyrl_gym.register``): SkyRL has no NeMo Gym
 environment, so it seeds a session, runs tool calls and verifies on the stack's resources server
 through the ``collector->resources`` link. The rows' tool lists are not rendered: SkyRL's
