@@ -5,7 +5,10 @@ Each adapter lays the workload's groups out as its trainer does (NeMo RL: ``repe
 ``generate_and_rm_group`` per prompt of ``n_samples_per_prompt``). What each trainer then does is
 pinned here, with upstream's reason, as the verdicts that fail: no trainer hands a group with a
 placeholder on, so ``groups_intact`` holds wherever a train batch comes back, and what breaks is
-elsewhere. SkyRL's loop never reaches the NeMo Gym agents these faults act on, so they skip there.
+elsewhere. SkyRL's loop never reaches the NeMo Gym agents these faults act on, so they skip there
+by reach (not by the groups: the skyrl adapter lays them out as ``generator.n_samples_per_prompt``);
+``test_skyrl`` pins that skip and SkyRL's verdicts on twins of these scenarios aimed at its own
+requests (it runs on SkyRL's Python, in its own CI job).
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ fails by ``isolated_failures``; with the flag on it passes (``test_gates`` pins 
 both trees, the baseline passing on each). An
 adapter that swallowed SkyRL's exception would make the base tree pass too: the fidelity test
 shows that it does, so the gate is what catches such an adapter. With the flag on, a batch whose
-every rollout failed still raises: no batch of placeholders is handed on.
+every rollout failed still raises: no batch of placeholders is handed on. GRPO groups go
+through SkyRL's own ``n_samples_per_prompt``, each copy of a prompt seeded from its own row; the
+verdicts on groups are pinned over twins of the catalog's group scenarios (which skip by reach).
 
 The fast tests read hand-made ``GeneratorOutput``s with no SkyRL at all; the slow ones unpack the
 pinned trees (``_skyrl_trees``) and run child pytest sessions on the full stack, skipping, with
@@ -174,7 +176,7 @@ def test_skyrls_own_repetition_reaches_each_sample_its_own_row(skyrl_tree: str) 
     )
     assert uids == ["0"] * 4 + ["4"] * 4
     generator_class = skyrl.generator_class(base)
-    generator = object.__new__(generator_class)  # the hook reads nothing of the instance
+    generator: Any = object.__new__(generator_class)  # the hook reads nothing of the instance
     seen = []
     for extras, trajectory in zip(batch["env_extras"], batch["trajectory_ids"], strict=True):
         own = generator._setup_env_extras(skyrl_env.ENV_ID, extras, None, trajectory)
@@ -288,3 +290,108 @@ def test_the_flag_on_a_tree_without_it_is_a_usage_error_naming_the_pr(
     )
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*generator.skip_failed_rollouts*PR #1986*--target skyrl*"])
+
+
+# -- GRPO groups on the full stack: the catalog's group scenarios and their twins on SkyRL's requests ---
+GROUP_TWINS = {
+    "skyrl-group-verifier-exception": """
+        name: skyrl-group-verifier-exception
+        description: >
+          group-trajectory-exception where SkyRL's loop goes: two prompts, four generations each,
+          and the verifier raises for one member (HTTP 500 on its /verify).
+        tags: [semantic, isolation, groups]
+        upstream: ["NovaSky-AI/SkyRL#1986", "THUDM/slime#2078"]
+        workload:
+          rows_per_task: 1
+          generations_per_prompt: 4
+          tasks: [calculator, echo]
+        faults:
+          - kind: trajectory_exception
+            target: resources
+            route: /verify
+            row: 1
+            message: "reward function crashed on row 1"
+        expect:
+          invariants: [groups_intact, isolated_failures, accounted, root_cause_visible, bounded,
+                       ends_promptly, quiet_after_end]
+          within_s: 30
+    """,
+    "skyrl-group-nan-logprobs": """
+        name: skyrl-group-nan-logprobs
+        description: >
+          group-nan-logprobs where SkyRL's loop goes: two prompts, four generations each, and the
+          policy answers one member's token-in, token-out calls with NaN logprobs on every attempt.
+        tags: [semantic, logprobs, groups]
+        upstream: ["NVIDIA-NeMo/RL#1885", "THUDM/slime#2078"]
+        workload:
+          rows_per_task: 1
+          generations_per_prompt: 4
+          tasks: [calculator, echo]
+        faults:
+          - kind: nan_logprobs
+            target: policy
+            route: /inference/v1/generate
+            row: 5
+            every: 1
+            shape: "nan"
+        expect:
+          invariants: [groups_intact, finite_logprobs, isolated_failures, bounded, ends_promptly]
+          within_s: 10
+    """,
+}
+CATALOG_GROUPS = ["group-trajectory-exception", "group-nan-logprobs", "group-agent-killed"]
+
+# SkyRL's verdicts that fail on groups of 4, by target and tree, with upstream's reasons:
+# - skyrl-group-verifier-exception, flag off (PR #1986's base): SkyRLGymGenerator.generate gathers
+#   the agent loops with tqdm.gather, so the one raising /verify takes the step down (the siblings
+#   run on): isolated_failures and raise_has_cause, as on verifier-exception-isolated. No train
+#   batch, so groups_intact holds.
+# - skyrl-group-verifier-exception, flag on (PR #1986's head): _substitute_failed_rollouts puts a
+#   placeholder (reward 0, loss mask [0]) in the failed rollout's place, its uid kept, and the
+#   trainer computes GRPO advantages by uid (trainer.py, compute_advantages_and_returns, index=
+#   uids): the placeholder's reward enters its three siblings' baseline. groups_intact fails.
+# - skyrl-group-nan-logprobs, flag off: RemoteInferenceClient._post parses each answer with orjson,
+#   which rejects a NaN literal, and retries an unparsable answer 30 times a second apart
+#   (_DATA_PLANE_RETRIES): the step stalls past the 10 s deadline (bounded, ends_promptly); no NaN
+#   is ever handed on. Nothing returned or raised, so groups_intact is not judged.
+GROUP_RUNS = {
+    ("skyrl", trees.BASE): {
+        "skyrl-group-verifier-exception": ({"isolated_failures", "raise_has_cause"}, "PASS"),
+        "skyrl-group-nan-logprobs": ({"bounded", "ends_promptly"}, "NOT_JUDGED"),
+    },
+    ("skyrl_skip_failed_rollouts", trees.HEAD): {
+        "skyrl-group-verifier-exception": ({"groups_intact"}, "FAIL"),
+    },
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("target", "tree"), sorted(GROUP_RUNS))
+def test_skyrl_meets_groups_as_its_own_n_samples_per_prompt_does(
+    target: str, tree: str, tmp_path: Path, skyrl_trees: dict[str, Path]
+) -> None:
+    """SkyRL makes each group from one prompt; the verdicts are its code's (``GROUP_RUNS``). The
+    catalog's group scenarios aim at NeMo Gym agents SkyRL never calls: they skip by reach."""
+    expected = GROUP_RUNS[(target, tree)]
+    files = []
+    for name in expected:
+        files.append(tmp_path / f"{name}.chaos.yaml")
+        files[-1].write_text(textwrap.dedent(GROUP_TWINS[name]).lstrip())
+    (tmp_path / "runs").mkdir()
+    verdicts = run_catalog(
+        tmp_path / "runs",
+        target=target,
+        scenarios=CATALOG_GROUPS,
+        files=files,
+        stack_args=upstream(skyrl_trees[tree]),
+    )
+    for name in CATALOG_GROUPS:
+        skipped = verdicts[name].skipped
+        assert skipped is not None, verdicts[name].message
+        assert "cannot reach the collector under test: it acts on" in skipped, skipped
+    for name, (failing, groups) in expected.items():
+        result = verdicts[name]
+        assert result.skipped is None, result.skipped
+        failed = {invariant for invariant, status in result.invariants.items() if status == "FAIL"}
+        assert failed == failing, f"{target} on {tree}, {name}:\n{result.message}"
+        assert result.invariants["groups_intact"] == groups, result.message
