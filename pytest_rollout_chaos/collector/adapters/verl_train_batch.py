@@ -27,8 +27,6 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
-import numpy as np
-
 STOOD_IN: Final = (
     "RayPPOTrainer._balance_batch (the actor's data-parallel ranks): one rank, the row order kept",
     "RayPPOTrainer._compute_old_log_prob (the actor workers): old_log_probs are the batch's "
@@ -52,6 +50,7 @@ class Step:
 def before_generation(prompts: Any, *, n: int, global_steps: int) -> Step:
     """``fit``'s lines before ``generate_sequences``: the uid, ``_get_gen_batch``, the repeat."""
     trainer = importlib.import_module(TRAINER_MODULE)
+    np: Any = importlib.import_module("numpy")  # verl's own dependency, not the plugin's
     batch = prompts
     batch.non_tensor_batch["uid"] = np.array(
         [str(uuid.uuid4()) for _ in range(len(batch.batch))], dtype=object
@@ -65,6 +64,7 @@ def train_batch(step: Step, output: Any, algorithm: dict[str, Any], *, n: int) -
     """``fit``'s lines from the generation output to the batch ``_update_actor`` gets."""
     trainer = importlib.import_module(TRAINER_MODULE)
     reward = importlib.import_module("verl.trainer.ppo.reward")
+    np: Any = importlib.import_module("numpy")
     output.meta_info.pop("timing", None)
     batch = step.batch.repeat(repeat_times=n, interleave=True)
     batch = batch.union(output)
