@@ -94,9 +94,8 @@ def parse_junit(path: Path) -> dict[str, ScenarioVerdicts]:
                 for key, value in properties.items()
                 if key.startswith("invariant:")
             },
-            message=""
-            if problem is None
-            else (problem.get("message", "") + "\n" + (problem.text or ""))[:3000],
+            # whole: a test may look for what the story says last (where the collector broke)
+            message="" if problem is None else problem.get("message", "") + "\n" + (problem.text or ""),
             skipped=None if (skip := case.find("skipped")) is None else skip.get("message", ""),
         )
     return results
