@@ -115,6 +115,20 @@ def not_judged(name: str, reason: str) -> Verdict:
     return Verdict(name, Status.NOT_JUDGED, reason)
 
 
+def turns_handed_on(observation: Observation, name: str, what: str) -> list[Rollout] | Verdict:
+    """The rollouts that hand back turns to train on, or the verdict when there are none to judge:
+    PASS when the collector raised (no ``what`` reached the trainer), UNKNOWN when it neither
+    returned nor raised, NOT_JUDGED when no rollout hands back turns."""
+    if observation.rollouts is None:
+        if observation.raised is not None:
+            return verdict(name, Status.PASS, f"the collector raised; no {what} reached the trainer")
+        return verdict(name, Status.UNKNOWN, "the collector neither returned nor raised")
+    claimed = [r for r in observation.rollouts if r is not None and r.status != "aborted" and r.turns]
+    if not claimed:
+        return not_judged(name, "no rollout hands back turns to train on")
+    return claimed
+
+
 def requested_text(observation: Observation) -> str:
     return f"requested {len(observation.rows)} rows ({observation.mode})"
 

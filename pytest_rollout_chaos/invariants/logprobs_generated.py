@@ -19,7 +19,15 @@ from typing import ClassVar
 
 from pytest_rollout_chaos.collector.protocol import Rollout
 from pytest_rollout_chaos.history import fingerprint, logprob_digest
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    not_judged,
+    story,
+    turns_handed_on,
+    verdict,
+)
 from pytest_rollout_chaos.invariants.rules import digests_agree
 from pytest_rollout_chaos.invariants.served import Served, served
 
@@ -30,13 +38,9 @@ class LogprobsGenerated:
     name: ClassVar[str] = "logprobs_generated"
 
     def check(self, observation: Observation) -> Verdict:
-        if observation.rollouts is None:
-            if observation.raised is not None:
-                return verdict(self.name, Status.PASS, "the collector raised; no logprob reached the trainer")
-            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
-        claimed = [r for r in observation.rollouts if r is not None and r.status != "aborted" and r.turns]
-        if not claimed:
-            return not_judged(self.name, "no rollout hands back turns to train on")
+        claimed = turns_handed_on(observation, self.name, "logprob")
+        if isinstance(claimed, Verdict):
+            return claimed
         record = served(observation.history)
         if record.style is None or not _has_logprobs(record):
             return not_judged(

@@ -26,7 +26,15 @@ from typing import ClassVar
 
 from pytest_rollout_chaos.collector.protocol import Rollout
 from pytest_rollout_chaos.history import fingerprint, fingerprint_length
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    not_judged,
+    story,
+    turns_handed_on,
+    verdict,
+)
 from pytest_rollout_chaos.invariants.rules import splice_owed
 from pytest_rollout_chaos.invariants.served import Call, Served, served
 
@@ -37,13 +45,9 @@ class PromptsSent:
     name: ClassVar[str] = "prompts_sent"
 
     def check(self, observation: Observation) -> Verdict:
-        if observation.rollouts is None:
-            if observation.raised is not None:
-                return verdict(self.name, Status.PASS, "the collector raised; no prompt reached the trainer")
-            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
-        claimed = [r for r in observation.rollouts if r is not None and r.status != "aborted" and r.turns]
-        if not claimed:
-            return not_judged(self.name, "no rollout hands back turns to train on")
+        claimed = turns_handed_on(observation, self.name, "prompt")
+        if isinstance(claimed, Verdict):
+            return claimed
         record = served(observation.history)
         if record.style != "gym":
             native = " (native style: the collector sends the policy messages, not ids)"
