@@ -152,12 +152,15 @@ def chaos_policy_replicas(
     replicas = []
     for name in replica_names(count):
         events_file = chaos_harness.log_dir / f"{name}.events.jsonl"
+        pins_tool_calls = False
         if vllm is not None:
+            from pytest_rollout_chaos.servers.policy.vllm import pins_tool_calls as pins
             from pytest_rollout_chaos.servers.ports import free_port
 
             server_spec = _vllm_spec(
                 chaos_settings, chaos_harness, vllm, name, events_file=events_file, port=free_port()
             )
+            pins_tool_calls = pins(vllm, server_spec, chaos_settings.model)
         else:
             server_spec = spec.tiny_policy_spec(
                 chaos_settings.model, name=name, seed=chaos_settings.seed, events_file=events_file
@@ -169,6 +172,7 @@ def chaos_policy_replicas(
                 model=spec.DEFAULT_SERVED_MODEL_NAME,
                 model_dir=chaos_settings.model,
                 backend=chaos_settings.backend,
+                pins_tool_calls=pins_tool_calls,
             )
         )
     return tuple(replicas)

@@ -37,10 +37,12 @@ def unstarted_stack(
     extra_gym_names: Iterable[str] = (),
     with_fault_layer: bool = False,
     relayed: bool = False,
+    pins_tool_calls: bool = False,
 ) -> ChaosStack:
     """``replicas`` policy servers and the Gym servers (``real``: those a real NeMo Gym runs,
     without our hooks), none started; with the fault layer in front when ``with_fault_layer``;
-    ``relayed``: each agent behind its legacy_agent relay, as from NeMo Gym 0.5 on."""
+    ``relayed``: each agent behind its legacy_agent relay, as from NeMo Gym 0.5 on;
+    ``pins_tool_calls``: the policy is real vLLM forcing each tool call's envelope."""
     names = (*GYM_NAMES, *extra_gym_names)
     common: dict[str, Any] = {
         "head_url": "http://127.0.0.1:1",
@@ -58,7 +60,8 @@ def unstarted_stack(
             unstarted_process(f"policy[{index}]", 21000 + index, tmp_path),
             model="m",
             model_dir=bundled.tiny_model_dir(),
-            backend="tiny",
+            backend="vllm" if pins_tool_calls else "tiny",
+            pins_tool_calls=pins_tool_calls,
         )
         for index in range(replicas)
     )

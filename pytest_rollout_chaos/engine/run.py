@@ -38,6 +38,7 @@ from pytest_rollout_chaos.collector.protocol import (
 from pytest_rollout_chaos.collector.target import load_factory
 from pytest_rollout_chaos.engine import vacuity
 from pytest_rollout_chaos.engine.acted import count_touches, problems
+from pytest_rollout_chaos.engine.drift import drift_prevented
 from pytest_rollout_chaos.engine.exits import hidden_exit
 from pytest_rollout_chaos.engine.expectations import check_expectations
 from pytest_rollout_chaos.engine.reach import skip_unreachable_faults
@@ -151,7 +152,8 @@ def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
     a Ray actor (and, for ``node_down``, on a node this run may remove). The policy's
     ``ready_delay_s`` stops and restarts the policy, so it needs the policy's process too. An
     invariant judging the collector's answer to a server's exit needs that exit to reach the
-    collector (``engine.exits``).
+    collector (``engine.exits``); a scenario waiting for the model's own drift needs a policy that
+    lets it drift (``engine.drift``).
     """
     for index, step in enumerate(scenario.faults):
         reason = acting.cannot_act(stack, step.kind, step.target)
@@ -166,7 +168,7 @@ def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
             f"stack.rescore_bonus={scenario.stack.rescore_bonus:g} needs our resources server to answer "
             "/verify; real NeMo Gym's (equivalence_rule) scores every attempt of a row alike"
         )
-    hidden = hidden_exit(scenario, stack)
+    hidden = hidden_exit(scenario, stack) or drift_prevented(scenario, stack)
     if hidden is not None:
         return hidden
     delay_s = scenario.stack.policy.ready_delay_s

@@ -26,12 +26,18 @@ REAL = frozenset({MODEL_NAME, RESOURCES_NAME, *DEFAULT_AGENTS})  # what the nemo
 
 
 def _stack(
-    without_hooks: frozenset[str], tmp_path: Path, *, replicas: int = 1, relayed: bool = False
+    without_hooks: frozenset[str],
+    tmp_path: Path,
+    *,
+    replicas: int = 1,
+    relayed: bool = False,
+    pins_tool_calls: bool = False,
 ) -> ChaosStack:
     """The stack the nemo-gym backend runs (its environment server too), nothing started;
     ``replicas`` policy servers (run with ``--rollout-chaos-policy-replicas``, as real NeMo Gym
     needs for a scenario that asks for them); ``relayed``: each agent behind its legacy_agent
-    relay, as from NeMo Gym 0.5 on."""
+    relay, as from NeMo Gym 0.5 on; ``pins_tool_calls``: the policy is real vLLM with strict tool
+    calling."""
     return unstarted_stack(
         tmp_path,
         replicas=replicas,
@@ -39,6 +45,7 @@ def _stack(
         extra_gym_names=(ENV_NAME,),
         with_fault_layer=True,
         relayed=relayed,
+        pins_tool_calls=pins_tool_calls,
     )
 
 
@@ -98,3 +105,20 @@ def test_an_outage_scenario_skips_where_a_relay_hides_the_agents_exit(tmp_path: 
     assert not_applicable(outage, _stack(REAL, tmp_path)) is None
     oom = load_scenario(CATALOG / "agent-oom-killed.chaos.yaml")
     assert not_applicable(oom, _stack(REAL, tmp_path, relayed=True)) is None
+
+
+def test_waiting_for_the_models_drift_skips_where_vllm_forces_tool_calls(tmp_path: Path) -> None:
+    waiting = load_scenario(CATALOG / "retokenization-drift.chaos.yaml")
+    reason = not_applicable(waiting, _stack(REAL, tmp_path, relayed=True, pins_tool_calls=True))
+    assert reason is not None
+    assert reason.startswith(
+        "expect.witness prompt_ids_drifted waits for the model's own tool-call JSON to drift, and real "
+        "vLLM's strict tool calling forces each Hermes tool call's envelope"
+    )
+    assert "VLLM_ENFORCE_STRICT_TOOL_CALLING=0" in reason
+    # a policy that lets the model write its own tool calls runs it; so does the embedded model
+    # server (it generates through /v1/completions, where no tool parser acts), and a drift fault
+    assert not_applicable(waiting, _stack(REAL, tmp_path, relayed=True)) is None
+    assert not_applicable(waiting, unstarted_stack(tmp_path, pins_tool_calls=True)) is None
+    injected = load_scenario(CATALOG / "policy-tokenize-drift.chaos.yaml")
+    assert not_applicable(injected, _stack(REAL, tmp_path, relayed=True, pins_tool_calls=True)) is None

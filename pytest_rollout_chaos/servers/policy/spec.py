@@ -47,11 +47,20 @@ class PolicyServer:
     model: str  # the served model name requests must use
     model_dir: Path  # tokenizer and end-of-turn token of the served model
     backend: str  # "tiny", "vllm" or "external"
+    pins_tool_calls: bool = False  # real vLLM forcing each tool call's envelope (``vllm.pins_tool_calls``)
 
     @classmethod
-    def of(cls, process: ManagedProcess, *, model: str, model_dir: Path, backend: str) -> PolicyServer:
+    def of(
+        cls,
+        process: ManagedProcess,
+        *,
+        model: str,
+        model_dir: Path,
+        backend: str,
+        pins_tool_calls: bool = False,
+    ) -> PolicyServer:
         url = process.url
-        return cls(process, url, url + "/v1", model, model_dir, backend)
+        return cls(process, url, url + "/v1", model, model_dir, backend, pins_tool_calls)
 
     @classmethod
     def external(cls, url: str, *, model: str, model_dir: Path) -> PolicyServer:

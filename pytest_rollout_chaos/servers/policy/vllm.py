@@ -90,12 +90,19 @@ DEFAULT_VLLM_ENV: Final[Mapping[str, str]] = {
     "TRANSFORMERS_OFFLINE": "1",
 }
 _PROBE_MARK: Final = "rollout-chaos-vllm-probe:"
-# vLLM may log to stdout while it is imported, so the answer is one marked JSON line.
+# vLLM may log to stdout while it is imported, so the answer is one marked JSON line. Its
+# ``VLLM_ENFORCE_STRICT_TOOL_CALLING`` (on by default where it exists) is read under the
+# environment the server gets.
 _PROBE: Final = (
-    "import importlib.util, json, sys, vllm\n"
+    "import importlib, importlib.util, json, sys, vllm\n"
+    "envs = importlib.import_module('vllm.envs') if importlib.util.find_spec('vllm.envs') else None\n"
     f"print({_PROBE_MARK!r} + json.dumps([vllm.__version__, sys.version.split()[0], "
-    f"importlib.util.find_spec({MODULE_ENTRY_POINT!r}) is not None]))\n"
+    f"importlib.util.find_spec({MODULE_ENTRY_POINT!r}) is not None, "
+    "bool(getattr(envs, 'VLLM_ENFORCE_STRICT_TOOL_CALLING', False))]))\n"
 )
+# Tool-call parsers whose calls vLLM constrains with a structural tag when strict tool calling is
+# on: the envelope (``<tool_call>{"name": "...", "arguments": ``) is forced as the template writes it.
+STRUCTURAL_TAG_PARSERS: Final = frozenset({"hermes"})
 
 
 class VllmMissingError(ServerStartError):
@@ -110,6 +117,7 @@ class VllmPython:
     vllm_version: str
     python_version: str
     console_script: Path | None  # its ``vllm`` script when that runs; else the module entry point
+    strict_tool_calling: bool = False  # VLLM_ENFORCE_STRICT_TOOL_CALLING as the server will see it
 
     def launch_argv(self, model_dir: Path) -> list[str]:
         """``vllm serve MODEL`` or ``python -m vllm.entrypoints.openai.api_server --model MODEL``."""
@@ -164,12 +172,12 @@ def probe(path: Path) -> tuple[VllmPython | None, str]:
         return None, f"'import vllm' failed ({_last_line(done.stderr)})"
     answers = [line for line in done.stdout.splitlines() if line.startswith(_PROBE_MARK)]
     try:
-        version, python_version, has_server = json.loads(answers[-1].removeprefix(_PROBE_MARK))
+        version, python_version, has_server, strict = json.loads(answers[-1].removeprefix(_PROBE_MARK))
     except (IndexError, ValueError):
         return None, f"unexpected answer to the version probe: {done.stdout[-500:]!r}"
     if not has_server:
         return None, f"vllm {version} has no {MODULE_ENTRY_POINT} module"
-    return VllmPython(path, str(version), str(python_version), console_script), ""
+    return VllmPython(path, str(version), str(python_version), console_script, bool(strict)), ""
 
 
 def _working_console_script(python: Path) -> Path | None:
@@ -225,6 +233,14 @@ def generation_ok(model: str, *, timeout_s: float = 30.0) -> readiness.Probe:
 
     probe.__doc__ = f"POST /v1/completions for {model!r} generates one token"
     return probe
+
+
+def pins_tool_calls(vllm: VllmPython, spec: ServerSpec, model_dir: Path) -> bool:
+    """Whether the server ``spec`` starts constrains every tool call's envelope to the template's
+    own spelling (vLLM's strict tool calling with a structural-tag parser, its default with ours)."""
+    flags = spec.argv[len(vllm.launch_argv(model_dir)) :]
+    parser = vllm_args.last_value(flags, "tool-call-parser")
+    return vllm.strict_tool_calling and parser in STRUCTURAL_TAG_PARSERS
 
 
 def default_args(

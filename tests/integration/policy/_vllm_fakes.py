@@ -23,16 +23,28 @@ def _executable(path: Path, text: str) -> Path:
 
 
 def make_fake_vllm_python(
-    root: Path, console_script: ConsoleScript = "works", *, import_error: str | None = None
+    root: Path,
+    console_script: ConsoleScript = "works",
+    *,
+    import_error: str | None = None,
+    strict_tool_calling: bool = False,
 ) -> Path:
     """A ``bin/python`` that imports a stub ``vllm`` (or fails to, with ``import_error``); ``bin/vllm``
-    per ``console_script``."""
+    per ``console_script``; ``strict_tool_calling``: the stub has vLLM's ``envs`` switch for it,
+    read from the environment as vLLM reads it (on unless ``0``)."""
     package = root / "stub" / "vllm"
     server_dir = package / "entrypoints" / "openai"
     server_dir.mkdir(parents=True)
     init = f"raise ImportError({import_error!r})\n" if import_error else '__version__ = "0.0.0+fake"\n'
     (package / "__init__.py").write_text(init)
     (package / "entrypoints" / "__init__.py").write_text("")
+    if strict_tool_calling:
+        (package / "envs.py").write_text(
+            "import os\n"
+            "VLLM_ENFORCE_STRICT_TOOL_CALLING = (\n"
+            "    os.environ.get('VLLM_ENFORCE_STRICT_TOOL_CALLING', '1') != '0'\n"
+            ")\n"
+        )
     (server_dir / "__init__.py").write_text("")
     (server_dir / "api_server.py").write_text(
         f"import runpy\nrunpy.run_path({str(FAKE)!r}, run_name='__main__')\n"

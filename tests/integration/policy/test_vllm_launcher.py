@@ -20,6 +20,7 @@ from pytest_rollout_chaos.servers.policy.vllm import (
     VllmMissingError,
     VllmPython,
     locate,
+    pins_tool_calls,
     probe,
 )
 from pytest_rollout_chaos.servers.ports import free_port
@@ -152,3 +153,21 @@ def test_exit_zero_while_needed_is_a_crash(
             process.ensure_running()
     finally:
         process.stop()
+
+
+def test_the_probe_reads_strict_tool_calling_as_the_server_will(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = bundled.tiny_model_dir()
+    strict = locate(make_fake_vllm_python(tmp_path / "strict", strict_tool_calling=True))
+    assert strict.strict_tool_calling
+    # the Hermes parser of the defaults has a structural tag; a parser the user names may not
+    assert pins_tool_calls(strict, vllm_policy_spec(model, vllm=strict, port=1), model)
+    llama = vllm_policy_spec(model, vllm=strict, port=1, user_args=("--tool-call-parser", "llama3_json"))
+    assert not pins_tool_calls(strict, llama, model)
+    # a vLLM without the switch, or with it turned off in the environment the server inherits
+    older = locate(make_fake_vllm_python(tmp_path / "older"))
+    assert not older.strict_tool_calling
+    assert not pins_tool_calls(older, vllm_policy_spec(model, vllm=older, port=1), model)
+    monkeypatch.setenv("VLLM_ENFORCE_STRICT_TOOL_CALLING", "0")
+    assert not locate(make_fake_vllm_python(tmp_path / "off", strict_tool_calling=True)).strict_tool_calling
