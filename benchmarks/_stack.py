@@ -98,8 +98,9 @@ def running_stack(log_dir: Path, *, proxied: bool = True, seed: int = 0) -> Iter
         yield TimedStack(stack, elapsed_s, dict(start.started_s))
 
 
-def start_gym(start: Starter, policy: PolicyServer, *, proxied_by: ProxyLinks | None = None) -> GymStack:
-    """A Gym stack in front of ``policy``; through ``proxied_by``'s proxies when given."""
+def start_gym(start: Starter, policy: PolicyServer, *, proxied_by: Link | None = None) -> GymStack:
+    """A Gym stack in front of ``policy``; through ``proxied_by``'s links (``ProxyLinks``,
+    ``LayerLinks``) when given."""
     return _gym(start, policy, proxied_by if proxied_by is not None else direct_link)
 
 

@@ -1,12 +1,14 @@
 """Harness overhead: rollouts/s through every layer of the harness (nothing armed) vs straight to the servers.
 
-Two Gym stacks run side by side in front of one tiny policy server: one wired as the
+Three Gym stacks run side by side in front of one tiny policy server: one wired as the
 ``chaos_stack`` fixture wires it, a Toxiproxy proxy and a fault-layer listener on every link,
 the collector's own to the policy included (the layer parses and records every request and
-answer), one wired directly. The same greedy
-rows are collected by the reference collector on each, alternating, ``rounds`` times. The
-number is proxied rollouts/s divided by direct rollouts/s per round (the two runs of a round are
-adjacent in time), median over rounds; goal at least 0.9, and at least 0.8 in the worst round.
+answer); one with the fault layer's listener alone on every link (its own layer process), which
+splits the cost between the two hops; one wired directly. The same greedy rows are collected by
+the reference collector on each, in turn, ``rounds`` times (the order reversed every other
+round). The number is proxied rollouts/s divided by direct rollouts/s per round (the runs of a
+round are adjacent in time), median over rounds; goal at least 0.9, and at least 0.8 in the
+worst round.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from benchmarks._result import Number, Result
 from benchmarks._stack import Starter, stack_of, start_fault_layer, start_gym, start_policy
 from pytest_rollout_chaos.collector.protocol import CollectorSettings
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
-from pytest_rollout_chaos.servers.links import COLLECTOR_TO_POLICY, ProxyLinks
+from pytest_rollout_chaos.servers.links import COLLECTOR_TO_POLICY, LayerLinks, ProxyLinks
 from pytest_rollout_chaos.servers.toxiproxy.controller import start_embedded
 from pytest_rollout_chaos.servers.toxiproxy.handle import ChaosToxiproxy
 from pytest_rollout_chaos.stack import ChaosStack
@@ -40,40 +42,48 @@ def run(*, rows: int = 32, rounds: int = 8) -> Result:
         fault_layer = start_fault_layer(start)
         links = ProxyLinks(toxiproxy.api_url, fault_layer.url)
         proxied = start_gym(Starter(stack, Path(log_dir) / "proxied"), policy, proxied_by=links)
+        layer_start = Starter(stack, Path(log_dir) / "layer-only")
+        layer_start.log_dir.mkdir()
+        layer = start_fault_layer(layer_start)
+        layer_links = LayerLinks(layer.url)
+        layer_only = start_gym(layer_start, policy, proxied_by=layer_links)
         direct = start_gym(Starter(stack, Path(log_dir) / "direct"), policy)
-        return asyncio.run(
-            _measure(
-                stack_of(policy, direct),
-                stack_of(
-                    policy,
-                    proxied,
-                    toxiproxy=toxiproxy,
-                    fault_layer=fault_layer,
-                    links=links,
-                    collector_policy_url=links(COLLECTOR_TO_POLICY, policy.base_url),
-                ),
-                rows,
-                rounds,
-            )
-        )
+        stacks = {
+            "direct": stack_of(policy, direct),
+            "proxied": stack_of(
+                policy,
+                proxied,
+                toxiproxy=toxiproxy,
+                fault_layer=fault_layer,
+                links=links,
+                collector_policy_url=links(COLLECTOR_TO_POLICY, policy.base_url),
+            ),
+            "layer only": stack_of(
+                policy,
+                layer_only,
+                fault_layer=layer,
+                collector_policy_url=layer_links(COLLECTOR_TO_POLICY, policy.base_url),
+            ),
+        }
+        return asyncio.run(_measure(stacks, rows, rounds))
 
 
-async def _measure(direct: ChaosStack, proxied: ChaosStack, n_rows: int, rounds: int) -> Result:
-    stacks = {"direct": direct, "proxied": proxied}
+async def _measure(stacks: dict[str, ChaosStack], n_rows: int, rounds: int) -> Result:
     for one in stacks.values():  # warm-up: first requests pay for connection setup and caches
         await collect(one, ReferenceCollector, greedy_rows(one.gym, "calculator", 2), settings=SETTINGS)
     per_round: list[dict[str, float]] = []
     for round_index in range(rounds):
-        order = ("direct", "proxied") if round_index % 2 == 0 else ("proxied", "direct")
+        order = list(stacks) if round_index % 2 == 0 else list(reversed(stacks))
         rates: dict[str, float] = {}
         for name in order:
             rows = greedy_rows(stacks[name].gym, "calculator", n_rows)
             collected = await collect(stacks[name], ReferenceCollector, rows, settings=SETTINGS)
             rates[name] = len(require_rollouts(collected, f"overhead ({name})")) / collected.elapsed_s
         per_round.append(rates)
-    # Each round's two runs are adjacent in time, so their ratio sees the same background load;
+    # Each round's runs are adjacent in time, so their ratio sees the same background load;
     # the median over rounds drops the rounds a burst of load hit one side of.
     ratios = [rates["proxied"] / rates["direct"] for rates in per_round]
+    layer_ratios = [rates["layer only"] / rates["direct"] for rates in per_round]
     return Result(
         "overhead",
         (
@@ -81,6 +91,13 @@ async def _measure(direct: ChaosStack, proxied: ChaosStack, n_rows: int, rounds:
             Number("proxied", statistics.median(r["proxied"] for r in per_round), "rollouts/s"),
             Number("proxied/direct", statistics.median(ratios), "", GOAL_RATIO, "at_least"),
             Number("worst round", min(ratios), "", GOAL_WORST, "at_least"),
+            Number("layer only/direct", statistics.median(layer_ratios), ""),
         ),
-        details={"rows": n_rows, "rounds": rounds, "per_round_rollouts_per_s": per_round, "ratios": ratios},
+        details={
+            "rows": n_rows,
+            "rounds": rounds,
+            "per_round_rollouts_per_s": per_round,
+            "ratios": ratios,
+            "layer_only_ratios": layer_ratios,
+        },
     )

@@ -215,6 +215,9 @@ class RayHostedProcess(ManagedProcess):
         if self._info and self.here:
             self.signal(signal.SIGKILL)  # whatever the actor could not stop
             reaper().remove(self.pid)
+        # ``ray.kill`` only asks: a call made on the handle now may still run in the dying actor
+        # (a restart there started a server that outlived the stop), so none is made on it again
+        self._actor = None
         return code
 
     def restart(self, *, ready_delay_s: float = 0.0) -> None:
@@ -222,6 +225,10 @@ class RayHostedProcess(ManagedProcess):
         import ray
 
         self._expected_exit = False
+        if self._actor is None:  # stopped for good (``stop``): a new actor
+            self.start(ready_delay_s=ready_delay_s)
+            self._expected_exit = False
+            return
         try:
             info = ray.get(
                 self.actor.restart.remote(ready_delay_s),

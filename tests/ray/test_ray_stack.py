@@ -167,3 +167,20 @@ async def test_oom_kills_the_actor_as_rays_memory_monitor_does(
     await chaos_faults.heal_all()
     assert agent.is_running()
     assert answers(agent)
+
+
+async def test_a_stopped_server_restarts_once_in_a_new_actor(on_ray: ChaosStack) -> None:
+    """As ``stack.policy.ready_delay_s`` does: stop (the actor goes for good), then restart with a
+    delay. Exactly one server comes back, in a new actor, on the same address; a restart sent to
+    the dying actor once started a second one there, which kept the port from the tracked one."""
+    policy = hosted(on_ray, "policy")
+    address, worker = policy.address(), policy.worker_pid
+    starts = policy.log_path.read_text().count(" start: ")
+    policy.stop()
+    policy.restart(ready_delay_s=1.0)
+    assert policy.is_running()
+    assert policy.worker_pid != worker
+    assert policy.address() == address
+    assert policy.log_path.read_text().count(" start: ") == starts + 1
+    assert {w for pid in group_pids(policy.pid) for w in listening(pid)} == {address}
+    assert answers(policy)
