@@ -221,31 +221,30 @@ class RayHostedProcess(ManagedProcess):
         return code
 
     def restart(self, *, ready_delay_s: float = 0.0) -> None:
-        """The server again on its port: in its actor while that lives, else in a new actor."""
+        """The server again on its port: in its actor while that lives, else in a new actor (after
+        ``stop``, or when the actor is gone, as Ray's own restart would make)."""
         import ray
 
         self._expected_exit = False
-        if self._actor is None:  # stopped for good (``stop``): a new actor
-            self.start(ready_delay_s=ready_delay_s)
-            self._expected_exit = False
-            return
-        try:
-            info = ray.get(
-                self.actor.restart.remote(ready_delay_s),
-                timeout=self.spec.ready_timeout_s + ready_delay_s + CALL_S,
-            )
-        except ray.exceptions.RayActorError:  # the actor is gone: a new one, as Ray's restart would make
-            self.stop()
-            self.start(ready_delay_s=ready_delay_s)
-            self._expected_exit = False
-            return
-        except ray.exceptions.GetTimeoutError:
-            raise ServerStartError(
-                f"server {self.name!r}: its actor on {self.cluster.describe_slot(self.slot)} "
-                "did not restart it "
-                f"within {self.spec.ready_timeout_s + ready_delay_s + CALL_S:.0f}s (is its node there?)"
-            ) from None
-        self._adopt(info)
+        if self._actor is not None:  # ``stop`` drops the handle of an actor it killed
+            try:
+                info = ray.get(
+                    self.actor.restart.remote(ready_delay_s),
+                    timeout=self.spec.ready_timeout_s + ready_delay_s + CALL_S,
+                )
+            except ray.exceptions.RayActorError:
+                self.stop()
+            except ray.exceptions.GetTimeoutError:
+                raise ServerStartError(
+                    f"server {self.name!r}: its actor on {self.cluster.describe_slot(self.slot)} "
+                    "did not restart it "
+                    f"within {self.spec.ready_timeout_s + ready_delay_s + CALL_S:.0f}s (is its node there?)"
+                ) from None
+            else:
+                self._adopt(info)
+                return
+        self.start(ready_delay_s=ready_delay_s)
+        self._expected_exit = False
 
     # -- Ray's side -------------------------------------------------------------------------------
     def kill_actor(self) -> dict[str, object]:
