@@ -13,6 +13,7 @@ A ``hang`` waits on an event that disarming (or shutdown) sets, so no waiter out
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import socket
@@ -21,13 +22,13 @@ from typing import Final
 
 from aiohttp import web
 
-from pytest_rollout_chaos.servers.faultlayer.proxy import link_app
+from pytest_rollout_chaos.servers.faultlayer.proxy import LinkPort
 from pytest_rollout_chaos.servers.faultlayer.rules import RuleError
 from pytest_rollout_chaos.servers.faultlayer.state import LayerState, Link
 from pytest_rollout_chaos.servers.loopback import loopback_only
 
 STATE_KEY: Final = web.AppKey("fault_layer_state", LayerState)
-RUNNERS_KEY: Final = web.AppKey("fault_layer_runners", list[web.AppRunner])
+PORTS_KEY: Final = web.AppKey("fault_layer_ports", list[tuple[asyncio.Server, LinkPort]])
 _LINK_FIELDS: Final = ("name", "server", "source", "upstream")
 
 
@@ -35,7 +36,7 @@ def build_app(state: LayerState | None = None) -> web.Application:
     """The control app; link listeners are opened on its loop and closed with it."""
     app = web.Application()
     app[STATE_KEY] = state or LayerState()
-    app[RUNNERS_KEY] = []
+    app[PORTS_KEY] = []
     routes: list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]] = [
         ("GET", "/health", _health),
         ("POST", "/links", _add_link),
@@ -59,8 +60,10 @@ async def _release_waiters(app: web.Application) -> None:
 
 
 async def _close_links(app: web.Application) -> None:
-    for runner in app[RUNNERS_KEY]:
-        await runner.cleanup()  # closes the link's upstream pool too
+    for server, port in app[PORTS_KEY]:
+        server.close()
+        await port.close()
+        await server.wait_closed()
 
 
 def _error(message: str, status: int = 400) -> web.Response:
@@ -97,17 +100,14 @@ async def _add_link(request: web.Request) -> web.StreamResponse:
         return _error(f"name: link {body['name']!r} exists already", status=409)
     link = Link(name=body["name"], server=body["server"], source=body["source"], upstream=upstream)
     try:
-        app = link_app(state, link)
+        port = LinkPort(state, link)
     except ValueError as error:
         return _error(str(error))
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
-    await runner.setup()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    site = web.SockSite(runner, sock)
-    await site.start()
-    request.app[RUNNERS_KEY].append(runner)
+    server = await asyncio.get_running_loop().create_server(port.protocol, sock=sock, backlog=1024)
+    request.app[PORTS_KEY].append((server, port))
     listen = f"127.0.0.1:{sock.getsockname()[1]}"
     state.links[link.name] = dataclasses.replace(link, listen=listen)
     return web.json_response({"name": link.name, "listen": listen}, status=201)

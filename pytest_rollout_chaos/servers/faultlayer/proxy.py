@@ -21,15 +21,17 @@ name as its cause. Then, in this order, the effects of the rules it hits:
 
 Forwarding is faithful where it matters to a client: the method, raw target, headers (hop-by-hop
 ones excepted), body and cookies go through untouched, with no header added and no deadline of
-the layer's own. Each link keeps its own pool of keep-alive upstream connections
-(``upstream.UpstreamPool``: a new connection per request, and a general-purpose client, cost the
-layer most of its time), and a connection carries one request at a time, so a fault that cuts
-a connection cuts exactly the request on it. An answer no rule rewrites is streamed to the
-client as it arrives (a server-sent event stream stays a stream); it is recorded, and the
-events flushed, before its last piece leaves, so whoever got an answer can read its record.
-When the upstream refuses or drops the connection, the client's connection is dropped too,
-never turned into a 502, and when the client goes away the upstream request is cancelled and
-its connection closed: the layer is as invisible as a TCP proxy until a rule fires.
+the layer's own. A link's port speaks HTTP/1.1 through ``downstream`` and ``upstream``, the
+least a reverse proxy needs (a general web framework and client cost the layer most of its
+time). Each link keeps its own pool of keep-alive upstream connections
+(``upstream.UpstreamPool``: a new connection per request cost more still), and a connection
+carries one request at a time, so a fault that cuts a connection cuts exactly the request on
+it. An answer no rule rewrites is streamed to the client as it arrives (a server-sent event
+stream stays a stream); it is recorded, and the events flushed, before its last piece leaves,
+so whoever got an answer can read its record. When the upstream refuses or drops the
+connection, the client's connection is dropped too, never turned into a 502, and when the
+client goes away the upstream request is cancelled and its connection closed: the layer is as
+invisible as a TCP proxy until a rule fires.
 """
 
 from __future__ import annotations
@@ -44,11 +46,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from aiohttp import web
 from multidict import CIMultiDict
 
 from pytest_rollout_chaos.history import EventKind, fingerprint, logprob_digest
 from pytest_rollout_chaos.servers.faultlayer import rewrite
+from pytest_rollout_chaos.servers.faultlayer.downstream import ClientConnection, Reply, Request
 from pytest_rollout_chaos.servers.faultlayer.rows import SESSION_HEADER
 from pytest_rollout_chaos.servers.faultlayer.rules import Rule
 from pytest_rollout_chaos.servers.faultlayer.state import LayerState, Link
@@ -56,7 +58,7 @@ from pytest_rollout_chaos.servers.faultlayer.upstream import Answer, UpstreamErr
 
 REQUEST_ID_HEADER: Final = "X-Request-Id"
 VLLM_500_TEXT: Final = "Internal Server Error"
-# RFC 9110 7.6.1 hop-by-hop fields, plus the framing fields aiohttp sets itself
+# RFC 9110 7.6.1 hop-by-hop fields, plus the framing fields each side sets itself
 _HOP_BY_HOP: Final = frozenset(
     {
         "connection",
@@ -80,6 +82,8 @@ _REWRITE_EFFECTS: Final = ("nan_logprobs", "prefix_drift", "malformed_json")
 
 # Recorded for a request whose client went away first: the client's doing, not the server's.
 CLIENT_CLOSED: Final = "the client closed the connection"
+
+_JSON: Final = "application/json; charset=utf-8"
 
 _counter = itertools.count(1)
 
@@ -107,8 +111,8 @@ class _Hit:
         self.state.record_hit(self.link, rule, self.row, self.path, **extra)
 
 
-def link_app(state: LayerState, link: Link) -> web.Application:
-    """The app serving one link's port: every method and path is forwarded through its own pool.
+class LinkPort:
+    """What serves one link's port: each client connection's requests go through the link's pool.
 
     The pool keeps idle connections for ``KEEPALIVE_S``, well before the servers behind the
     layer drop them (uvicorn, under vLLM and NeMo Gym, after 5 s; aiohttp after 75 s), so the
@@ -116,25 +120,29 @@ def link_app(state: LayerState, link: Link) -> web.Application:
     connections in flight: the layer must never queue what a client sent at once, so the pool
     grows to the workload's concurrency and keeps that many idle for the next burst.
     """
-    app = web.Application(client_max_size=1 << 30)
-    pool = UpstreamPool(link.upstream, keepalive_s=KEEPALIVE_S)
 
-    async def handle(request: web.Request) -> web.StreamResponse:
-        return await forward(state, link, pool, request)
+    def __init__(self, state: LayerState, link: Link) -> None:
+        self.state, self.link = state, link
+        self.pool = UpstreamPool(link.upstream, keepalive_s=KEEPALIVE_S)
+        self.connections: set[ClientConnection] = set()
 
-    async def close_pool(_app: web.Application) -> None:
-        await pool.close()
+    def protocol(self) -> ClientConnection:
+        """A new client connection (the factory ``loop.create_server`` calls)."""
+        return ClientConnection(self._handle, self.connections)
 
-    app.router.add_route("*", "/{tail:.*}", handle)
-    app.on_cleanup.append(close_pool)
-    return app
+    async def close(self) -> None:
+        """Cut every client connection and close the upstream pool."""
+        for connection in list(self.connections):
+            connection.abort()
+        await self.pool.close()
+
+    async def _handle(self, request: Request, reply: Reply) -> None:
+        await forward(self.state, self.link, self.pool, request, reply)
 
 
-async def forward(
-    state: LayerState, link: Link, pool: UpstreamPool, request: web.Request
-) -> web.StreamResponse:
+async def forward(state: LayerState, link: Link, pool: UpstreamPool, request: Request, reply: Reply) -> None:
     """Record, apply the rules, forward (unless a rule answers), rewrite or stream, record the answer."""
-    body = await request.read()
+    body = request.body
     document = _json_document(body, request.content_type)
     row = state.rows.row_of(
         document,
@@ -151,24 +159,24 @@ async def forward(
                 await _hold(hit, rule, document)
         for rule in fired:
             if rule.effect in _TERMINAL_EFFECTS:
-                instead = _answer_instead(hit, rule)
-                record.finish("fail", status=instead.status, effect=rule.effect, body=_excerpt(instead.body))
-                return instead
+                status, content_type, instead = _answer_instead(hit, rule)
+                record.finish("fail", status=status, effect=rule.effect, body=_excerpt(instead))
+                await reply.send(status, [("Content-Type", content_type)], instead)
+                return
         rewriting = [rule for rule in fired if rule.effect in _REWRITE_EFFECTS]
-        headers = _outgoing(request.headers).items()
-        async with pool.exchange(request.method, request.raw_path, headers, body) as upstream:
+        headers = _outgoing(request.headers)
+        async with pool.exchange(request.method, request.target, headers, body) as upstream:
             if not rewriting:
-                return await _stream(record, request, upstream)
+                await _stream(record, reply, upstream)
+                return
             answer = _answer(upstream, await upstream.read())
         for rule in rewriting:
             _rewrite(hit, rule, answer)
         record.answered(answer)
-        return web.Response(status=answer.status, headers=_outgoing(answer.headers), body=answer.raw)
+        await reply.send(answer.status, _outgoing(answer.headers), answer.raw)
     except UpstreamError as cut:
         record.finish("info", error=f"{link.server} at {link.upstream}: {cut}")
-        if request.transport is not None:
-            request.transport.abort()
-        raise asyncio.CancelledError from None
+        reply.abort()
     except (asyncio.CancelledError, ConnectionResetError):
         record.finish("info", error=CLIENT_CLOSED)
         raise asyncio.CancelledError from None
@@ -177,7 +185,7 @@ async def forward(
 class _Record:
     """One request's record: ``invoke`` now, one outcome later (only the first counts)."""
 
-    def __init__(self, state: LayerState, link: Link, request: web.Request, *, row: int | None) -> None:
+    def __init__(self, state: LayerState, link: Link, request: Request, *, row: int | None) -> None:
         self.state, self.link, self.row, self.path = state, link, row, request.path
         self.op = f"{request.method} {request.path}"
         own_id = request.headers.get(REQUEST_ID_HEADER)
@@ -216,35 +224,33 @@ def _answer(upstream: Answer, raw: bytes) -> _Answer:
     return _Answer(upstream.status, upstream.headers, raw, _json_document(raw, upstream.content_type))
 
 
-async def _stream(record: _Record, request: web.Request, upstream: Answer) -> web.StreamResponse:
+async def _stream(record: _Record, reply: Reply, upstream: Answer) -> None:
     """Pass the answer on as it arrives. One that came whole is recorded before any byte leaves;
     a JSON answer in pieces before its last piece leaves (the record reads the whole document,
     so each piece leaves when the next arrives); anything else piece by piece as it comes (a
     server-sent event stream), recorded before its end leaves."""
     first = await upstream.chunk()
+    headers = _outgoing(upstream.headers)
     if upstream.at_eof():  # the usual answer: sent in one piece with its length, as it came
         record.answered(_answer(upstream, first))
-        return web.Response(status=upstream.status, headers=_outgoing(upstream.headers), body=first)
-    response = web.StreamResponse(status=upstream.status, headers=_outgoing(upstream.headers))
-    if upstream.content_length is not None:
-        response.content_length = upstream.content_length
-    await response.prepare(request)
+        await reply.send(upstream.status, headers, first)
+        return
+    await reply.start(upstream.status, headers, upstream.content_length)
     # ConnectionResetError from a write, here and below: the client went away
     if "json" in upstream.content_type:
         pieces = [first]
         while chunk := await upstream.chunk():
-            await response.write(pieces[-1])
+            await reply.write(pieces[-1])
             pieces.append(chunk)
         record.answered(_answer(upstream, b"".join(pieces)))
-        await response.write_eof(pieces[-1])
-        return response
+        await reply.end(pieces[-1])
+        return
     chunk = first
     while chunk:
-        await response.write(chunk)
+        await reply.write(chunk)
         chunk = await upstream.chunk()
     record.answered(_answer(upstream, b""))
-    await response.write_eof()
-    return response
+    await reply.end()
 
 
 def _generated(document: Any) -> dict[str, Any]:
@@ -280,12 +286,8 @@ def _excerpt(body: object) -> str:
     return raw[:BODY_EXCERPT_BYTES].decode("utf-8", "replace")
 
 
-def _outgoing(headers: Mapping[str, str]) -> CIMultiDict[str]:
-    out: CIMultiDict[str] = CIMultiDict()
-    for name, value in headers.items():
-        if name.lower() not in _HOP_BY_HOP:
-            out.add(name, value)
-    return out
+def _outgoing(headers: Mapping[str, str]) -> list[tuple[str, str]]:
+    return [(name, value) for name, value in headers.items() if name.lower() not in _HOP_BY_HOP]
 
 
 def _json_document(body: bytes, content_type: str) -> Any:
@@ -312,18 +314,19 @@ async def _hold(hit: _Hit, rule: Rule, document: Any) -> None:
         await asyncio.wait_for(released.wait(), timeout=rule.params["max_hang_s"])
 
 
-def _answer_instead(hit: _Hit, rule: Rule) -> web.Response:
+def _answer_instead(hit: _Hit, rule: Rule) -> tuple[int, str, bytes]:
+    """The status, content type and body a rule answers with in the server's place."""
     hit.record(rule)
     if rule.effect == "trajectory_exception":
         error = RuntimeError(rule.params["message"])
         # NeMo Gym's exception middleware answers 500 with the repr as a JSON string
-        return web.json_response(repr(error), status=500)
-    body = rule.params["body"]
+        return 500, _JSON, json.dumps(repr(error)).encode()
+    status, body = rule.params["status"], rule.params["body"]
     if body is None:
-        body = {"error": {"message": "injected HTTP error", "type": "chaos", "code": rule.params["status"]}}
+        body = {"error": {"message": "injected HTTP error", "type": "chaos", "code": status}}
     if isinstance(body, str):
-        return web.Response(status=rule.params["status"], text=body)
-    return web.json_response(body, status=rule.params["status"])
+        return status, "text/plain; charset=utf-8", body.encode()
+    return status, _JSON, json.dumps(body).encode()
 
 
 def _rewrite(hit: _Hit, rule: Rule, answer: _Answer) -> None:
