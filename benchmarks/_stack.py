@@ -34,11 +34,13 @@ from pytest_rollout_chaos.stack import ChaosStack
 
 @dataclass
 class Starter:
-    """Starts specs into ``log_dir``, registers their stop on ``exit_stack``, and keeps each start time."""
+    """Starts specs into ``log_dir``, registers their stop on ``exit_stack``, and keeps each start
+    time and process (by the spec's name)."""
 
     exit_stack: contextlib.ExitStack
     log_dir: Path
     started_s: dict[str, float] = field(default_factory=dict)
+    processes: dict[str, ManagedProcess] = field(default_factory=dict)
 
     def __call__(self, spec: ServerSpec) -> ManagedProcess:
         process = ManagedProcess(spec, self.log_dir)
@@ -46,6 +48,7 @@ class Starter:
         began = time.perf_counter()
         process.start()
         self.started_s[spec.name] = time.perf_counter() - began
+        self.processes[spec.name] = process
         return process
 
 

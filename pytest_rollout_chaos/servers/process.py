@@ -41,6 +41,7 @@ READY_DELAY_ENV: Final = "ROLLOUT_CHAOS_READY_DELAY_S"
 RUN_ID_ENV: Final = "ROLLOUT_CHAOS_RUN_ID"
 PORT_ENV: Final = "ROLLOUT_CHAOS_PORT"  # set by restart(): bind this port again, not port 0
 HOST_ENV: Final = "ROLLOUT_CHAOS_HOST"  # set by a Ray host: bind its node's address, not the one asked
+SUPERVISOR_PID_ENV: Final = "ROLLOUT_CHAOS_SUPERVISOR_PID"  # set by start(): the process that spawned it
 LOG_TAIL_LINES: Final = 40
 
 _logger = logging.getLogger(__name__)
@@ -172,7 +173,13 @@ class ManagedProcess:
         self._log_dir.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             self.ready_file.unlink()
-        env = {**os.environ, **self.spec.env, **self._restart_env, READY_FILE_ENV: str(self.ready_file)}
+        env = {
+            **os.environ,
+            **self.spec.env,
+            **self._restart_env,
+            READY_FILE_ENV: str(self.ready_file),
+            SUPERVISOR_PID_ENV: str(os.getpid()),
+        }
         if self._run_id:
             env[RUN_ID_ENV] = self._run_id
         self._log_file = self.log_path.open("a", encoding="utf-8")

@@ -23,7 +23,14 @@ from pathlib import Path
 from aiohttp import web
 
 from pytest_rollout_chaos.history import flush_events
-from pytest_rollout_chaos.servers.process import HOST_ENV, PORT_ENV, READY_DELAY_ENV, READY_FILE_ENV
+from pytest_rollout_chaos.servers import procfs
+from pytest_rollout_chaos.servers.process import (
+    HOST_ENV,
+    PORT_ENV,
+    READY_DELAY_ENV,
+    READY_FILE_ENV,
+    SUPERVISOR_PID_ENV,
+)
 
 
 def die_with_parent(poll_s: float = 0.2) -> None:
@@ -31,9 +38,16 @@ def die_with_parent(poll_s: float = 0.2) -> None:
 
     Not ``PR_SET_PDEATHSIG``: the kernel ties that to the parent *thread*, and the supervisor
     may start (or restart) a server from a worker thread that ends long before pytest does.
-    The session reaper is the first line; this is the second.
+    The session reaper is the first line; this is the second. A supervisor that died while this
+    process was still importing (seconds, for torch) left it adopted before it could look: the
+    supervisor's pid, from ``SUPERVISOR_PID_ENV``, tells that apart from a program in between
+    (a launcher that forks), and such an orphan exits at once instead of watching its adopter.
     """
     parent = os.getppid()
+    supervisor = os.environ.pop(SUPERVISOR_PID_ENV, "")
+    if supervisor.isdigit() and int(supervisor) != parent and not procfs.alive(int(supervisor)):
+        flush_events()
+        os._exit(1)
 
     def watch() -> None:
         while os.getppid() == parent:

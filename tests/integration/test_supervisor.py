@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -15,7 +17,7 @@ import pytest
 
 from pytest_rollout_chaos.errors import ServerCrashedError, ServerStartError
 from pytest_rollout_chaos.servers import readiness
-from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
+from pytest_rollout_chaos.servers.process import SUPERVISOR_PID_ENV, ManagedProcess, ServerSpec
 
 CHILD = (sys.executable, "-m", "tests.programs.child_server")
 REPO = Path(__file__).resolve().parents[2]
@@ -194,3 +196,65 @@ def test_no_server_outlives_pytest(tmp_path: Path, sig: signal.Signals) -> None:
     os.kill(pytest_process.pid, sig)
     pytest_process.wait(timeout=30)
     assert _wait_dead(pids, 2.0) == [], f"server processes outlived pytest after {sig.name}"
+
+
+def test_a_started_server_is_told_who_supervises_it(tmp_path: Path) -> None:
+    process = ManagedProcess(_spec(), tmp_path)
+    process.start()
+    try:
+        environ = Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0")
+    finally:
+        process.stop()
+    assert f"{SUPERVISOR_PID_ENV}={os.getpid()}".encode() in environ
+
+
+# A supervisor that spawns a server and is gone at once, before the server has finished importing
+# (as pytest SIGKILLed while torch loads): the server's die-with-parent watch starts only then.
+_SHORT_LIVED_SUPERVISOR = textwrap.dedent(
+    """
+    import os, subprocess, sys
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.programs.child_server", "--mode", "never", "--delay-s", "1"],
+        env={{**os.environ, {env!r}: str(os.getpid())}},
+        cwd={repo!r},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    print(child.pid, flush=True)
+    """
+)
+
+
+def test_a_server_whose_supervisor_died_while_it_started_exits() -> None:
+    script = _SHORT_LIVED_SUPERVISOR.format(env=SUPERVISOR_PID_ENV, repo=str(REPO))
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=True
+    )
+    orphan = int(done.stdout.strip())
+    try:
+        assert _wait_dead([orphan], 15.0) == [], "the orphan watched its adopter instead of exiting"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(orphan, signal.SIGKILL)
+
+
+def test_a_server_behind_a_forking_launcher_keeps_running_while_its_supervisor_lives(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    command = f"{shlex.join([*CHILD, '--mode', 'never', '--pid-file', str(pid_file)])}; true"
+    launcher = subprocess.Popen(
+        ["sh", "-c", command],  # sh forks the server: its parent is sh, not this process
+        env={**os.environ, SUPERVISOR_PID_ENV: str(os.getpid())},
+        cwd=REPO,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        server = int(pid_file.read_text().split()[0])
+        time.sleep(1.0)  # past its die-with-parent check
+        assert _alive(server), "a server whose supervisor lives must keep running"
+    finally:
+        os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait(timeout=10)

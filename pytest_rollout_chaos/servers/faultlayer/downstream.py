@@ -26,7 +26,7 @@ from typing import Final, cast
 from multidict import CIMultiDict
 
 HEAD_LIMIT: Final = 1024 * 1024  # request line and headers, at most
-_PAUSE_AT: Final = 4 * 1024 * 1024  # unread bytes at which the connection stops reading
+_PAUSE_AT: Final = 4 * 1024 * 1024  # bytes sent ahead of the request in hand at which reading stops
 _TEXT: Final = "text/plain; charset=utf-8"
 
 logger = logging.getLogger(__name__)
@@ -145,11 +145,11 @@ class ClientConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._buffer += data
-        if len(self._buffer) > _PAUSE_AT and self._transport is not None and not self._paused:
-            self._transport.pause_reading()
-            self._paused = True
         if self._task is None:
             self._next()
+        elif len(self._buffer) > _PAUSE_AT and self._transport is not None and not self._paused:
+            self._transport.pause_reading()  # requests sent ahead pile up: wait for this one
+            self._paused = True
 
     def eof_received(self) -> bool:
         # A client that stops sending has given up (HTTP clients do not half-close to wait for
@@ -191,6 +191,9 @@ class ClientConnection(asyncio.Protocol):
 
     def _next(self) -> None:
         """Start the handler on the next whole request in the buffer, if one has arrived."""
+        if self._paused and self._transport is not None:
+            self._transport.resume_reading()
+            self._paused = False
         try:
             request = self._read_request()
         except BadRequest as error:
@@ -198,9 +201,6 @@ class ClientConnection(asyncio.Protocol):
             return
         if request is None:
             return
-        if self._paused and self._transport is not None:
-            self._transport.resume_reading()
-            self._paused = False
         reply = Reply(self, request)
         self._task = asyncio.get_running_loop().create_task(self._run(request, reply))
 

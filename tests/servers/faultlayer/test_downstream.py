@@ -214,3 +214,13 @@ async def test_connection_close_is_honoured_after_the_answer() -> None:
         rest = await asyncio.wait_for(reader.read(), timeout=WAIT_S)
     assert headers["connection"] == "close"
     assert (body, rest) == (b"POST /last /last ", b"")
+
+
+@pytest.mark.asyncio
+async def test_a_body_larger_than_the_read_ahead_limit_arrives_whole() -> None:
+    echo = Echo()
+    big = b"x" * (6 * 1024 * 1024)
+    async with serving(echo) as port, client(port) as (reader, writer):
+        writer.write(post("/big", big))
+        _, _, body = await answer(reader)
+    assert body == b"POST /big /big " + big
