@@ -6,10 +6,10 @@ layer did. A connection reads one request at a time (RFC 9112): request line, he
 body framed by ``Content-Length`` or chunked transfer coding (``Expect: 100-continue`` is
 answered so such a client sends it); the handler gets a ``Request`` and answers through its
 ``Reply``, whole or piece by piece. Requests a client sent ahead (pipelined) wait their turn.
-When the client goes away the handler's task is cancelled, so whatever it waits on upstream is
-cancelled too. A request that cannot be read (a bad line or header, a head over 1 MiB) is
-answered 400 and the connection closed; a handler that fails answers 500 (or, if its answer
-had begun, loses its connection), and the failure is logged.
+When the client goes away (or half-closes: it has given up) the handler's task is cancelled, so
+whatever it waits on upstream is cancelled too. A request that cannot be read (a bad line or
+header, a head over 1 MiB) is answered 400 and the connection closed; a handler that fails
+answers 500 (or, if its answer had begun, loses its connection), and the failure is logged.
 """
 
 from __future__ import annotations
