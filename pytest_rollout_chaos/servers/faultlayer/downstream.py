@@ -25,7 +25,8 @@ from typing import Final, cast
 
 from multidict import CIMultiDict
 
-HEAD_LIMIT: Final = 1024 * 1024  # request line and headers, at most
+from pytest_rollout_chaos.servers.faultlayer.http1 import HEAD_LIMIT, WriteFlow, header_tokens, persists
+
 _PAUSE_AT: Final = 4 * 1024 * 1024  # bytes sent ahead of the request in hand at which reading stops
 _TEXT: Final = "text/plain; charset=utf-8"
 
@@ -54,8 +55,7 @@ class Request:
 
     @property
     def keep_alive(self) -> bool:
-        tokens = _tokens(self.headers, "Connection")
-        return "close" not in tokens and (self.version != "HTTP/1.0" or "keep-alive" in tokens)
+        return persists(self.version, self.headers)
 
 
 Handler = Callable[[Request, "Reply"], Awaitable[None]]
@@ -124,7 +124,7 @@ class Reply:
         return "\r\n".join(lines).encode("utf-8", "surrogateescape") + b"\r\n\r\n"
 
 
-class ClientConnection(asyncio.Protocol):
+class ClientConnection(WriteFlow):
     """One client's connection: reads requests one at a time and runs the handler on each."""
 
     def __init__(self, handler: Handler, connections: set[ClientConnection]) -> None:
@@ -136,7 +136,6 @@ class ClientConnection(asyncio.Protocol):
         self._continued = False  # "100 Continue" sent for the request being read
         self._closed = False
         self._paused = False
-        self._drained: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport; uvloop's do not subclass asyncio.Transport
@@ -161,25 +160,15 @@ class ClientConnection(asyncio.Protocol):
         self._connections.discard(self)
         if self._task is not None:
             self._task.cancel()  # the client went away: so does what its request started
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-
-    def pause_writing(self) -> None:
-        self._drained = asyncio.get_running_loop().create_future()
-
-    def resume_writing(self) -> None:
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-        self._drained = None
+        self._release_writers()
 
     async def send(self, data: bytes) -> None:
         if self._closed or self._transport is None:
             raise ConnectionResetError("the client closed the connection")
         self._transport.write(data)
-        if self._drained is not None:
-            await self._drained
-            if self._closed:
-                raise ConnectionResetError("the client closed the connection")
+        await self.drained()
+        if self._closed:
+            raise ConnectionResetError("the client closed the connection")
 
     def abort(self) -> None:
         if self._transport is not None:
@@ -250,7 +239,7 @@ class ClientConnection(asyncio.Protocol):
             return None
         method, target, version, headers = _parse_head(bytes(buffer[:head_end]))
         body_start = head_end + 4
-        if "chunked" in _tokens(headers, "Transfer-Encoding"):
+        if "chunked" in header_tokens(headers, "Transfer-Encoding"):
             dechunked = _dechunk(buffer, body_start)
             if dechunked is None:
                 self._continue(headers)
@@ -330,7 +319,3 @@ def _dechunk(buffer: bytearray, start: int) -> tuple[bytes, int] | None:
         at = line_end + 2
         if empty:
             return b"".join(pieces), at
-
-
-def _tokens(headers: CIMultiDict[str], name: str) -> set[str]:
-    return {token.strip().lower() for value in headers.getall(name, []) for token in value.split(",")}

@@ -31,8 +31,9 @@ from typing import Final, cast
 
 from multidict import CIMultiDict
 
+from pytest_rollout_chaos.servers.faultlayer.http1 import HEAD_LIMIT, WriteFlow, header_tokens, persists
+
 READ_SIZE: Final = 256 * 1024  # the most one piece of a body passed on holds
-_HEAD_LIMIT: Final = 1024 * 1024  # status line and headers, at most
 _PAUSE_AT: Final = 4 * 1024 * 1024  # unread bytes at which the connection stops reading
 _NO_BODY_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})  # no Content-Length: 0
 _IDEMPOTENT: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
@@ -42,7 +43,7 @@ class UpstreamError(Exception):
     """The upstream refused, dropped or garbled the connection; no answer came whole."""
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(WriteFlow):
     """One TCP (or TLS) connection: what arrived and is not read yet, and whether it ended."""
 
     def __init__(self) -> None:
@@ -54,7 +55,6 @@ class _Connection(asyncio.Protocol):
         self.idle_since = 0.0
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
-        self._drained: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport; uvloop's (the layer runs on uvloop) do not subclass asyncio.Transport
@@ -77,16 +77,7 @@ class _Connection(asyncio.Protocol):
         self.ended = True
         self.error = exc
         self._wake()
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-
-    def pause_writing(self) -> None:
-        self._drained = asyncio.get_running_loop().create_future()
-
-    def resume_writing(self) -> None:
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-        self._drained = None
+        self._release_writers()
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
@@ -105,8 +96,7 @@ class _Connection(asyncio.Protocol):
     async def send(self, data: bytes) -> None:
         assert self.transport is not None
         self.transport.write(data)
-        if self._drained is not None:
-            await self._drained
+        await self.drained()
         if self.ended and self.error is not None:
             raise UpstreamError(f"the connection broke while sending: {self.error}")
 
@@ -128,7 +118,7 @@ class _Connection(asyncio.Protocol):
             self._paused = False
         return data
 
-    async def read_line(self, limit: int = _HEAD_LIMIT) -> bytes:
+    async def read_line(self, limit: int = HEAD_LIMIT) -> bytes:
         """Up to and without the next CRLF."""
         start = 0
         while (end := self.buffer.find(b"\r\n", start)) < 0:
@@ -335,12 +325,8 @@ class UpstreamPool:
             status = int(code)
             if 100 <= status < 200 and status != 101:  # interim: the final answer follows
                 continue
-            connection_tokens = _tokens(headers, "Connection")
-            keep_alive = (
-                status != 101  # switched to another protocol: not HTTP any more
-                and "close" not in connection_tokens
-                and (version != "HTTP/1.0" or "keep-alive" in connection_tokens)
-            )
+            # 101: switched to another protocol, not HTTP any more
+            keep_alive = status != 101 and persists(version, headers)
             framing = _framing(method, status, headers)
             return Answer(connection, status, headers, framing=framing, keep_alive=keep_alive)
 
@@ -370,7 +356,7 @@ def _framing(method: str, status: int, headers: CIMultiDict[str]) -> str:
     """How the answer's body ends (RFC 9112 6.3)."""
     if method == "HEAD" or status < 200 or status in (204, 304):
         return "none"
-    if "chunked" in _tokens(headers, "Transfer-Encoding"):
+    if "chunked" in header_tokens(headers, "Transfer-Encoding"):
         return "chunked"
     length = headers.get("Content-Length")
     if length is not None:
@@ -378,7 +364,3 @@ def _framing(method: str, status: int, headers: CIMultiDict[str]) -> str:
             raise UpstreamError(f"bad Content-Length {length!r}")
         return "length"
     return "close"
-
-
-def _tokens(headers: CIMultiDict[str], name: str) -> set[str]:
-    return {token.strip().lower() for value in headers.getall(name, []) for token in value.split(",")}
