@@ -1,6 +1,8 @@
 """One direction of one proxied connection: a reader, a chain of toxic stages, a writer.
 
-``source -> reader -> [noop stage] -> [toxic stage]... -> writer -> dest``. Each stage runs its
+``source -> reader -> [noop stage] -> [toxic stage]... -> writer -> dest``. The reader is the
+source socket's callback (``endpoint.Endpoint``); with no toxic on the link and nothing in flight,
+it writes each piece straight to ``dest``, pausing the source while ``dest`` is full. Each stage runs its
 toxic's behaviour in its own task and passes items to ``stage.output`` (the next stage's input
 queue, or the writer's). Toxics change on live connections, as in Toxiproxy:
 - add: a new stage goes at the end; the old last stage's output is re-pointed to it;
@@ -21,9 +23,8 @@ import random
 import time
 from collections.abc import Callable
 
+from pytest_rollout_chaos.servers.toxiproxy.endpoint import Endpoint
 from pytest_rollout_chaos.servers.toxiproxy.toxics import Chunk, Close, Item, ToxicSpec, run_noop
-
-READ_SIZE = 32 * 1024
 
 _logger = logging.getLogger("toxiproxy.link")
 
@@ -93,8 +94,8 @@ class Link:
         self,
         name: str,
         *,
-        source: asyncio.StreamReader,
-        dest: asyncio.StreamWriter,
+        source: Endpoint,
+        dest: Endpoint,
         toxics: list[ToxicSpec],
         rng: random.Random,
         on_close: Callable[[Link, bool], None],
@@ -111,6 +112,7 @@ class Link:
         self._tasks: list[asyncio.Task[None]] = []
         self.bytes_read = 0
         self.bytes_written = 0
+        self._source_ended = False
 
     def _append(self, toxic: ToxicSpec) -> Stage:
         last = self.stages[-1]
@@ -122,9 +124,12 @@ class Link:
     def start(self) -> None:
         for stage in self.stages:
             stage.start()
-        self._tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._write())]
+        self._tasks = [asyncio.create_task(self._write())]
+        self._dest.on_writable = self._dest_writable
+        self._source.attach(self._read, self._source_end)
 
     def stop(self) -> None:
+        self._source_ended = True
         for stage in self.stages:
             stage.cancel()
         for task in self._tasks:
@@ -170,32 +175,41 @@ class Link:
         return None
 
     # -- the two ends ---------------------------------------------------------------------------
-    async def _read(self) -> None:
-        entry = self.stages[0].input
+    def _read(self, data: bytes) -> None:
+        if self._source_ended:
+            return
+        self.bytes_read += len(data)
+        if not self._untouched():
+            self.stages[0].input.put_nowait(Chunk(data, time.monotonic()))
+            return
         try:
-            while True:
-                data = await self._source.read(READ_SIZE)
-                if not data:
-                    break
-                self.bytes_read += len(data)
-                if self._untouched():
-                    await self._write_through(data)
-                else:
-                    entry.put_nowait(Chunk(data, time.monotonic()))
-        except (ConnectionError, OSError) as error:
+            self._dest.write(data)
+        except ConnectionError as error:
+            self._source.pause_reading()
+            self._source_end(error)
+            return
+        self.bytes_written += len(data)
+        if self._dest.full:
+            self._source.pause_reading()  # until dest drains (``_dest_writable``)
+
+    def _dest_writable(self) -> None:
+        if not self._source_ended:
+            self._source.resume_reading()
+
+    def _source_end(self, error: Exception | None) -> None:
+        """The source closed (EOF, or lost with ``error``): the end goes down the stages."""
+        if self._source_ended:
+            return
+        self._source_ended = True
+        if error is not None:
             _logger.info("link %s: source ended: %r", self.name, error)
-        entry.put_nowait(Close())
+        self.stages[0].input.put_nowait(Close())
 
     def _untouched(self) -> bool:
         """No toxic on the link and nothing in flight: a chunk may skip the stages, as Toxiproxy's
         noop pipe would pass it on unchanged; a toxic added later sees every chunk after it."""
         noop = self.stages[0]
         return len(self.stages) == 1 and noop.held is None and noop.input.empty() and self._sink.empty()
-
-    async def _write_through(self, data: bytes) -> None:
-        self._dest.write(data)
-        await self._dest.drain()
-        self.bytes_written += len(data)
 
     async def _write(self) -> None:
         reset = False

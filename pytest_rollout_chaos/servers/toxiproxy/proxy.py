@@ -8,14 +8,13 @@ from the OS, and ``listen`` then shows the real one. Toxics apply to open connec
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import socket
-import struct
 import time
 from collections.abc import Callable
 
+from pytest_rollout_chaos.servers.toxiproxy.endpoint import Endpoint
 from pytest_rollout_chaos.servers.toxiproxy.errors import ApiError
 from pytest_rollout_chaos.servers.toxiproxy.link import Link
 from pytest_rollout_chaos.servers.toxiproxy.toxics import STREAMS, ToxicSpec
@@ -40,31 +39,26 @@ def join_address(host: str, port: int) -> str:
 class Connection:
     """A client and its upstream socket, joined by an upstream and a downstream link."""
 
-    def __init__(
-        self,
-        proxy: Proxy,
-        client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-    ) -> None:
+    def __init__(self, proxy: Proxy, client: Endpoint, upstream: Endpoint) -> None:
         self.proxy = proxy
-        self.client_writer = client[1]
-        self.upstream_writer = upstream[1]
-        peer = client[1].get_extra_info("peername")
-        self.name = join_address(str(peer[0]), int(peer[1])) if peer else "?"
+        self.client = client
+        self.upstream = upstream
+        peer = client.peer()
+        self.name = join_address(*peer) if peer else "?"
         self.opened_at = time.monotonic()
         self.links = {
             "upstream": Link(
                 f"{proxy.name}/{self.name}/upstream",
-                source=client[0],
-                dest=upstream[1],
+                source=client,
+                dest=upstream,
                 toxics=proxy.toxics_of("upstream"),
                 rng=proxy.rng,
                 on_close=self._link_closed,
             ),
             "downstream": Link(
                 f"{proxy.name}/{self.name}/downstream",
-                source=upstream[0],
-                dest=client[1],
+                source=upstream,
+                dest=client,
                 toxics=proxy.toxics_of("downstream"),
                 rng=proxy.rng,
                 on_close=self._link_closed,
@@ -84,8 +78,7 @@ class Connection:
         if reset:
             self.close(reset=True, why=f"reset by a toxic on {link.name}")
             return
-        writer = self.upstream_writer if link is self.links["upstream"] else self.client_writer
-        writer.close()
+        (self.upstream if link is self.links["upstream"] else self.client).close()
         if self._closed_links == len(self.links):
             self.close(why="both directions ended")
 
@@ -94,15 +87,10 @@ class Connection:
         if self.done:
             return
         self.done = True
-        for writer in (self.client_writer, self.upstream_writer):
-            if reset:
-                sock = writer.get_extra_info("socket")
-                if sock is not None:
-                    with contextlib.suppress(OSError):
-                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            writer.transport.abort()
         for link in self.links.values():
             link.stop()
+        for endpoint in (self.client, self.upstream):
+            endpoint.abort(reset=reset)
         up, down = self.links["upstream"], self.links["downstream"]
         _logger.info(
             "proxy %s: closed client %s (%s) after %.3fs; bytes up %d/%d, down %d/%d",
@@ -130,7 +118,7 @@ class Proxy:
         self.toxics: dict[str, ToxicSpec] = {}
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
-        self._dialling: set[asyncio.StreamWriter] = set()  # accepted clients waiting for upstream
+        self._dialling: dict[Endpoint, asyncio.Task[None]] = {}  # accepted clients waiting for upstream
         self.on_change: Callable[[str, dict[str, object]], None] = lambda _op, _data: None
 
     def to_json(self) -> dict[str, object]:
@@ -169,7 +157,9 @@ class Proxy:
             raise ApiError(f"proxy {self.name!r}: cannot listen on {self.listen}: {error}", 500) from error
         bound = sock.getsockname()
         self.listen = join_address(str(bound[0]), int(bound[1]))
-        self._server = await asyncio.start_server(self._accept, sock=sock)
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: Endpoint(on_made=self._accept), sock=sock
+        )
         self.enabled = True
         _logger.info("proxy %s: started on %s -> %s", self.name, self.listen, self.upstream)
         self.on_change("proxy enable", {"proxy": self.name, "listen": self.listen})
@@ -185,8 +175,8 @@ class Proxy:
         count = len(self._connections)
         for connection in list(self._connections):
             connection.close(why="proxy disabled")
-        for writer in self._dialling:
-            writer.transport.abort()
+        for client in list(self._dialling):
+            client.abort()
         if server is not None:
             await server.wait_closed()
         _logger.info("proxy %s: terminated (closed %d open connections)", self.name, count)
@@ -201,29 +191,34 @@ class Proxy:
         else:
             await self.stop()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
+    def _accept(self, client: Endpoint) -> None:
         if not self.enabled:
-            writer.transport.abort()
+            client.abort()
             return
-        _logger.debug("proxy %s: accepted client %s -> %s", self.name, peer, self.upstream)
-        self._dialling.add(writer)
+        _logger.debug("proxy %s: accepted client %s -> %s", self.name, client.peer(), self.upstream)
+        self._dialling[client] = asyncio.get_running_loop().create_task(self._dial(client))
+
+    async def _dial(self, client: Endpoint) -> None:
+        """Open the client's upstream connection, then join the two."""
         try:
             host, port = split_address(self.upstream)
-            upstream = await asyncio.wait_for(asyncio.open_connection(host, port), UPSTREAM_CONNECT_TIMEOUT_S)
+            _, upstream = await asyncio.wait_for(
+                asyncio.get_running_loop().create_connection(Endpoint, host, port),
+                UPSTREAM_CONNECT_TIMEOUT_S,
+            )
         except (OSError, TimeoutError, ApiError) as error:
             _logger.warning(
                 "proxy %s: unable to open connection to upstream %s: %r", self.name, self.upstream, error
             )
-            writer.transport.abort()
+            client.abort()
             return
         finally:
-            self._dialling.discard(writer)
-        if not self.enabled:  # disabled while we dialled
-            writer.transport.abort()
-            upstream[1].transport.abort()
+            self._dialling.pop(client, None)
+        if not self.enabled or client.lost:  # disabled, or the client gone, while we dialled
+            client.abort()
+            upstream.abort()
             return
-        connection = Connection(self, (reader, writer), upstream)
+        connection = Connection(self, client, upstream)
         self._connections.add(connection)
         connection.start()
 
