@@ -1,10 +1,10 @@
 """One direction of one proxied connection: a reader, a chain of toxic stages, a writer.
 
 ``source -> reader -> [noop stage] -> [toxic stage]... -> writer -> dest``. The reader is the
-source socket's callback (``endpoint.Endpoint``); with no toxic on the link and nothing in flight,
-it writes each piece straight to ``dest``, pausing the source while ``dest`` is full. Each stage runs its
-toxic's behaviour in its own task and passes items to ``stage.output`` (the next stage's input
-queue, or the writer's). Toxics change on live connections, as in Toxiproxy:
+source socket's callback (``endpoint.Endpoint``); with no toxic on the link and nothing in
+flight, it writes each piece straight to ``dest``, pausing the source while ``dest`` is full.
+Each stage runs its toxic's behaviour in its own task and passes items to ``stage.output`` (the
+next stage's input queue, or the writer's). Toxics change on live connections, as in Toxiproxy:
 - add: a new stage goes at the end; the old last stage's output is re-pointed to it;
 - update: the stage's task is cancelled and restarted with the new attributes, keeping the
   item it held;
