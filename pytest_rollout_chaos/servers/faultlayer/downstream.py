@@ -25,7 +25,8 @@ from typing import Final, cast
 
 from multidict import CIMultiDict
 
-from pytest_rollout_chaos.servers.faultlayer.http1 import HEAD_LIMIT, WriteFlow, header_tokens, persists
+from pytest_rollout_chaos.servers.faultlayer.http1 import HEAD_LIMIT, header_tokens, persists
+from pytest_rollout_chaos.servers.writeflow import WriteFlow
 
 _PAUSE_AT: Final = 4 * 1024 * 1024  # bytes sent ahead of the request in hand at which reading stops
 _TEXT: Final = "text/plain; charset=utf-8"

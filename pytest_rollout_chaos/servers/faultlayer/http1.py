@@ -1,4 +1,4 @@
-"""What both sides of a link's HTTP/1.1 share: header tokens, persistence, write flow control.
+"""What both sides of a link's HTTP/1.1 share: header tokens and connection persistence.
 
 ``downstream`` (toward the link's clients) and ``upstream`` (toward its server) each speak only
 what a reverse proxy needs of RFC 9112; the rules that read the same on either side live here once.
@@ -6,7 +6,6 @@ what a reverse proxy needs of RFC 9112; the rules that read the same on either s
 
 from __future__ import annotations
 
-import asyncio
 from typing import Final
 
 from multidict import CIMultiDict
@@ -23,25 +22,3 @@ def persists(version: str, headers: CIMultiDict[str]) -> bool:
     """Whether the connection stays open after this message (RFC 9112 9.3)."""
     tokens = header_tokens(headers, "Connection")
     return "close" not in tokens and (version != "HTTP/1.0" or "keep-alive" in tokens)
-
-
-class WriteFlow(asyncio.Protocol):
-    """A protocol whose writers wait while the transport's write buffer is over its high-water mark."""
-
-    _drained: asyncio.Future[None] | None = None
-
-    def pause_writing(self) -> None:
-        self._drained = asyncio.get_running_loop().create_future()
-
-    def resume_writing(self) -> None:
-        self._release_writers()
-        self._drained = None
-
-    def _release_writers(self) -> None:
-        """Let waiting writers go on (the buffer drained, or the connection is gone)."""
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-
-    async def drained(self) -> None:
-        if self._drained is not None:
-            await self._drained

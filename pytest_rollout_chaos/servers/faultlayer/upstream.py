@@ -31,7 +31,8 @@ from typing import Final, cast
 
 from multidict import CIMultiDict
 
-from pytest_rollout_chaos.servers.faultlayer.http1 import HEAD_LIMIT, WriteFlow, header_tokens, persists
+from pytest_rollout_chaos.servers.faultlayer.http1 import HEAD_LIMIT, header_tokens, persists
+from pytest_rollout_chaos.servers.writeflow import WriteFlow
 
 READ_SIZE: Final = 256 * 1024  # the most one piece of a body passed on holds
 _PAUSE_AT: Final = 4 * 1024 * 1024  # unread bytes at which the connection stops reading

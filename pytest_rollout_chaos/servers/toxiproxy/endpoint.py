@@ -17,19 +17,19 @@ import struct
 from collections.abc import Callable
 from typing import cast
 
+from pytest_rollout_chaos.servers.writeflow import WriteFlow
 
-class Endpoint(asyncio.Protocol):
+
+class Endpoint(WriteFlow):
     """A socket; what arrives before a link reads it (``attach``) waits for that link."""
 
     def __init__(self, on_made: Callable[[Endpoint], None] | None = None) -> None:
         self._on_made = on_made
         self.transport: asyncio.Transport | None = None
         self.lost = False
-        self.full = False  # the write buffer is over its high-water mark
         self._reading = False
         self._early: list[bytes] = []
         self._ended: tuple[Exception | None] | None = None
-        self._drained: asyncio.Future[None] | None = None
         # the link reading from this socket; until one does, what arrives waits here
         self.on_data: Callable[[bytes], None] = self._early.append
         self.on_end: Callable[[Exception | None], None] = self._early_end
@@ -53,16 +53,11 @@ class Endpoint(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
-        self.full = False
-        self._release_writer()
+        self._release_writers()
         self.on_end(exc)
 
-    def pause_writing(self) -> None:
-        self.full = True
-
     def resume_writing(self) -> None:
-        self.full = False
-        self._release_writer()
+        super().resume_writing()
         self.on_writable()
 
     # -- the reading link -----------------------------------------------------------------------
@@ -98,16 +93,9 @@ class Endpoint(asyncio.Protocol):
 
     async def drain(self) -> None:
         """Wait while the write buffer is full; raise once the socket is gone."""
-        if self.full:
-            self._drained = asyncio.get_running_loop().create_future()
-            await self._drained
+        await self.drained()
         if self.lost:
             raise ConnectionResetError("the socket is closed")
-
-    def _release_writer(self) -> None:
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-        self._drained = None
 
     # -- ending ---------------------------------------------------------------------------------
     def peer(self) -> tuple[str, int] | None:
