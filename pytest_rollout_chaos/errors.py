@@ -7,6 +7,11 @@ under test misbehaved).
 
 from __future__ import annotations
 
+from typing import Final
+
+NOT_JUDGED_PREFIX: Final = "NOT_JUDGED: "
+"""How the skip of a scenario a collector declined to judge begins (``NotJudgedError``)."""
+
 
 class ChaosError(Exception):
     """Base of every error this plugin raises on purpose."""
@@ -42,6 +47,13 @@ class CollectorContractError(ChaosError):
     """The collector under test broke its contract (ARCHITECTURE.md#the-collector-contract): its
     factory raised, its ``collect`` is not async, or it returned something other than one Rollout
     per requested row. The message names the collector, what was expected and what came back."""
+
+
+class NotJudgedError(ChaosError):
+    """The collector cannot judge this scenario on this trainer and says why, before it runs
+    anything: an adapter whose copy of upstream lines no longer matches the tree, for one. The
+    scenario is then neither passed nor failed: it skips with ``NOT_JUDGED: <why>``, and
+    ``rollout-chaos gate`` counts it as not judged, never as fixed or regressed."""
 
 
 class InvariantViolation(AssertionError):

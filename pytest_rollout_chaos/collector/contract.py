@@ -29,7 +29,7 @@ from pytest_rollout_chaos.collector.protocol import (
     Turn,
     row_index,
 )
-from pytest_rollout_chaos.errors import CollectorContractError
+from pytest_rollout_chaos.errors import CollectorContractError, NotJudgedError
 
 SHAPE: Final = "async def collect(self, rows, *, mode) -> list[Rollout]"
 _short = reprlib.Repr()
@@ -56,6 +56,8 @@ def build_collector(factory: CollectorFactory, ctx: CollectorContext, *, who: st
     ``who`` names the collector in errors (``describe``)."""
     try:
         collector = factory(ctx)
+    except NotJudgedError:
+        raise  # the collector declines this scenario, naming why: not a breach
     except Exception as error:
         raise CollectorContractError(
             f"{who}: the factory raised {type(error).__name__}: {error}{_raised_at(error)}; "

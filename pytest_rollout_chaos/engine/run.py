@@ -44,7 +44,14 @@ from pytest_rollout_chaos.engine.expectations import check_expectations
 from pytest_rollout_chaos.engine.reach import skip_unreachable_faults
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.engine.schedule import Schedule
-from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError, VacuousScenarioError
+from pytest_rollout_chaos.errors import (
+    NOT_JUDGED_PREFIX,
+    FaultError,
+    InvariantViolation,
+    NotJudgedError,
+    ScenarioError,
+    VacuousScenarioError,
+)
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict
 from pytest_rollout_chaos.invariants.compose import check_all
@@ -78,7 +85,8 @@ def collector_for(scenario: Scenario, target: str) -> CollectorFactory:
 def run_on(
     scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, settings: ChaosSettings
 ) -> ScenarioResult:
-    """Run ``scenario`` on the session's ``stack`` and judge it; skip when it cannot act there."""
+    """Run ``scenario`` on the session's ``stack`` and judge it; skip when it cannot act there, and
+    with ``NOT_JUDGED:`` when the collector declines it (``NotJudgedError``)."""
     stack, reason = with_replicas(scenario, stack, settings.policy_replicas)
     if reason is None:
         reason = not_applicable(scenario, stack)
@@ -92,7 +100,12 @@ def run_on(
         stack.gym.set_splice(False)  # vanilla re-rendering: retokenization drift happens for real
     if scenario.stack.rescore_bonus:
         stack.gym.set_rescore_bonus(scenario.stack.rescore_bonus)
-    result = run_once(scenario, stack, factory, settings.seed, target=settings.target)
+    try:
+        result = run_once(scenario, stack, factory, settings.seed, target=settings.target)
+    except NotJudgedError as declined:  # the factory declined the scenario
+        pytest.skip(NOT_JUDGED_PREFIX + str(declined))
+    if isinstance(result.raised, NotJudgedError):  # collect declined it before running anything
+        pytest.skip(NOT_JUDGED_PREFIX + str(result.raised))
     judge(result)
     return result
 

@@ -3,8 +3,14 @@
 Exit status: 0 when no scenario regressed and every ``--expect-fixed`` scenario went from red to
 green; 1 when one regressed (red, skipped or missing on head after passing on base, unless
 ``--allow-skip`` names it) or an expected fix is not there; 2 when the gate could not judge (bad
-usage, a side that ran no scenario, a trainer module the collector could not import, a scenario
-red on base and skipped on head).
+usage, an interpreter the tree's ``requires-python`` rejects, a side that ran no scenario, a
+trainer module the collector could not import, a scenario red on base and skipped on head or
+declined by the collector (``NOT_JUDGED``), ``baseline`` not green on both sides, fewer than half
+of the scenarios judged on both).
+
+``baseline`` always runs beside the scenarios asked for. A scenario whose verdict moved is run
+``--runs`` times in all, each further run on both sides with the next seed; the move counts only
+when every run shows it (``compare``).
 """
 
 from __future__ import annotations
@@ -14,14 +20,14 @@ import dataclasses
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, TextIO
 
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.gate import render
-from pytest_rollout_chaos.gate.compare import EXIT_NOT_JUDGED, compare
-from pytest_rollout_chaos.gate.environment import probe
+from pytest_rollout_chaos.gate.compare import BASELINE, EXIT_NOT_JUDGED, compare, moved
+from pytest_rollout_chaos.gate.environment import SideEnvironment, gym_client, probe
 from pytest_rollout_chaos.gate.sides import (
     GateUsageError,
     SideRequest,
@@ -41,8 +47,11 @@ DESCRIPTION: Final = (
     "--allow-skip names an intended one) or an --expect-fixed scenario is not red on base and green "
     "on head; 2 when something could not be judged: a side that ran no scenario, a trainer module "
     "the collector could not import (named, with its install line), a scenario red on base and "
-    "skipped or missing on head; 0 otherwise."
+    "skipped or missing on head, or declined by the collector (NOT_JUDGED), baseline not green on "
+    "both sides, fewer than half of the scenarios judged on both; 0 otherwise. baseline always runs; "
+    "a verdict that moved is rerun with other seeds (--runs) and counts only when every run shows it."
 )
+DEFAULT_RUNS: Final = 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,6 +93,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "regression (repeatable)",
     )
     parser.add_argument("--seed", type=int, default=0, help="Seed of both sides (default: 0)")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=DEFAULT_RUNS,
+        metavar="N",
+        help="Runs a moved verdict (fixed or regression) must hold in: the scenarios that moved run "
+        "N-1 more times on both sides, seeds --seed+1, --seed+2, ...; a move that does not hold in "
+        f"every run is 'unstable' (default: {DEFAULT_RUNS}; 1 runs each scenario once)",
+    )
+    parser.add_argument(
+        "--ignore-requires-python",
+        action="store_true",
+        help="Run a side even when its tree's pyproject.toml requires-python rejects the side's "
+        "interpreter (the outputs say so); without it the gate refuses to run it",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="Write the comparison as JSON")
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="Write a Markdown PR comment")
     parser.add_argument(
@@ -112,10 +136,20 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """The gate; see the module docstring for the exit status."""
     scratch = args.workdir or Path(tempfile.mkdtemp(prefix="rollout-chaos-gate-"))
     keep = args.workdir is not None
+    targets = args.target if not args.head_target else f"{args.target} (head: {args.head_target})"
     try:
-        request = _request(args)
+        request, files = _request(args)
         base_tree = prepare_tree(args.base, scratch / "trees" / "base")
         head_tree = prepare_tree(args.head, scratch / "trees" / "head")
+        head_request = dataclasses.replace(
+            request, target=args.head_target or request.target, python=args.head_python or request.python
+        )
+        base_env = probe(request.python, args.base, base_tree, gym_client=gym_client(request.target))
+        head_env = probe(
+            head_request.python, args.head, head_tree, gym_client=gym_client(head_request.target)
+        )
+        if not args.ignore_requires_python:
+            _check_accepted(base_env, head_env)
     except GateUsageError as error:
         print(f"rollout-chaos gate: {error}", file=err)
         if not keep:
@@ -125,13 +159,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     def progress(line: str) -> None:
         print(line, file=err, flush=True)
 
-    targets = args.target if not args.head_target else f"{args.target} (head: {args.head_target})"
     print(f"rollout-chaos gate: {targets}, base {base_tree} then head {head_tree}", file=err, flush=True)
-    head_request = dataclasses.replace(
-        request, target=args.head_target or request.target, python=args.head_python or request.python
-    )
-    base_env = probe(request.python, args.base, base_tree)
-    head_env = probe(head_request.python, args.head, head_tree)
     for label, env in (("base", base_env), ("head", head_env)):
         print(f"{label}: {env.trainer()}; {env.describe()}", file=err, flush=True)
     base = run_side("base", base_tree, request, scratch, progress, environment=base_env)
@@ -143,13 +171,39 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"logs kept in {scratch}", file=err)
         return EXIT_CANNOT_JUDGE
     decision = compare(base.verdicts, head.verdicts, args.expect_fixed, args.allow_skip)
+    reruns = _rerun(
+        moved(decision),
+        files,
+        ((base_tree, request), (head_tree, head_request)),
+        args,
+        scratch=scratch,
+        progress=progress,
+    )
+    if reruns:
+        decision = compare(
+            base.verdicts,
+            head.verdicts,
+            args.expect_fixed,
+            args.allow_skip,
+            reruns=[(pair[0].verdicts, pair[1].verdicts) for pair in reruns],
+        )
     keep = keep or not decision.passed
     if not keep:
         base.log = head.log = None  # removed below: a passing gate leaves nothing behind
+        for pair in reruns:
+            pair[0].log = pair[1].log = None
     print(render.text(decision, base, head), file=out)
     if args.json is not None:
         args.json.write_text(
-            render.as_json(decision, base, head, target=targets, seed=args.seed, scenarios=request.scenarios),
+            render.as_json(
+                decision,
+                base,
+                head,
+                target=targets,
+                seed=args.seed,
+                scenarios=request.scenarios,
+                reruns=reruns,
+            ),
             encoding="utf-8",
         )
     if args.markdown is not None:
@@ -161,17 +215,65 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return decision.exit_code
 
 
-def _request(args: argparse.Namespace) -> SideRequest:
-    """What both sides run; unknown ``--expect-fixed`` and ``--allow-skip`` names are caught before
-    two long runs."""
-    paths = [str(path) for path in args.scenarios] or [str(bundled.catalog_dir())]
-    names = _scenario_names(args.scenarios or [bundled.catalog_dir()])
-    for option, given in (("--expect-fixed", args.expect_fixed), ("--allow-skip", args.allow_skip)):
-        unknown = [name for name in given if name not in names]
+def _check_accepted(base: SideEnvironment, head: SideEnvironment) -> None:
+    """A side whose tree's ``requires-python`` rejects its interpreter is a usage error."""
+    for label, env in (("base", base), ("head", head)):
+        refusal = env.python_refused()
+        if refusal is not None:
+            raise GateUsageError(
+                f"the {label} side: {refusal} (valid: an interpreter it accepts as --python / "
+                "--head-python, or --ignore-requires-python to run it anyway)"
+            )
+
+
+def _rerun(
+    names: Sequence[str],
+    files: Mapping[str, Path],
+    sides: tuple[tuple[Path, SideRequest], tuple[Path, SideRequest]],
+    args: argparse.Namespace,
+    *,
+    scratch: Path,
+    progress: Callable[[str], None],
+) -> list[tuple[SideRun, SideRun]]:
+    """Run the scenarios that moved ``--runs`` - 1 more times on both sides, the seed one higher
+    each time: (base, head) per run."""
+    if not names or args.runs <= 1:
+        return []
+    progress(
+        f"rollout-chaos gate: {len(names)} verdict(s) moved ({', '.join(names)}); {args.runs - 1} more run(s)"
+    )
+    paths = [str(files[name]) for name in names]
+    runs = []
+    for at in range(2, args.runs + 1):
+        base, head = (
+            run_side(
+                f"{label}-run{at}",
+                tree,
+                dataclasses.replace(request, seed=args.seed + at - 1, scenarios=paths),
+                scratch,
+                progress,
+            )
+            for label, (tree, request) in zip(("base", "head"), sides, strict=True)
+        )
+        runs.append((base, head))
+    return runs
+
+
+def _request(args: argparse.Namespace) -> tuple[SideRequest, dict[str, Path]]:
+    """What both sides run, and each scenario's file by name; unknown ``--expect-fixed`` and
+    ``--allow-skip`` names are caught before two long runs. ``baseline`` is added when the paths
+    given do not hold it: without it green on both sides no verdict means anything."""
+    given = list(args.scenarios) or [bundled.catalog_dir()]
+    files = _scenario_files(given)
+    if BASELINE not in files:
+        files[BASELINE] = bundled.catalog_dir() / f"{BASELINE}{SUFFIX}"
+        given.append(files[BASELINE])
+    for option, named in (("--expect-fixed", args.expect_fixed), ("--allow-skip", args.allow_skip)):
+        unknown = [name for name in named if name not in files]
         if unknown:
             raise GateUsageError(
                 f"{option} {', '.join(unknown)}: no such scenario among those run "
-                f"(valid: {', '.join(sorted(names))})"
+                f"(valid: {', '.join(sorted(files))})"
             )
     both = sorted(set(args.expect_fixed) & set(args.allow_skip))
     if both:
@@ -179,32 +281,35 @@ def _request(args: argparse.Namespace) -> SideRequest:
             f"--expect-fixed and --allow-skip both name {', '.join(both)}: a scenario head must fix "
             "cannot be one it may skip"
         )
+    if args.runs < 1:
+        raise GateUsageError(f"--runs {args.runs}: valid: 1 or more")
     check_python(args.python)
     if args.head_python:
         check_python(args.head_python)
-    return SideRequest(
+    request = SideRequest(
         target=args.target,
         python=args.python,
         seed=args.seed,
-        scenarios=paths,
+        scenarios=[str(path) for path in given],
         pytest_args=args.pytest_arg,
         timeout_s=args.timeout_s,
     )
+    return request, files
 
 
-def _scenario_names(paths: Sequence[Path]) -> set[str]:
-    names: set[str] = set()
+def _scenario_files(paths: Sequence[Path]) -> dict[str, Path]:
+    files: dict[str, Path] = {}
     for path in paths:
         if not path.exists():
             raise GateUsageError(f"{path}: no such scenario file or folder")
         for file in sorted(path.rglob(f"*{SUFFIX}")) if path.is_dir() else [path]:
             try:
-                names.add(load_scenario(file).name)
+                files[load_scenario(file).name] = file
             except ScenarioFileError as error:
                 raise GateUsageError(
                     f"{file}: invalid scenario (see rollout-chaos validate {file}): {error.problems[0]}"
                 ) from error
-    return names
+    return files
 
 
 def _cannot_judge(side: SideRun) -> str:

@@ -10,29 +10,59 @@ is not a fix), and a side whose collector could not import a module of the train
 verdict is about the environment, not the trainer). Everything else that changed is shown, not
 judged: red on both sides for different invariants, skipped on base only, an invariant judged on
 one side and NOT_JUDGED on the other.
+
+A scenario the collector declined to judge on a side (a skip that starts ``NOT_JUDGED:``, e.g. an
+adapter whose copy of a trainer function no longer matches the tree) is neither fixed nor regressed:
+it is not judged. What did not move is split by how it ended on both sides (passed, failed,
+skipped), and the gate does not pass on too little: ``baseline`` must pass on both sides, and at
+least half of the scenarios either side ran must have been judged (passed or red) on both.
+
+A verdict that moved (fixed or regressed) may move by chance, where a fault's draws fell; the gate
+runs such scenarios again with other seeds (``reruns``) and keeps the move only when every run
+shows it; otherwise the scenario is ``unstable``, listed apart, failing nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from pytest_rollout_chaos.gate.verdicts import MissingModule, ScenarioVerdicts
+from pytest_rollout_chaos.gate.verdicts import NOT_JUDGED_OUTCOME, RED, MissingModule, ScenarioVerdicts
 
 Change = Literal[
-    "regression", "fixed", "not judged", "skip allowed", "changed", "same", "base only", "head only"
+    "regression",
+    "fixed",
+    "unstable",
+    "not judged",
+    "skip allowed",
+    "changed",
+    "passed on both",
+    "failed on both",
+    "skipped on both",
+    "base only",
+    "head only",
 ]
 CHANGES: Final[tuple[Change, ...]] = (
     "fixed",
     "regression",
+    "unstable",
     "not judged",
     "skip allowed",
     "changed",
-    "same",
+    "passed on both",
+    "failed on both",
+    "skipped on both",
     "base only",
     "head only",
 )
+UNCHANGED: Final[tuple[Change, ...]] = ("passed on both", "failed on both", "skipped on both")
+"""What did not move: the three kinds of "same"."""
+MOVED: Final[tuple[Change, ...]] = ("fixed", "regression")
+"""The moves a rerun must confirm."""
+BASELINE: Final = "baseline"
+"""The scenario that must pass on both sides for any verdict to mean something."""
 EXIT_PASS: Final = 0
 EXIT_FAIL: Final = 1
 EXIT_NOT_JUDGED: Final = 2
@@ -49,12 +79,28 @@ class ScenarioComparison:
     change: Change
     flipped: tuple[str, ...] = ()
     expected_fixed: bool = False
+    runs: tuple[Change, ...] = ()  # a moved verdict's change in each run, the first included
+
+    @property
+    def judged(self) -> bool:
+        """Passed or red on both sides, with every module of the trainer there."""
+        return all(
+            side is not None and side.missing is None and side.outcome in ("passed", *RED)
+            for side in (self.base, self.head)
+        )
+
+    @property
+    def reached(self) -> bool:
+        """Run on at least one side: passed, red or declined to judge there."""
+        return any(side is not None and side.outcome != "skipped" for side in (self.base, self.head))
 
     def to_json(self) -> dict[str, object]:
         return {
             "scenario": self.name,
             "change": self.change,
             "expected_fixed": self.expected_fixed,
+            "judged": self.judged,
+            "runs": list(self.runs),
             "flipped": list(self.flipped),
             "base": self.base.to_json() if self.base else None,
             "head": self.head.to_json() if self.head else None,
@@ -71,6 +117,7 @@ class GateDecision:
     scenarios: tuple[ScenarioComparison, ...]
     failures: tuple[str, ...] = field(default=())
     not_judged: tuple[str, ...] = field(default=())
+    unstable: tuple[str, ...] = field(default=())  # shown apart; they fail nothing
 
     @property
     def passed(self) -> bool:
@@ -90,20 +137,37 @@ class GateDecision:
     def count(self, change: Change) -> int:
         return sum(1 for scenario in self.scenarios if scenario.change == change)
 
+    @property
+    def judged(self) -> int:
+        """How many scenarios were judged on both sides."""
+        return sum(1 for scenario in self.scenarios if scenario.judged)
+
+    @property
+    def reached(self) -> int:
+        """How many scenarios either side ran (not skipped on both)."""
+        return sum(1 for scenario in self.scenarios if scenario.reached)
+
 
 def compare(
     base: Mapping[str, ScenarioVerdicts],
     head: Mapping[str, ScenarioVerdicts],
     expect_fixed: Iterable[str] = (),
     allow_skip: Iterable[str] = (),
+    reruns: Sequence[tuple[Mapping[str, ScenarioVerdicts], Mapping[str, ScenarioVerdicts]]] = (),
 ) -> GateDecision:
     """Compare ``base`` with ``head``; regressions and unmet ``expect_fixed`` fail the gate.
 
     ``allow_skip`` names scenarios head may skip or leave out although base passed them.
+    ``reruns`` holds the (base, head) verdicts of each further run of the scenarios that moved, with
+    other seeds: a move that does not hold in each of them is ``unstable``.
     """
     expected, allowed = set(expect_fixed), set(allow_skip)
     scenarios = tuple(
-        _compare_one(name, base.get(name), head.get(name), name in expected, name in allowed)
+        _confirmed(
+            _compare_one(name, base.get(name), head.get(name), name in expected, name in allowed),
+            reruns,
+            allowed,
+        )
         for name in sorted(set(base) | set(head))
     )
     failures = [
@@ -114,7 +178,7 @@ def compare(
     failures += [
         problem
         for s in scenarios
-        if s.expected_fixed and not _missing(s)  # the environment's fault: not judged below
+        if s.expected_fixed and not _missing(s) and not _declined(s) and s.change != "unstable"
         for problem in _unmet(s.name, s.base, s.head)
     ]
     failures += [
@@ -123,7 +187,68 @@ def compare(
     ]
     not_judged = _missing_on("base", base) + _missing_on("head", head)
     not_judged += [_not_judged(s) for s in scenarios if s.change == "not judged" and not _missing(s)]
-    return GateDecision(scenarios=scenarios, failures=tuple(failures), not_judged=tuple(not_judged))
+    not_judged += [
+        f"{s.name}: expected fixed, but the move held in only some runs ({_runs(s)})"
+        for s in scenarios
+        if s.expected_fixed and s.change == "unstable"
+    ]
+    not_judged += _too_little_judged(scenarios)
+    unstable = tuple(
+        f"{s.name}: unstable over {len(s.runs)} runs ({_runs(s)})"
+        for s in scenarios
+        if s.change == "unstable"
+    )
+    return GateDecision(
+        scenarios=scenarios, failures=tuple(failures), not_judged=tuple(not_judged), unstable=unstable
+    )
+
+
+def moved(decision: GateDecision) -> list[str]:
+    """The scenarios whose verdict moved (fixed or regressed): what a rerun must confirm."""
+    return [scenario.name for scenario in decision.scenarios if scenario.change in MOVED]
+
+
+def _confirmed(
+    first: ScenarioComparison,
+    reruns: Sequence[tuple[Mapping[str, ScenarioVerdicts], Mapping[str, ScenarioVerdicts]]],
+    allowed: set[str],
+) -> ScenarioComparison:
+    """``first``, its move checked against each rerun: kept when every run shows it, else unstable."""
+    if first.change not in MOVED or not reruns:
+        return first
+    again = [
+        _compare_one(first.name, base.get(first.name), head.get(first.name), False, first.name in allowed)
+        for base, head in reruns
+    ]
+    runs = (first.change, *(rerun.change for rerun in again))
+    change: Change = first.change if all(run == first.change for run in runs) else "unstable"
+    return dataclasses.replace(first, change=change, runs=runs)
+
+
+def _too_little_judged(scenarios: Sequence[ScenarioComparison]) -> list[str]:
+    """Why the gate judged too little to pass: ``baseline`` not green on both sides, or fewer than
+    half of the scenarios either side ran judged on both."""
+    problems = []
+    baseline = next((s for s in scenarios if s.name == BASELINE), None)
+    if baseline is not None and not all(
+        side is not None and side.outcome == "passed" for side in (baseline.base, baseline.head)
+    ):
+        problems.append(
+            f"{BASELINE}: not judged: it must pass on both sides for any verdict to mean something, "
+            f"but it {_ended(baseline.base)} on base and {_ended(baseline.head)} on head"
+        )
+    judged = sum(1 for s in scenarios if s.judged)
+    reached = sum(1 for s in scenarios if s.reached)
+    if 2 * judged < reached:
+        problems.append(
+            f"not judged: only {judged} of the {reached} scenarios the sides ran were judged (passed or "
+            "red) on both; fewer than half is too little to pass a gate on"
+        )
+    return problems
+
+
+def _runs(scenario: ScenarioComparison) -> str:
+    return ", ".join(f"run {at}: {change}" for at, change in enumerate(scenario.runs, start=1))
 
 
 def _compare_one(
@@ -138,13 +263,15 @@ def _compare_one(
         return ScenarioComparison(name, base, head, "not judged", expected_fixed=expected_fixed)
     if base is None:
         return ScenarioComparison(name, base, head, "head only", expected_fixed=expected_fixed)
+    if NOT_JUDGED_OUTCOME in (base.outcome, head.outcome if head is not None else None):
+        return ScenarioComparison(name, base, head, "not judged", expected_fixed=expected_fixed)
     if head is None or head.outcome == "skipped":
         if base.outcome == "passed":
             change = "skip allowed" if allowed_skip else "regression"
         elif base.red:
             change = "not judged"
         else:
-            change = "base only" if head is None else "same"
+            change = "base only" if head is None else "skipped on both"
         return ScenarioComparison(name, base, head, change, expected_fixed=expected_fixed)
     flipped = tuple(
         f"{invariant} {base.invariants.get(invariant, '-')}→{head.invariants.get(invariant, '-')}"
@@ -158,7 +285,7 @@ def _compare_one(
     elif base.outcome != head.outcome or flipped:
         change = "changed"
     else:
-        change = "same"
+        change = "passed on both" if base.outcome == "passed" else "failed on both"
     return ScenarioComparison(name, base, head, change, flipped, expected_fixed)
 
 
@@ -174,6 +301,13 @@ def _unjudged_on_head(base: ScenarioVerdicts, head: ScenarioVerdicts) -> list[st
 
 def _not_judged(scenario: ScenarioComparison) -> str:
     base, head = scenario.base, scenario.head
+    declined = [
+        f"{label}: {side.message}"
+        for label, side in (("base", base), ("head", head))
+        if side is not None and side.outcome == NOT_JUDGED_OUTCOME
+    ]
+    if declined:
+        return f"{scenario.name}: not judged, neither fixed nor regressed ({'; '.join(declined)})"
     if base is not None and head is not None and head.outcome == "passed":
         names = ", ".join(f"{name} NOT_JUDGED" for name in _unjudged_on_head(base, head))
         return (
@@ -183,6 +317,13 @@ def _not_judged(scenario: ScenarioComparison) -> str:
     return (
         f"{scenario.name}: not judged: {base.outcome if base else '?'} on base, {_on_head(head)}; "
         "a skip is not a fix"
+    )
+
+
+def _declined(scenario: ScenarioComparison) -> bool:
+    """The collector declined to judge the scenario on a side (``NOT_JUDGED``)."""
+    return any(
+        side is not None and side.outcome == NOT_JUDGED_OUTCOME for side in (scenario.base, scenario.head)
     )
 
 

@@ -9,20 +9,32 @@ flags every one that differs between the sides.
 The commit of a tree is read from a git checkout (``git rev-parse HEAD``) or from a ``git archive``
 tarball, whose pax header holds the commit it was made from; a plain folder has none, and its
 name stands for it.
+
+Each side also says which Python the tree accepts (its ``pyproject.toml``'s ``requires-python``,
+when the tree has one) and whether the side's interpreter is among them, the NeMo Gym version
+installed there, and what plays NeMo Gym's client for the target (``gym_client``): NeMo Gym's own,
+or the harness's ``GymClient`` standing in for it.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import tarfile
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-PACKAGES: Final = ("torch", "transformers", "vllm", "ray")
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from pytest_rollout_chaos.collector import adapters
+from pytest_rollout_chaos.collector.adapters import ADAPTERS
+
+PACKAGES: Final = ("torch", "transformers", "vllm", "ray", "nemo-gym")
 """The distributions whose version every side reports (besides Python and this plugin)."""
 PROBE_S: Final = 120.0
 GIT_S: Final = 30.0
@@ -50,11 +62,38 @@ class SideEnvironment:
     executable: str
     versions: Mapping[str, str | None] = field(default_factory=dict)  # python, torch, ..., plugin
     error: str | None = None  # why the versions could not be read
+    requires_python: str | None = None  # the tree's pyproject.toml says; None: it says nothing
+    gym_client: str = ""  # what plays NeMo Gym's client for the side's target
+
+    def python_accepted(self) -> bool | None:
+        """Whether the tree's ``requires-python`` admits the side's Python; None when either is unknown."""
+        python = self.versions.get("python")
+        if self.requires_python is None or python is None:
+            return None
+        try:
+            return SpecifierSet(self.requires_python).contains(python, prereleases=True)
+        except InvalidSpecifier:
+            return None
+
+    def python_refused(self) -> str | None:
+        """Why the tree refuses the side's interpreter, or None when it does not."""
+        if self.python_accepted() is not False:
+            return None
+        return (
+            f"{self.tree}'s pyproject.toml says requires-python {self.requires_python!r}, and "
+            f"{self.executable} is Python {self.versions.get('python')}"
+        )
 
     def to_json(self) -> dict[str, object]:
         return {
             "trainer": {"tree": self.tree, "commit": self.commit},
             "python_executable": self.executable,
+            "python": {
+                "version": self.versions.get("python"),
+                "requires_python": self.requires_python,
+                "accepted": self.python_accepted(),
+            },
+            "nemo_gym": {"version": self.versions.get("nemo-gym"), "client": self.gym_client},
             "versions": dict(self.versions),
             "error": self.error,
         }
@@ -103,9 +142,29 @@ def tree_name(path: Path) -> str:
     return name
 
 
-def probe(python: str, given: Path, tree: Path) -> SideEnvironment:
+def requires_python(tree: Path) -> str | None:
+    """The ``requires-python`` of ``tree``'s ``pyproject.toml``; None when it has none."""
+    try:
+        project = tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8")).get("project", {})
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+    value = project.get("requires-python") if isinstance(project, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def gym_client(target: str) -> str:
+    """What plays NeMo Gym's client for ``target``: a built-in adapter declares it (``GYM_CLIENT``);
+    a user's own collector is its own business."""
+    if ":" in target or target not in ADAPTERS:
+        return "the collector's own (not known to the gate)"
+    declared = getattr(importlib.import_module(f"{adapters.__name__}.{target}"), "GYM_CLIENT", "")
+    return str(declared) or "not declared by the adapter"
+
+
+def probe(python: str, given: Path, tree: Path, *, gym_client: str = "") -> SideEnvironment:
     """The side's environment, read in ``python`` with ``tree`` (``given`` unpacked) first on its path."""
     name, commit = tree_name(given), tree_commit(given)
+    accepts = requires_python(tree)
     inherited = os.environ.get("PYTHONPATH", "")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(part for part in (str(tree), inherited) if part)}
     try:
@@ -121,10 +180,24 @@ def probe(python: str, given: Path, tree: Path) -> SideEnvironment:
         found = json.loads(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as error:
         detail = getattr(error, "stderr", "") or str(error)
-        return SideEnvironment(name, commit, python, error=f"{python}: {detail.strip()[-300:]}")
+        return SideEnvironment(
+            name,
+            commit,
+            python,
+            error=f"{python}: {detail.strip()[-300:]}",
+            requires_python=accepts,
+            gym_client=gym_client,
+        )
     versions = {"python": found["python"], **{package: found.get(package) for package in PACKAGES}}
     versions["pytest-rollout-chaos"] = found.get("pytest-rollout-chaos")
-    return SideEnvironment(name, commit, str(found.get("executable") or python), versions)
+    return SideEnvironment(
+        name,
+        commit,
+        str(found.get("executable") or python),
+        versions,
+        requires_python=accepts,
+        gym_client=gym_client,
+    )
 
 
 def differences(base: SideEnvironment, head: SideEnvironment) -> list[str]:

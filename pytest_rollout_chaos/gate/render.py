@@ -6,12 +6,26 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_rollout_chaos.gate.compare import CHANGES, EXIT_FAIL, EXIT_PASS, GateDecision, ScenarioComparison
+from pytest_rollout_chaos.gate.compare import (
+    CHANGES,
+    EXIT_FAIL,
+    EXIT_PASS,
+    UNCHANGED,
+    GateDecision,
+    ScenarioComparison,
+)
 from pytest_rollout_chaos.gate.environment import differences
 from pytest_rollout_chaos.gate.sides import SideRun
 from pytest_rollout_chaos.gate.verdicts import ScenarioVerdicts
 
-_SHOWN = {"passed": "passed", "failed": "FAILED", "error": "ERROR", "skipped": "skipped"}
+_SHOWN = {
+    "passed": "passed",
+    "failed": "FAILED",
+    "error": "ERROR",
+    "skipped": "skipped",
+    "not_judged": "NOT JUDGED",
+}
+FORMAT_VERSION = 2  # of the JSON: 2 split "same" into passed, failed and skipped on both
 
 
 def _cell(verdicts: ScenarioVerdicts | None) -> str:
@@ -23,9 +37,10 @@ def _change(scenario: ScenarioComparison) -> str:
 
 
 def summary(decision: GateDecision) -> str:
-    """One line: how many scenarios moved which way, and the decision."""
+    """One line: the decision, how many scenarios moved which way, how many were judged on both sides."""
     counts = ", ".join(f"{decision.count(change)} {change}" for change in CHANGES if decision.count(change))
-    return f"gate {decision.verdict}: {counts or 'no scenarios'}"
+    judged = f"; {decision.judged} of {len(decision.scenarios)} judged on both sides"
+    return f"gate {decision.verdict}: {counts or 'no scenarios'}{judged if decision.scenarios else ''}"
 
 
 def text(decision: GateDecision, base: SideRun, head: SideRun) -> str:
@@ -51,6 +66,9 @@ def text(decision: GateDecision, base: SideRun, head: SideRun) -> str:
         lines.append("ENVIRONMENTS DIFFER between the sides (a verdict may move for that alone):")
         lines += [f"  {line}" for line in differ]
     lines += [f"  {failure}" for failure in (*decision.failures, *decision.not_judged)]
+    if decision.unstable:
+        lines.append("UNSTABLE (moved in some runs only; neither fixed nor regressed):")
+        lines += [f"  {line}" for line in decision.unstable]
     lines.append(summary(decision))
     return "\n".join(lines)
 
@@ -66,9 +84,11 @@ def markdown(decision: GateDecision, base: SideRun, head: SideRun, target: str) 
     ]
     if decision.failures or decision.not_judged:
         lines += [f"- **{line}**" for line in (*decision.failures, *decision.not_judged)] + [""]
+    if decision.unstable:
+        lines += [f"- unstable: {line}" for line in decision.unstable] + [""]
     lines += _environment_table(base, head)
-    moved = [s for s in decision.scenarios if s.change != "same"]
-    still = [s for s in decision.scenarios if s.change == "same"]
+    moved = [s for s in decision.scenarios if s.change not in UNCHANGED]
+    still = [s for s in decision.scenarios if s.change in UNCHANGED]
     if moved:
         lines += ["| scenario | base | head | change | invariants that flipped |", "|---|---|---|---|---|"]
         lines += [
@@ -80,19 +100,28 @@ def markdown(decision: GateDecision, base: SideRun, head: SideRun, target: str) 
         lines += [
             f"<details><summary>{len(still)} scenario(s) unchanged</summary>",
             "",
-            "| scenario | base and head |",
+            "| scenario | on both sides |",
             "|---|---|",
         ]
-        lines += [f"| `{s.name}` | {_cell(s.base)} |" for s in still]
+        lines += [f"| `{s.name}` | {s.change.removesuffix(' on both')} |" for s in still]
         lines += ["", "</details>"]
     return "\n".join(lines) + "\n"
 
 
 def as_json(
-    decision: GateDecision, base: SideRun, head: SideRun, *, target: str, seed: int, scenarios: Sequence[str]
+    decision: GateDecision,
+    base: SideRun,
+    head: SideRun,
+    *,
+    target: str,
+    seed: int,
+    scenarios: Sequence[str],
+    reruns: Sequence[tuple[SideRun, SideRun]] = (),
 ) -> str:
-    """Per scenario and side, the outcome and each invariant's verdict; the decision and its reasons."""
+    """Per scenario and side, the outcome and each invariant's verdict; the decision and its reasons;
+    each rerun of the scenarios that moved, with its seed and verdicts."""
     document: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
         "target": target,
         "seed": seed,
         "scenario_paths": list(scenarios),
@@ -103,6 +132,23 @@ def as_json(
         "verdict": decision.verdict,
         "failures": list(decision.failures),
         "not_judged": list(decision.not_judged),
+        "unstable": list(decision.unstable),
+        "judged_on_both": decision.judged,
+        "reached": decision.reached,
+        "reruns": [
+            {
+                "run": at,
+                "seed": seed + at - 1,
+                "sides": {
+                    side.label.partition("-")[0]: {
+                        **side.to_json(),
+                        "verdicts": {name: verdicts.to_json() for name, verdicts in side.verdicts.items()},
+                    }
+                    for side in pair
+                },
+            }
+            for at, pair in enumerate(reruns, start=2)
+        ],
         "environments_differ": environment_differences(base, head),
         "scenarios": [scenario.to_json() for scenario in decision.scenarios],
     }

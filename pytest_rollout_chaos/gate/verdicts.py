@@ -4,7 +4,8 @@ Each scenario's test case carries its name, its outcome and every invariant's st
 properties (``scenario_items.add_junit_properties``); a skipped or broken case has only its message. A case
 whose collector could not import a module of the trainer keeps that module (and the install line
 an adapter gave): such a verdict says nothing about the trainer's behaviour, so the gate does not
-judge it.
+judge it. A skip whose reason starts ``NOT_JUDGED:`` (``errors.NotJudgedError``) is read as its own
+outcome, ``not_judged``: the collector could have run it and declined, naming why.
 """
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ from pathlib import Path
 from typing import Final, Literal
 from xml.etree import ElementTree
 
-Outcome = Literal["passed", "failed", "error", "skipped"]
+from pytest_rollout_chaos.errors import NOT_JUDGED_PREFIX
+
+Outcome = Literal["passed", "failed", "error", "skipped", "not_judged"]
 RED: Final = ("failed", "error")
+NOT_JUDGED_OUTCOME: Final = "not_judged"
+"""A scenario the collector declined to judge (a skip whose reason starts ``NOT_JUDGED:``)."""
 _TAGS: Final[tuple[tuple[str, Outcome], ...]] = (
     ("failure", "failed"),
     ("error", "error"),
@@ -111,7 +116,12 @@ def _outcome(case: ElementTree.Element) -> tuple[Outcome, str, str]:
         element = case.find(tag)
         if element is not None:
             text = element.text or element.get("message") or ""
-            return outcome, _why(_SKIP_LOCATION.sub("", text) if outcome == "skipped" else text), text
+            if outcome == "skipped":
+                reason = _SKIP_LOCATION.sub("", element.get("message") or text).strip()
+                if reason.startswith(NOT_JUDGED_PREFIX):
+                    return "not_judged", _why(reason.removeprefix(NOT_JUDGED_PREFIX)), text
+                return outcome, _why(_SKIP_LOCATION.sub("", text)), text
+            return outcome, _why(text), text
     return "passed", "", ""
 
 

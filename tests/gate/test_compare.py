@@ -15,11 +15,15 @@ from pytest_rollout_chaos.collector import contract
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.protocol import Collector, CollectorContext
 from pytest_rollout_chaos.gate import render
-from pytest_rollout_chaos.gate.compare import compare
+from pytest_rollout_chaos.gate.compare import compare, moved
 from pytest_rollout_chaos.gate.sides import SideRun
 from pytest_rollout_chaos.gate.verdicts import MissingModule, ScenarioVerdicts, read_junit
 
 PASS = {"accounted": "PASS", "no_silent_short_count": "PASS"}
+TOO_LITTLE = (
+    "not judged: only {judged} of the {reached} scenarios the sides ran were judged (passed or red) on both; "
+    "fewer than half is too little to pass a gate on"
+)
 FAIL = {"accounted": "FAIL", "no_silent_short_count": "FAIL"}
 
 
@@ -43,7 +47,7 @@ def test_a_fixed_scenario_passes_the_gate_and_names_the_flipped_invariants() -> 
     assert fixed.change == "fixed"
     assert fixed.expected_fixed
     assert fixed.flipped == ("accounted FAIL→PASS", "no_silent_short_count FAIL→PASS")
-    assert {s.name: s.change for s in decision.scenarios}["baseline"] == "same"
+    assert {s.name: s.change for s in decision.scenarios}["baseline"] == "passed on both"
 
 
 def test_swapping_base_and_head_is_a_regression_and_an_unmet_expectation() -> None:
@@ -78,9 +82,9 @@ def test_an_expected_fix_that_is_green_on_both_sides_fails_the_gate() -> None:
         ("passed", "error", "regression", 1),
         ("failed", "skipped", "not judged", 2),
         ("error", None, "not judged", 2),
-        ("skipped", "skipped", "same", 0),
+        ("skipped", "skipped", "skipped on both", 0),
         ("skipped", None, "base only", 0),
-        (None, "failed", "head only", 0),
+        (None, "failed", "head only", 2),  # nothing judged on both sides: no PASS on nothing
     ],
 )
 def test_passed_to_red_skipped_or_missing_is_a_regression_and_red_to_skipped_is_not_judged(
@@ -106,8 +110,11 @@ def test_a_skip_is_not_a_fix() -> None:
         "z: regression: passed on base, did not run on head; a skip is not a fix "
         "(if head means to stop running it: --allow-skip z)",
     )
-    assert decision.not_judged == ("y: not judged: failed on base, skipped on head; a skip is not a fix",)
-    assert render.summary(decision) == "gate FAIL: 2 regression, 1 not judged"
+    assert decision.not_judged == (
+        "y: not judged: failed on base, skipped on head; a skip is not a fix",
+        TOO_LITTLE.format(judged=0, reached=3),
+    )
+    assert render.summary(decision) == "gate FAIL: 2 regression, 1 not judged; 0 of 3 judged on both sides"
 
     allowed = compare(base, head, allow_skip=["x", "z"])
     assert {s.name: s.change for s in allowed.scenarios} == {
@@ -118,7 +125,7 @@ def test_a_skip_is_not_a_fix() -> None:
     assert allowed.failures == ()
     assert allowed.exit_code == 2
     assert allowed.verdict == "NOT JUDGED"
-    assert render.summary(allowed) == "gate NOT JUDGED: 1 not judged, 2 skip allowed"
+    assert render.summary(allowed) == "gate NOT JUDGED: 1 not judged, 2 skip allowed; 0 of 3 judged on both sides"
 
 
 def test_an_expected_fix_that_head_skips_is_unmet() -> None:
@@ -154,10 +161,11 @@ def test_a_side_that_cannot_import_the_trainer_is_not_judged_naming_the_module()
         "environment (the gate's --python)",
         "head: not judged: the trainer could not be imported in 3 scenario(s) (x, y, z): module "
         "'megatron' is missing; install it with: pip install megatron-core",
+        TOO_LITTLE.format(judged=0, reached=3),
     )
     table = render.text(decision, SideRun("base", Path("a")), SideRun("head", Path("b")))
     assert "  head: not judged: the trainer could not be imported in 3 scenario(s)" in table
-    assert table.splitlines()[-1] == "gate NOT JUDGED: 3 not judged"
+    assert table.splitlines()[-1] == "gate NOT JUDGED: 3 not judged; 0 of 3 judged on both sides"
 
 
 def test_passing_on_head_without_judging_what_failed_on_base_is_not_a_fix() -> None:
@@ -291,7 +299,9 @@ def test_the_markdown_leads_with_the_decision_and_folds_what_did_not_change(tmp_
     decision = compare(base, head, ["short-results"])
     sides = (SideRun("base", tmp_path / "rl-old", wall_s=61), SideRun("head", tmp_path / "rl-new", wall_s=58))
     comment = render.markdown(decision, *sides, target="nemo_rl")
-    assert comment.splitlines()[0] == "### ✅ rollout-chaos gate (`nemo_rl`): PASS: 1 fixed, 1 same"
+    assert comment.splitlines()[0] == (
+        "### ✅ rollout-chaos gate (`nemo_rl`): PASS: 1 fixed, 1 passed on both; 2 of 2 judged on both sides"
+    )
     assert "| `short-results` | FAILED | passed | fixed (expected) | accounted FAIL→PASS," in comment
     assert "<details><summary>1 scenario(s) unchanged</summary>" in comment
     table = render.text(decision, *sides)
@@ -304,7 +314,7 @@ def test_the_markdown_leads_with_the_decision_and_folds_what_did_not_change(tmp_
         "that",
         "flipped",
     ]
-    assert table.splitlines()[-1] == "gate PASS: 1 fixed, 1 same"
+    assert table.splitlines()[-1] == "gate PASS: 1 fixed, 1 passed on both; 2 of 2 judged on both sides"
 
 
 def _raised(call: Callable[[], object]) -> str:
@@ -367,3 +377,101 @@ def test_a_missing_trainer_module_is_read_from_any_of_the_three_ways_a_scenario_
         "rollout_chaos_no_such_adapter_module", "pip install a-b"
     )
     assert verdicts["unrelated"].missing is None
+
+
+def test_a_move_counts_only_when_every_rerun_shows_it_and_is_unstable_otherwise() -> None:
+    """slime#2078's policy-503-storm moved only where the 503s fell: with other seeds it does not
+    move again, so it is unstable (listed, failing nothing); a move every run shows stays."""
+    green = _v("baseline", "passed", PASS)
+    first = (
+        {"baseline": green, "storm": _v("storm", "passed", PASS), "drop": _v("drop", "passed", PASS)},
+        {"baseline": green, "storm": _v("storm", "failed", FAIL), "drop": _v("drop", "failed", FAIL)},
+    )
+    again = (
+        {"storm": _v("storm", "failed", FAIL), "drop": _v("drop", "passed", PASS)},
+        {"storm": _v("storm", "failed", FAIL), "drop": _v("drop", "failed", FAIL)},
+    )
+    assert moved(compare(*first)) == ["drop", "storm"]
+    decision = compare(*first, reruns=[again, again])
+    changes = {s.name: (s.change, s.runs) for s in decision.scenarios}
+    assert changes["drop"] == ("regression", ("regression", "regression", "regression"))
+    assert changes["storm"] == ("unstable", ("regression", "failed on both", "failed on both"))
+    assert decision.failures == ("drop: regression: passed on base, failed on head",)
+    assert decision.unstable == (
+        "storm: unstable over 3 runs (run 1: regression, run 2: failed on both, run 3: failed on both)",
+    )
+    assert render.summary(decision) == (
+        "gate FAIL: 1 regression, 1 unstable, 1 passed on both; 3 of 3 judged on both sides"
+    )
+    table = render.text(decision, SideRun("base", Path("a")), SideRun("head", Path("b")))
+    assert "UNSTABLE (moved in some runs only; neither fixed nor regressed):" in table
+
+    # An expected fix that holds in only some runs is not shown to be a fix: not judged.
+    fixed = compare(first[1], first[0], ["storm"], reruns=[(again[1], again[0])])
+    assert {s.name: s.change for s in fixed.scenarios}["storm"] == "unstable"
+    assert fixed.not_judged == (
+        "storm: expected fixed, but the move held in only some runs (run 1: fixed, run 2: failed on both)",
+    )
+    assert fixed.exit_code == 2
+
+
+def test_no_pass_when_baseline_is_not_green_on_both_sides() -> None:
+    """SkyRL #1986 with its flag off: baseline red on both sides (vacuous), one scenario passed."""
+    vacuous = _v("baseline", "failed", {"prefix_consistent": "NOT_JUDGED"}, "prefix_consistent: NOT_JUDGED: x")
+    base = {"baseline": vacuous, "x": _v("x", "passed", PASS)}
+    decision = compare(base, dict(base))
+    assert decision.failures == ()
+    assert decision.exit_code == 2
+    assert decision.not_judged == (
+        "baseline: not judged: it must pass on both sides for any verdict to mean something, but it "
+        "failed (prefix_consistent: NOT_JUDGED: x) on base and failed (prefix_consistent: NOT_JUDGED: x) on head",
+    )
+    assert [s.change for s in decision.scenarios] == ["failed on both", "passed on both"]
+
+
+def test_fewer_than_half_judged_is_not_a_pass_and_skips_on_both_sides_do_not_count() -> None:
+    green = _v("baseline", "passed", PASS)
+    skipped = {f"s{at}": _v(f"s{at}", "skipped", message="not reached") for at in range(30)}
+    base = {"baseline": green, **skipped, "x": _v("x", "failed", FAIL), "y": _v("y", "passed", PASS)}
+    decision = compare(base, dict(base))
+    assert (decision.judged, decision.reached, decision.exit_code) == (3, 3, 0)
+    assert decision.count("skipped on both") == 30
+    red_on_base = {**base, "y": _v("y", "failed", FAIL), "x": _v("x", "failed", FAIL)}
+    unreached = {**base, "x": _v("x", "skipped"), "y": _v("y", "skipped")}
+    half = compare(red_on_base, unreached)
+    assert (half.judged, half.reached) == (1, 3)
+    assert TOO_LITTLE.format(judged=1, reached=3) in half.not_judged
+
+
+NOT_JUDGED_JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest">
+ <testcase classname="scenarios.short-results.chaos.yaml" name="short-results" time="1.0">
+  <properties><property name="scenario" value="short-results"/></properties>
+  <skipped type="pytest.skip" message="NOT_JUDGED: grpo_train changed since the adapter's copy \
+(nemo_rl/algorithms/grpo.py:1402)">/x/engine/run.py:90: NOT_JUDGED: grpo_train changed since the \
+adapter's copy (nemo_rl/algorithms/grpo.py:1402)</skipped>
+ </testcase>
+</testsuite></testsuites>
+"""
+
+
+def test_a_scenario_the_collector_declines_is_neither_fixed_nor_regressed(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text(NOT_JUDGED_JUNIT)
+    [declined] = read_junit(path).values()
+    assert declined.outcome == "not_judged"
+    assert declined.message == "grpo_train changed since the adapter's copy (nemo_rl/algorithms/grpo.py:1402)"
+    green = _v("baseline", "passed", PASS)
+    base = {"baseline": green, "short-results": _v("short-results", "failed", FAIL)}
+    head = {"baseline": green, "short-results": declined}
+    decision = compare(base, head, ["short-results"])
+    [_, scenario] = decision.scenarios
+    assert scenario.change == "not judged"
+    assert decision.failures == ()  # not an unmet fix: it was not judged
+    assert decision.not_judged == (
+        "short-results: not judged, neither fixed nor regressed (head: grpo_train changed since the "
+        "adapter's copy (nemo_rl/algorithms/grpo.py:1402))",
+    )
+    assert decision.exit_code == 2
+    table = render.text(decision, SideRun("base", Path("a")), SideRun("head", Path("b")))
+    assert "short-results  FAILED  NOT JUDGED  not judged (expected)" in table

@@ -93,8 +93,13 @@ from pytest_rollout_chaos.collector.protocol import (
     Turn,
     row_index,
 )
-from pytest_rollout_chaos.errors import CollectorTargetError
+from pytest_rollout_chaos.errors import CollectorTargetError, NotJudgedError
 
+GYM_CLIENT: Final = (
+    "stand-in: the harness's GymClient (ctx.gym) behind NeMo Gym's RolloutCollectionHelper.run_examples; "
+    "NeMo Gym's own nemo_gym.rollout_collection.RolloutCollectionHelper is not run"
+)
+"""What plays NeMo Gym's client here (``rollout-chaos gate`` reports it per side)."""
 UPSTREAM = Upstream(
     adapter="nemo_rl",
     modules=("nemo_rl.environments.nemo_gym", "nemo_rl.experience.rollouts"),
@@ -162,6 +167,7 @@ class NemoRLCollector:
         _preload_validation()
         with trainer_warnings(), contextlib.suppress(Exception):  # collect raises it, if it fails
             train_batch.load_grpo()
+        self._stale_copy = train_batch.COPIED.stale()  # train mode declines on such a tree
         # With Ray on, NemoGym is a real actor, started here for the same reason (nemo_rl_actor).
         self._ray = ray_in_use()
         self._actor = self._start_actor() if self._ray is not None else None
@@ -177,6 +183,8 @@ class NemoRLCollector:
             return await _validation(self._ctx, rows)
         if self._ctx.settings.style == "native":
             pytest.skip(NATIVE_TRAIN_SKIP)
+        if self._stale_copy is not None:
+            raise NotJudgedError(self._stale_copy)
         history = self._ctx.history
         size = group_size(rows, setting=GROUP_SIZE)
         self._master_config = nemo_rl_settings.train_step(

@@ -12,6 +12,13 @@ and, before the optimizer step, runs: ``rollout_metrics["mean_gen_tokens_per_sam
 and ``adv_estimator.compute_advantage`` (1784). Every named function above is NeMo RL's
 own, called with what ``grpo_train`` passes it; what one raises is what ``train_batch`` raises.
 
+The copied block is true only where ``grpo_train`` is the function it was copied from: ``COPIED``
+holds that function's fingerprint at the pinned trees (``copied``), and on a tree whose
+``grpo_train`` differs (NeMo RL #3000 and later: ``dynamic_sampling`` reads ``master_config.grpo``,
+``_extract_prompt_only_messages`` is gone, ``_apply_mask_sample_filter`` is new) the adapter
+declines train-mode scenarios as not judged, naming the function, file and line, and never runs
+the stale copy.
+
 What is stood in (``STOOD_IN``, recorded with each call):
 
 - ``grpo_train``'s inline data-processing block (overlong filter, one ``token_loss_mask`` per
@@ -41,6 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pytest_rollout_chaos.collector.adapters.copied import CopiedFrom
 from pytest_rollout_chaos.collector.protocol import Rollout, Row, Turn, row_index
 
 STOOD_IN: Final = (
@@ -52,6 +60,13 @@ STOOD_IN: Final = (
 )
 """What of ``grpo_train``'s path from the rollout to ``policy.train`` is stood in; the rest is NeMo RL's."""
 GRPO_MODULE: Final = "nemo_rl.algorithms.grpo"
+COPIED: Final = CopiedFrom(
+    module=GRPO_MODULE,
+    function="grpo_train",
+    fingerprints=frozenset({"b65f4c2a98815534"}),  # 3eebe4da, 964b609a, 3069f281, c6a661e8 alike
+    trees="NVIDIA-NeMo/RL 3eebe4da, 964b609a, 3069f281 and c6a661e8",
+)
+"""The function whose inline block ``train_batch`` runs as copied, as it is at the pinned trees."""
 STUBBED: Final = ("soundfile", "scipy", "scipy.signal")
 
 

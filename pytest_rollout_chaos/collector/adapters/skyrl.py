@@ -166,6 +166,10 @@ _INSTALL: Final = (
     "hydra-core gymnasium ray==2.60.0 orjson pybase64 on Python 3.12, with "
     "--rollout-chaos-upstream=<a SkyRL checkout> (its root and its skyrl-gym/ go on sys.path)"
 )
+GYM_CLIENT: Final = (
+    "not used: SkyRL's loop calls the policy and the resources server itself (no NeMo Gym client)"
+)
+"""What plays NeMo Gym's client here (``rollout-chaos gate`` reports it per side)."""
 UPSTREAM = _SkyRLUpstream(adapter="skyrl", modules=_MODULES, install=_INSTALL)
 UPSTREAM_SKIP_FAILED = _SkyRLUpstream(
     adapter="skyrl_skip_failed_rollouts", modules=_MODULES, install=_INSTALL, setting=SKIP_FAILED

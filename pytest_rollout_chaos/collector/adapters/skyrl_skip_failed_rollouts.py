@@ -11,12 +11,13 @@ who turns the flag on runs it.
 from __future__ import annotations
 
 from pytest_rollout_chaos.collector.adapters.skyrl import (
-    UPSTREAM_SKIP_FAILED as UPSTREAM,
+    GYM_CLIENT,
+    SkipFailedRolloutsCollector,
 )
 from pytest_rollout_chaos.collector.adapters.skyrl import (
-    SkipFailedRolloutsCollector,
+    UPSTREAM_SKIP_FAILED as UPSTREAM,
 )
 
 factory = SkipFailedRolloutsCollector
 
-__all__ = ["UPSTREAM", "factory"]
+__all__ = ["GYM_CLIENT", "UPSTREAM", "factory"]

@@ -241,6 +241,11 @@ class _SlimeUpstream(Upstream):
             raise
 
 
+GYM_CLIENT: Final = (
+    "stand-in: the harness's GymClient (ctx.gym) runs each sample's /run from the adapter's "
+    "custom-generate hook; slime has no NeMo Gym client of its own on this path"
+)
+"""What plays NeMo Gym's client here (``rollout-chaos gate`` reports it per side)."""
 UPSTREAM = _SlimeUpstream(
     adapter="slime",
     modules=(ROLLOUT_MODULE, TRAJECTORY_MODULE, MANAGER_MODULE),

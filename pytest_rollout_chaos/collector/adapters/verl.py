@@ -99,6 +99,11 @@ class _VerlUpstream(Upstream):
             Upstream.require(self)
 
 
+GYM_CLIENT: Final = (
+    "stand-in: the harness's GymClient (ctx.gym) in the recipe's RolloutCollectionHelper call; "
+    "NeMo Gym's own nemo_gym.rollout_collection.RolloutCollectionHelper is not run"
+)
+"""What plays NeMo Gym's client here (``rollout-chaos gate`` reports it per side)."""
 UPSTREAM = _VerlUpstream(
     adapter="verl",
     modules=("nemo_gym.agent_loop",),

@@ -1,0 +1,120 @@
+"""Upstream lines an adapter runs as copied, and whether the tree in use still has them.
+
+Where an upstream step is no function of its own (``grpo_train``'s inline data-processing block),
+an adapter runs its lines as written upstream. Such a copy is true only for the trees it was
+copied from: on a tree whose function changed, running it would judge the adapter's old lines,
+not the trainer. So the adapter records a fingerprint of each function it copied from, per
+version it was checked against, and declines (``NotJudgedError``) on a tree whose function has
+another, naming the function, the file and the line, rather than run a stale copy.
+
+A fingerprint is a digest of the function's syntax tree without its docstring: comments, blank
+lines, formatting and where the function sits in its file do not move it; any change to what it
+does does.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from pytest_rollout_chaos.errors import NotJudgedError
+
+DIGEST_CHARS: Final = 16
+VERSIONED_FIELDS: Final = frozenset({"type_params", "type_comment", "kind"})
+"""Syntax-tree fields that exist on some Pythons only, or say nothing of what the code does."""
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A function as found in a file: its fingerprint and first line; ``None`` when absent."""
+
+    path: Path
+    line: int | None
+    fingerprint: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CopiedFrom:
+    """An upstream function whose lines an adapter runs as copied, and the versions it mirrors."""
+
+    module: str  # dotted, e.g. ``nemo_rl.algorithms.grpo``
+    function: str  # a top-level function of that module
+    fingerprints: frozenset[str]  # of the function in every tree the copy was checked against
+    trees: str  # those trees, for the message
+
+    def locate(self, path: Path) -> Located:
+        """The function in the source file ``path``."""
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            return Located(path, None, None)
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == self.function:
+                return Located(path, node.lineno, fingerprint(node))
+        return Located(path, None, None)
+
+    def source_file(self) -> Path | None:
+        """Where the module would be imported from now (the tree first on ``sys.path``)."""
+        try:
+            spec = importlib.util.find_spec(self.module)
+        except (ImportError, ValueError):
+            return None
+        return Path(spec.origin) if spec is not None and spec.origin else None
+
+    def stale(self, path: Path | None = None) -> str | None:
+        """Why the copy does not hold for the tree in use (``path``: the module's file), or None."""
+        path = path or self.source_file()
+        if path is None:
+            return None  # the import fails later, and says so itself
+        found = self.locate(path)
+        if found.fingerprint is None:
+            return (
+                f"{self.function} is gone from {self.module} ({path}): the adapter runs lines copied from it"
+            )
+        if found.fingerprint in self.fingerprints:
+            return None
+        return (
+            f"{self.function} changed since the adapter's copy ({path}:{found.line}, fingerprint "
+            f"{found.fingerprint}; the copy mirrors {self.trees}): its copied lines would judge the adapter, "
+            "not the trainer"
+        )
+
+    def require(self, path: Path | None = None) -> None:
+        """Raise ``NotJudgedError`` when the copy does not hold for the tree in use."""
+        why = self.stale(path)
+        if why is not None:
+            raise NotJudgedError(why)
+
+
+def fingerprint(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """A digest of what ``function`` does: its syntax tree without positions and docstring, the
+    same on every Python this runs on (fields later versions added are left out)."""
+    body = function.body
+    first = body[0] if body else None
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
+        body = body[1:]
+    parts = [function.name, _shape(function.args), _shape(function.decorator_list), _shape(function.returns)]
+    parts.append(_shape(body))
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:DIGEST_CHARS]
+
+
+def _shape(node: object) -> str:
+    """``node`` written out field by field, the fields only some Python versions have left out."""
+    if isinstance(node, ast.AST):
+        fields = ", ".join(
+            f"{name}={_shape(getattr(node, name, None))}"
+            for name in node._fields
+            if name not in VERSIONED_FIELDS
+        )
+        return f"{type(node).__name__}({fields})"
+    if isinstance(node, list):
+        return "[" + ", ".join(_shape(item) for item in node) + "]"
+    return repr(node)
