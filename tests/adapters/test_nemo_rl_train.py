@@ -13,6 +13,7 @@ import concurrent.futures
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -268,3 +269,25 @@ async def test_cancelling_the_pending_actor_calls_releases_a_caller_blocked_in_r
         with pytest.raises(concurrent.futures.CancelledError):
             await asyncio.wait_for(blocked, timeout=5)
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.slow
+def test_a_tree_whose_grpo_train_changed_is_not_judged_never_run_through_the_stale_copy(
+    tmp_path: Path, trees: dict[str, Path]
+) -> None:
+    """A copy of the pre-fix tree with one statement of ``grpo_train`` changed (as NeMo RL #3000
+    changed it): the adapter declines ``short-results`` (NOT_JUDGED, naming the function, file and
+    line) where the unchanged tree fails it."""
+    edited = tmp_path / "nemo-rl-edited"
+    shutil.copytree(trees[BASE], edited)
+    grpo = edited / "nemo_rl" / "algorithms" / "grpo.py"
+    source = grpo.read_text()
+    start = source.index("def grpo_train(")
+    call = source.index("dynamic_sampling(", start)
+    grpo.write_text(source[:call] + "dynamic_sampling(*(), " + source[call + len("dynamic_sampling(") :])
+    line = source[:start].count("\n") + 1
+    declined = short_results(tmp_path, edited)
+    assert not declined.passed
+    assert declined.skipped is not None, declined.message
+    assert declined.skipped.startswith("NOT_JUDGED: grpo_train changed since the adapter's copy ("), declined
+    assert f"nemo_rl/algorithms/grpo.py:{line}, fingerprint " in declined.skipped

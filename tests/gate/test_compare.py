@@ -125,7 +125,10 @@ def test_a_skip_is_not_a_fix() -> None:
     assert allowed.failures == ()
     assert allowed.exit_code == 2
     assert allowed.verdict == "NOT JUDGED"
-    assert render.summary(allowed) == "gate NOT JUDGED: 1 not judged, 2 skip allowed; 0 of 3 judged on both sides"
+    assert (
+        render.summary(allowed)
+        == "gate NOT JUDGED: 1 not judged, 2 skip allowed; 0 of 3 judged on both sides"
+    )
 
 
 def test_an_expected_fix_that_head_skips_is_unmet() -> None:
@@ -417,14 +420,17 @@ def test_a_move_counts_only_when_every_rerun_shows_it_and_is_unstable_otherwise(
 
 def test_no_pass_when_baseline_is_not_green_on_both_sides() -> None:
     """SkyRL #1986 with its flag off: baseline red on both sides (vacuous), one scenario passed."""
-    vacuous = _v("baseline", "failed", {"prefix_consistent": "NOT_JUDGED"}, "prefix_consistent: NOT_JUDGED: x")
+    vacuous = _v(
+        "baseline", "failed", {"prefix_consistent": "NOT_JUDGED"}, "prefix_consistent: NOT_JUDGED: x"
+    )
     base = {"baseline": vacuous, "x": _v("x", "passed", PASS)}
     decision = compare(base, dict(base))
     assert decision.failures == ()
     assert decision.exit_code == 2
     assert decision.not_judged == (
         "baseline: not judged: it must pass on both sides for any verdict to mean something, but it "
-        "failed (prefix_consistent: NOT_JUDGED: x) on base and failed (prefix_consistent: NOT_JUDGED: x) on head",
+        "failed (prefix_consistent: NOT_JUDGED: x) on base and failed (prefix_consistent: NOT_JUDGED: x) "
+        "on head",
     )
     assert [s.change for s in decision.scenarios] == ["failed on both", "passed on both"]
 

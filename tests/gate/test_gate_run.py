@@ -72,16 +72,33 @@ def test_a_fix_passes_the_gate_and_swapping_the_trees_is_a_regression(
     buggy, fixed = trees
     report, comment = tmp_path / "gate.json", tmp_path / "gate.md"
     status = _gate(
-        buggy, fixed, "--expect-fixed", "short-results", "--json", str(report), "--markdown", str(comment)
+        buggy,
+        fixed,
+        *(
+            "--expect-fixed",
+            "short-results",
+            "--runs",
+            "2",
+            "--json",
+            str(report),
+            "--markdown",
+            str(comment),
+        ),
     )
     out, err = capsys.readouterr()
     assert status == 0, out + err
     assert "[base 1/2] short-results FAILED" in err  # progress, as it goes
     assert "[head 2/2] baseline PASSED" in err
-    assert out.splitlines()[-1] == "gate PASS: 1 fixed, 1 same"
+    assert out.splitlines()[-1] == "gate PASS: 1 fixed, 1 passed on both; 2 of 2 judged on both sides"
+    # The move was run once more on both sides, with seed 1, and held.
+    assert "[head-run2 1/1] short-results PASSED" in err
     document = json.loads(report.read_text())
     by_name = {entry["scenario"]: entry for entry in document["scenarios"]}
     assert by_name["short-results"]["change"] == "fixed"
+    assert by_name["short-results"]["runs"] == ["fixed", "fixed"]
+    assert [(rerun["run"], rerun["seed"]) for rerun in document["reruns"]] == [(2, 1)]
+    assert document["reruns"][0]["sides"]["base"]["verdicts"]["short-results"]["outcome"] == "failed"
+    assert (document["judged_on_both"], document["reached"]) == (2, 2)
     assert by_name["short-results"]["base"]["outcome"] == "failed"
     assert by_name["short-results"]["base"]["invariants"]["no_silent_short_count"] == "FAIL"
     assert by_name["short-results"]["head"]["invariants"]["no_silent_short_count"] == "PASS"
@@ -95,11 +112,11 @@ def test_a_fix_passes_the_gate_and_swapping_the_trees_is_a_regression(
     assert comment.read_text().startswith("### ✅ rollout-chaos gate (`gated_trainer.collector:factory`)")
     assert f"| python | {platform.python_version()} | {platform.python_version()} |" in comment.read_text()
 
-    status = _gate(fixed, buggy, "--expect-fixed", "short-results")
+    status = _gate(fixed, buggy, "--expect-fixed", "short-results", "--runs", "1")
     out, err = capsys.readouterr()
     assert status == 1, out + err
     assert "short-results: regression: passed on base, failed on head" in out
-    assert out.splitlines()[-1] == "gate FAIL: 1 regression, 1 same"
+    assert out.splitlines()[-1] == "gate FAIL: 1 regression, 1 passed on both; 2 of 2 judged on both sides"
 
 
 def test_a_side_that_cannot_run_is_not_judged(
@@ -134,16 +151,19 @@ def test_a_skip_on_head_is_a_regression_or_not_judged_never_a_fix(
 ) -> None:
     buggy, _ = trees
     skipping = _tree(buggy.parent / "skips-train", "", SKIPS_TRAIN)
-    assert _gate(buggy, skipping) == 1
+    assert _gate(buggy, skipping, "--runs", "1") == 1
     out, err = capsys.readouterr()
     assert "baseline: regression: passed on base, skipped on head (train-mode scenario;" in out, out + err
     assert "--allow-skip baseline" in out
     assert "short-results: not judged: failed on base, skipped on head" in out
-    assert out.splitlines()[-1] == "gate FAIL: 1 regression, 1 not judged"
+    assert out.splitlines()[-1] == "gate FAIL: 1 regression, 1 not judged; 0 of 2 judged on both sides"
 
     assert _gate(buggy, skipping, "--allow-skip", "baseline") == 2
     out, err = capsys.readouterr()
-    assert out.splitlines()[-1] == "gate NOT JUDGED: 1 not judged, 1 skip allowed", out + err
+    assert "baseline: not judged: it must pass on both sides" in out
+    assert out.splitlines()[-1] == (
+        "gate NOT JUDGED: 1 not judged, 1 skip allowed; 0 of 2 judged on both sides"
+    ), out + err
 
 
 def test_a_head_that_cannot_import_the_trainer_is_not_judged_naming_the_module(
@@ -158,4 +178,52 @@ def test_a_head_that_cannot_import_the_trainer_is_not_judged_naming_the_module(
         "module 'rollout_chaos_gate_absent_module' is missing; install it with: pip install the package "
         "that provides 'rollout_chaos_gate_absent_module'" in out
     ), out + err
-    assert out.splitlines()[-1] == "gate NOT JUDGED: 2 not judged"
+    assert out.splitlines()[-1] == "gate NOT JUDGED: 2 not judged; 0 of 2 judged on both sides"
+
+
+# The reference, except that with the run's seed 0 it loses rows silently: a verdict that moves
+# on one seed only, as a probabilistic fault's draws make one.
+SEED_ZERO_LOSES_ROWS = """import sys
+
+from fixtures.collectors.silent_short_count import factory as buggy
+from pytest_rollout_chaos.collector.reference import factory as reference
+
+
+def factory(ctx):
+    return buggy(ctx) if "--rollout-chaos-seed=0" in sys.argv else reference(ctx)
+"""
+
+
+def test_a_move_that_other_seeds_do_not_repeat_is_unstable_not_a_regression(
+    trees: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, fixed = trees
+    chancy = _tree(fixed.parent / "seed-zero-loses-rows", "", SEED_ZERO_LOSES_ROWS)
+    report = tmp_path / "gate.json"
+    status = _gate(fixed, chancy, "--json", str(report))  # the default: 3 runs
+    out, err = capsys.readouterr()
+    assert status == 0, out + err
+    assert (
+        "short-results: unstable over 3 runs (run 1: regression, run 2: passed on both, "
+        "run 3: passed on both)" in out
+    )
+    assert out.splitlines()[-1] == "gate PASS: 1 unstable, 1 passed on both; 2 of 2 judged on both sides"
+    document = json.loads(report.read_text())
+    assert document["unstable"] == [line.strip() for line in out.splitlines() if "unstable over" in line]
+    assert document["reruns"][1]["sides"]["head"]["verdicts"]["short-results"]["outcome"] == "passed"
+
+
+def test_an_interpreter_the_tree_rejects_is_refused_unless_told(
+    trees: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NeMo RL main says requires-python >=3.13.14; run on another Python, it worked by luck."""
+    buggy, fixed = trees
+    (fixed / "pyproject.toml").write_text('[project]\nname = "gated-trainer"\nrequires-python = ">=3.99"\n')
+    assert _gate(buggy, fixed) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"rollout-chaos gate: the head side: {fixed.name}'s pyproject.toml says requires-python "
+        "'>=3.99', and "
+    ) in err
+    assert f"is Python {platform.python_version()} (valid: an interpreter it accepts" in err
+    assert "[base" not in err  # refused before anything ran
