@@ -20,6 +20,7 @@ from pathlib import Path
 
 from benchmarks._result import Number, Result
 from benchmarks.catalog import TRAINERS_PYTHON_ENV, imports
+from pytest_rollout_chaos.gate.compare import UNCHANGED
 
 REPO = Path(__file__).resolve().parent.parent
 # The pinned trees: ``$ROLLOUT_CHAOS_UPSTREAM_DIR``, else the repository's ``tests/upstream``.
@@ -84,8 +85,9 @@ def _gate(python: str, target: str, base: Path, head: Path, fixed: str) -> tuple
             facts["changes"] = {
                 entry["scenario"]: entry["change"]
                 for entry in document["scenarios"]
-                if entry["change"] != "same"
+                if entry["change"] not in UNCHANGED
             }
+            facts["judged_on_both"] = document["judged_on_both"]
         else:
             facts["stderr"] = finished.stderr[-2000:]
     return wall_s, facts

@@ -14,7 +14,14 @@ import pytest
 
 from pytest_rollout_chaos.gate import render
 from pytest_rollout_chaos.gate.compare import GateDecision, compare
-from pytest_rollout_chaos.gate.environment import PACKAGES, SideEnvironment, differences, probe, tree_commit
+from pytest_rollout_chaos.gate.environment import (
+    PACKAGES,
+    SideEnvironment,
+    differences,
+    gym_client,
+    probe,
+    tree_commit,
+)
 from pytest_rollout_chaos.gate.sides import SideRun
 from pytest_rollout_chaos.gate.verdicts import ScenarioVerdicts
 
@@ -125,3 +132,37 @@ def test_the_same_environment_is_not_flagged(tmp_path: Path) -> None:
     assert "⚠️" not in render.markdown(decision, base, head, "verl")
     document = json.loads(render.as_json(decision, base, head, target="verl", seed=0, scenarios=[]))
     assert document["environments_differ"] == []
+
+
+def test_the_trees_requires_python_is_read_and_checked_against_the_sides_python(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "t"\nrequires-python = ">=3.13.14,<3.14"\n')
+    refused = probe(sys.executable, tmp_path, tmp_path)
+    assert refused.requires_python == ">=3.13.14,<3.14"
+    python = platform.python_version()
+    if python.startswith("3.13."):
+        pytest.skip("this interpreter may meet the requirement")
+    assert refused.python_accepted() is False
+    assert refused.python_refused() == (
+        f"{tmp_path.name}'s pyproject.toml says requires-python '>=3.13.14,<3.14', and "
+        f"{refused.executable} is Python {python}"
+    )
+    assert refused.to_json()["python"] == {
+        "version": python,
+        "requires_python": ">=3.13.14,<3.14",
+        "accepted": False,
+    }
+    (tmp_path / "pyproject.toml").write_text(f'[project]\nname = "t"\nrequires-python = "=={python}"\n')
+    accepted = probe(sys.executable, tmp_path, tmp_path)
+    assert (accepted.python_accepted(), accepted.python_refused()) == (True, None)
+    (tmp_path / "pyproject.toml").unlink()
+    silent = probe(sys.executable, tmp_path, tmp_path)
+    assert (silent.requires_python, silent.python_accepted(), silent.python_refused()) == (None, None, None)
+
+
+def test_each_side_says_what_plays_nemo_gyms_client() -> None:
+    assert gym_client("nemo_rl").startswith("stand-in: the harness's GymClient")
+    assert "RolloutCollectionHelper is not run" in gym_client("verl")
+    assert gym_client("skyrl_skip_failed_rollouts").startswith("not used")
+    assert gym_client("my_trainer.chaos:make_collector") == "the collector's own (not known to the gate)"
+    env = SideEnvironment("t", None, sys.executable, {"nemo-gym": "0.4.0"}, gym_client=gym_client("slime"))
+    assert env.to_json()["nemo_gym"] == {"version": "0.4.0", "client": gym_client("slime")}
