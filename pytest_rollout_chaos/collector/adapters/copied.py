@@ -101,13 +101,15 @@ def fingerprint(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
         and isinstance(first.value.value, str)
     ):
         body = body[1:]
-    parts = [function.name, _shape(function.args), _shape(function.decorator_list), _shape(function.returns)]
-    parts.append(_shape(body))
+    parts = [
+        function.name,
+        *(_shape(part) for part in (function.args, function.decorator_list, function.returns, body)),
+    ]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:DIGEST_CHARS]
 
 
 def _shape(node: object) -> str:
-    """``node`` written out field by field, the fields only some Python versions have left out."""
+    """``node`` written out field by field, without the fields only some Python versions have."""
     if isinstance(node, ast.AST):
         fields = ", ".join(
             f"{name}={_shape(getattr(node, name, None))}"
