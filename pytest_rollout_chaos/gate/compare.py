@@ -27,13 +27,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 from pytest_rollout_chaos.gate.verdicts import NOT_JUDGED_OUTCOME, RED, MissingModule, ScenarioVerdicts
 
 Change = Literal[
-    "regression",
     "fixed",
+    "regression",
     "unstable",
     "not judged",
     "skip allowed",
@@ -44,19 +44,8 @@ Change = Literal[
     "base only",
     "head only",
 ]
-CHANGES: Final[tuple[Change, ...]] = (
-    "fixed",
-    "regression",
-    "unstable",
-    "not judged",
-    "skip allowed",
-    "changed",
-    "passed on both",
-    "failed on both",
-    "skipped on both",
-    "base only",
-    "head only",
-)
+CHANGES: Final[tuple[Change, ...]] = get_args(Change)
+"""Every change, in the order the summary counts them."""
 UNCHANGED: Final[tuple[Change, ...]] = ("passed on both", "failed on both", "skipped on both")
 """What did not move: the three kinds of "same"."""
 MOVED: Final[tuple[Change, ...]] = ("fixed", "regression")
