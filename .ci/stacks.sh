@@ -13,6 +13,22 @@ CI_STACKS=(nemo-gym-0.4 nemo-gym-0.7 vllm trainers ray skyrl)
 declare -A STACK_STATE=() STACK_WHY=() STACK_KNOWN=()
 for _stack in "${CI_STACKS[@]}"; do STACK_KNOWN[$_stack]=1; done
 CI_STAGE="setup"
+STAGE_STARTED=$SECONDS
+STAGE_TIMES=()
+
+# stage NAME: the next stage begins; the one before it is timed (listed at exit, so each run says
+# where its hour went).
+stage() {
+    stage_close
+    CI_STAGE=$1
+}
+
+stage_close() {
+    if [ -n "$CI_STAGE" ]; then
+        STAGE_TIMES+=("$(printf '%5d s  %s' $((SECONDS - STAGE_STARTED)) "$CI_STAGE")")
+    fi
+    STAGE_STARTED=$SECONDS
+}
 
 # ROLLOUT_CHAOS_CI_ALLOW_MISSING, checked: an unknown name is a usage error naming the valid ones.
 stacks_allowed_missing() {
@@ -110,7 +126,7 @@ stacks_require() {
         local joined
         joined=$(IFS=,; echo "${refused[*]}")
         echo "fix the build above, or run without it on purpose: ROLLOUT_CHAOS_CI_ALLOW_MISSING=$joined" >&2
-        CI_STAGE="stack check"
+        stage "stack check"
         exit 1
     fi
 }
@@ -124,14 +140,17 @@ stacks_only_done() {
             STACK_WHY[$name]="built; --stacks-only runs no tests"
         fi
     done
-    CI_STAGE="stack check (--stacks-only)"
+    stage "stack check (--stacks-only)"
     exit 0
 }
 
 # One line per stack, on every exit (the EXIT trap): ran, or why not.
 stacks_summary() {
-    local status=$? name state why line
-    echo "--- stacks (CI exit $status${CI_STAGE:+, last stage: $CI_STAGE})"
+    local status=$? name state why line last=$CI_STAGE
+    stage_close
+    echo "--- time per stage (${SECONDS} s in all)"
+    printf '%s\n' ${STAGE_TIMES[@]+"${STAGE_TIMES[@]}"}
+    echo "--- stacks (CI exit $status${last:+, last stage: $last})"
     for name in "${CI_STACKS[@]}"; do
         state=${STACK_STATE[$name]:-missing}
         why=${STACK_WHY[$name]:-}

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from pytest_rollout_chaos import settings as _settings
+from pytest_rollout_chaos import targets
 from pytest_rollout_chaos.harness import ChaosHarness
 
 if TYPE_CHECKING:
@@ -48,8 +49,8 @@ _OPTIONS: Final = (
     (
         _settings.OPT_TARGET,
         "MODULE:FACTORY",
-        "Collector under test: MODULE:FACTORY, or reference, nemo_rl, slime, verl, skyrl, "
-        "skyrl_skip_failed_rollouts (default: reference)",
+        f"Collector under test: MODULE:FACTORY, or {', '.join(targets.BUILTIN)} "
+        f"(default: {targets.REFERENCE})",
     ),
     (
         _settings.OPT_BACKEND,

@@ -17,7 +17,7 @@ from typing import Final, Literal, cast
 
 import pytest
 
-from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos import bundled, targets
 from pytest_rollout_chaos.ray import mode as ray_mode
 from pytest_rollout_chaos.servers.policy import hf_cache, vllm_args
 
@@ -27,7 +27,6 @@ GymBackend = Literal["embedded", "nemo-gym"]
 BACKENDS: Final = ("tiny", "vllm")
 GYM_BACKENDS: Final = ("embedded", "nemo-gym")
 TOXIPROXY_MODES: Final = ("auto", "embedded", "binary", "docker")
-BUILTIN_TARGETS: Final = ("reference", "nemo_rl", "slime", "verl", "skyrl", "skyrl_skip_failed_rollouts")
 
 # Option destinations double as ini names; the tests import these constants.
 OPT_ENABLED: Final = "rollout_chaos"
@@ -397,12 +396,8 @@ def _parse_timeout(config: pytest.Config) -> float:
 
 
 def _validate_target(target: str, source: str) -> None:
-    if target in BUILTIN_TARGETS:
+    if target in targets.BUILTIN:
         return
     module, sep, factory = target.partition(":")
     if not sep or not module or not factory:
-        raise pytest.UsageError(
-            f"{source}: invalid value {target!r} "
-            f"(valid: {', '.join(BUILTIN_TARGETS)}, "
-            "or MODULE:FACTORY such as 'my_trainer.chaos:make_collector')"
-        )
+        raise pytest.UsageError(f"{source}: invalid value {target!r} (valid: {targets.valid_targets()})")

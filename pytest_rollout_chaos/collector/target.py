@@ -15,23 +15,21 @@ from pathlib import Path
 from types import ModuleType
 from typing import Final, cast
 
+from pytest_rollout_chaos import targets
 from pytest_rollout_chaos.collector import adapters
 from pytest_rollout_chaos.collector.protocol import CollectorFactory
 from pytest_rollout_chaos.errors import CollectorTargetError
 
-VALID: Final = (
-    "reference, nemo_rl, slime, verl, skyrl, skyrl_skip_failed_rollouts, or MODULE:FACTORY such as "
-    "'my_trainer.chaos:make_collector'"
-)
+VALID: Final = targets.valid_targets()
 
 
 def load_factory(target: str) -> CollectorFactory:
     """The factory ``target`` names; raise ``CollectorTargetError`` saying what is wrong."""
-    if target == "reference":
+    if target == targets.REFERENCE:
         from pytest_rollout_chaos.collector import reference
 
         return reference.factory
-    if target in adapters.ADAPTERS:
+    if targets.is_adapter(target):
         return adapters.load(target)
     module_name, sep, attribute = target.rpartition(":")
     if not sep or not module_name or not attribute:

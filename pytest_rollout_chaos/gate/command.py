@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, TextIO
 
-from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos import bundled, targets
 from pytest_rollout_chaos.gate import render
 from pytest_rollout_chaos.gate.compare import BASELINE, EXIT_NOT_JUDGED, compare, moved
 from pytest_rollout_chaos.gate.environment import SideEnvironment, gym_client, probe
@@ -56,7 +56,7 @@ DEFAULT_RUNS: Final = 3
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--target", required=True, help="nemo_rl, slime, verl, skyrl, or MODULE:FACTORY (both sides)"
+        "--target", required=True, help=f"{', '.join(targets.ADAPTERS)}, or MODULE:FACTORY (both sides)"
     )
     parser.add_argument(
         "--head-target",

@@ -31,8 +31,8 @@ from typing import Final
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from pytest_rollout_chaos import targets
 from pytest_rollout_chaos.collector import adapters
-from pytest_rollout_chaos.collector.adapters import ADAPTERS
 
 PACKAGES: Final = ("torch", "transformers", "vllm", "ray", "nemo-gym")
 """The distributions whose version every side reports (besides Python and this plugin)."""
@@ -155,7 +155,7 @@ def requires_python(tree: Path) -> str | None:
 def gym_client(target: str) -> str:
     """What plays NeMo Gym's client for ``target``: a built-in adapter declares it (``GYM_CLIENT``);
     a user's own collector is its own business."""
-    if ":" in target or target not in ADAPTERS:
+    if not targets.is_adapter(target):
         return "the collector's own (not known to the gate)"
     declared = getattr(importlib.import_module(f"{adapters.__name__}.{target}"), "GYM_CLIENT", "")
     return str(declared) or "not declared by the adapter"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from pytest_rollout_chaos.collector.adapters.trainer_settings import TRAINERS as _TRAINERS
+from pytest_rollout_chaos import targets
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.invariants import registry as invariant_registry
 from pytest_rollout_chaos.invariants import witnesses
@@ -55,7 +55,7 @@ TriggerKind = Literal["start", "after_completed", "after_s", "on_request"]
 TRIGGERS: Final = ("start", "after_completed", "after_s", "on_request")
 
 # The trainers an adapter drives: the first part of a ``workload.trainer_config`` key.
-TRAINERS: Final = _TRAINERS
+TRAINERS: Final = targets.TRAINERS
 
 Mode = Literal["train", "validation"]
 MODES: Final = ("train", "validation")

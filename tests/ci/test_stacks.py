@@ -52,6 +52,14 @@ def test_a_stack_that_could_not_be_built_fails_ci_naming_it(tmp_path: Path) -> N
     assert ci.stdout.splitlines()[-len(STACKS) - 1] == "--- stacks (CI exit 1, last stage: stack check)"
 
 
+def test_every_run_ends_with_the_time_each_stage_took(tmp_path: Path) -> None:
+    ci = _ci(tmp_path, "--stacks-only", "vllm")
+    timed = ci.stdout.split("--- time per stage (", 1)[1].split("--- stacks", 1)[0].splitlines()[1:]
+    stages = [line.split(" s  ", 1)[1] for line in timed]
+    venvs = "the stacks' venvs (built, or reused from the cache)"
+    assert stages == ["setup", venvs, "stack check"], ci.stdout
+
+
 def test_a_stack_allowed_missing_lets_ci_go_on_and_says_so(tmp_path: Path) -> None:
     ci = _ci(tmp_path, "--stacks-only", "vllm", ROLLOUT_CHAOS_CI_ALLOW_MISSING="vllm")
     assert ci.returncode == 0, ci.stdout + ci.stderr

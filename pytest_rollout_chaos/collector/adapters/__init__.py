@@ -1,5 +1,6 @@
-"""Adapters: collectors that drive a trainer's real rollout code (``nemo_rl``, ``slime``, ``verl``,
-``skyrl``; ``skyrl_skip_failed_rollouts`` is ``skyrl`` with SkyRL's ``generator.skip_failed_rollouts`` on).
+"""Adapters: collectors that drive a trainer's real rollout code, one module each, named in
+``targets.ADAPTERS`` (``skyrl_skip_failed_rollouts`` is ``skyrl`` with SkyRL's
+``generator.skip_failed_rollouts`` on).
 
 Each adapter module holds a ``factory(ctx) -> Collector`` and a module-level ``UPSTREAM``
 (an ``upstream.Upstream``: the trainer's modules it imports and how to install them). Importing an
@@ -10,11 +11,8 @@ session start, so a missing trainer is one usage error rather than a traceback p
 from __future__ import annotations
 
 import importlib
-from typing import Final
 
 from pytest_rollout_chaos.collector.protocol import CollectorFactory
-
-ADAPTERS: Final = ("nemo_rl", "slime", "verl", "skyrl", "skyrl_skip_failed_rollouts")
 
 
 def load(name: str) -> CollectorFactory:

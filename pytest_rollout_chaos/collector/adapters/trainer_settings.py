@@ -27,9 +27,8 @@ from typing import Any, Final, Literal
 
 from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.targets import TRAINERS
 
-TRAINERS: Final = ("nemo_rl", "slime", "verl", "skyrl")
-"""The trainers a ``workload.trainer_config`` key may name (its first part)."""
 EVENT: Final = "trainer_settings"
 SOURCE: Final = "collector"
 Source = Literal["upstream default", "run", "variant", "scenario"]

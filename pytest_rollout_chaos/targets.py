@@ -1,0 +1,42 @@
+"""The built-in collectors, by the names ``--rollout-chaos-target`` takes: the one list of them.
+
+The option check, the help texts, the gate, the scenario format's ``trainer_config`` keys and the
+adapters' loader all read it, so a new adapter is its module in ``collector/adapters/`` plus one
+line in ``ADAPTERS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+REFERENCE: Final = "reference"
+"""The harness's own collector (``collector/reference.py``)."""
+
+ADAPTERS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        # adapter (its module in collector/adapters/): the trainer whose code it drives
+        "nemo_rl": "nemo_rl",
+        "slime": "slime",
+        "verl": "verl",
+        "skyrl": "skyrl",
+        "skyrl_skip_failed_rollouts": "skyrl",  # skyrl with generator.skip_failed_rollouts on
+    }
+)
+
+TRAINERS: Final = tuple(dict.fromkeys(ADAPTERS.values()))
+"""The trainers a ``workload.trainer_config`` key may name (its first part)."""
+
+BUILTIN: Final = (REFERENCE, *ADAPTERS)
+
+FACTORY_EXAMPLE: Final = "MODULE:FACTORY such as 'my_trainer.chaos:make_collector'"
+
+
+def valid_targets() -> str:
+    """What a target may be, for an error's ``(valid: ...)`` and a help text."""
+    return f"{', '.join(BUILTIN)}, or {FACTORY_EXAMPLE}"
+
+
+def is_adapter(target: str) -> bool:
+    return target in ADAPTERS
