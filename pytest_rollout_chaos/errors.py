@@ -56,5 +56,11 @@ class NotJudgedError(ChaosError):
     ``rollout-chaos gate`` counts it as not judged, never as fixed or regressed."""
 
 
+class CannotRunHere(ChaosError):
+    """The scenario cannot run on this stack with this collector, and the message says why (the
+    fit step, ``engine.fit``). Nothing was judged: a runner reports it as a skip (pytest's item
+    does), never as a pass or a failure."""
+
+
 class InvariantViolation(AssertionError):
     """One or more invariants judged the run FAIL; the message lists every failing verdict."""

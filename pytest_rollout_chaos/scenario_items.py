@@ -17,8 +17,16 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from pytest_rollout_chaos.engine import story
-from pytest_rollout_chaos.engine.result import RESULT_KEY
-from pytest_rollout_chaos.errors import CollectorContractError, FaultError, InvariantViolation, ScenarioError
+from pytest_rollout_chaos.errors import (
+    NOT_JUDGED_PREFIX,
+    CannotRunHere,
+    CollectorContractError,
+    FaultError,
+    InvariantViolation,
+    NotJudgedError,
+    ScenarioError,
+)
+from pytest_rollout_chaos.report.reports import RESULT_KEY
 from pytest_rollout_chaos.scenario.model import Scenario, load_scenario
 
 if TYPE_CHECKING:
@@ -98,9 +106,14 @@ def run_scenario(scenario: Scenario, request: pytest.FixtureRequest) -> None:
     from pytest_rollout_chaos.engine import run
 
     settings: ChaosSettings = request.getfixturevalue("chaos_settings")
-    factory = run.collector_for(scenario, settings.target)
-    stack: ChaosStack = request.getfixturevalue("chaos_stack")
-    result = run.run_on(scenario, stack, factory, settings)
+    try:
+        factory = run.collector_for(scenario, settings.target)
+        stack: ChaosStack = request.getfixturevalue("chaos_stack")
+        result = run.run_on(scenario, stack, factory, settings)
+    except CannotRunHere as reason:  # the fit step: nothing judged, said why
+        pytest.skip(str(reason))
+    except NotJudgedError as declined:  # the collector declined the scenario
+        pytest.skip(NOT_JUDGED_PREFIX + str(declined))
     request.node.stash[RESULT_KEY] = result
     run.raise_for(result)
 

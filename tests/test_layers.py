@@ -197,3 +197,28 @@ def test_no_import_circle() -> None:
     ]
     if found:
         pytest.fail(f"{len(found)} import circles:\n" + "\n".join(described), pytrace=False)
+
+
+RUNNER_FREE: Final = ("engine", "collector")
+"""Packages that import no pytest: the engine and the collectors run under any runner."""
+
+
+def test_the_engine_and_the_collectors_import_no_pytest() -> None:
+    found = []
+    for name, (path, _) in modules().items():
+        relative = name.removeprefix(PACKAGE + ".")
+        if not any(relative == entry or relative.startswith(entry + ".") for entry in RUNNER_FREE):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            found += [
+                f"{path.relative_to(ROOT)}:{node.lineno}: imports {imported}"
+                for imported in names
+                if imported.split(".")[0] in ("pytest", "_pytest")
+            ]
+    assert not found, "the engine and the collectors run without pytest:\n" + "\n".join(found)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos import bundled
-from pytest_rollout_chaos.engine.run import not_applicable, with_replicas
+from pytest_rollout_chaos.engine.fit import not_applicable, with_replicas
 from pytest_rollout_chaos.scenario.model import Scenario, parse_scenario
 from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME
 from pytest_rollout_chaos.servers.links import link_server

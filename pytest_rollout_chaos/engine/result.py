@@ -1,16 +1,14 @@
-"""``ScenarioResult``: what happened in one run of a scenario, and the key it is kept under.
+"""``ScenarioResult``: what happened in one run of a scenario.
 
-The engine (``run``) fills it in and the plugin side stashes it on the scenario's item under
-``RESULT_KEY``; the reports and the JUnit properties read it from there. It is data, so they
-depend on it and not on the runner.
+The engine (``run``) fills it in; pytest's side stashes it on the scenario's item under
+``report.reports.RESULT_KEY``, where the reports and the JUnit properties read it. It is data, so
+they depend on it and not on the runner.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final
-
-import pytest
+from typing import Any
 
 from pytest_rollout_chaos.collector.protocol import Rollout
 from pytest_rollout_chaos.engine.acted import Touches
@@ -18,8 +16,6 @@ from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.base import Status, Verdict
 from pytest_rollout_chaos.invariants.witnesses import Sighting
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario
-
-RESULT_KEY: Final = pytest.StashKey["ScenarioResult"]()
 
 
 @dataclass

@@ -21,31 +21,18 @@ import time
 import traceback
 from typing import Any, Final, cast
 
-import pytest
-
 from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import contract
 from pytest_rollout_chaos.collector.adapters import trainer_settings
-from pytest_rollout_chaos.collector.protocol import (
-    CollectorFactory,
-    CollectorSettings,
-    Mode,
-    Rollout,
-    Style,
-    supported_modes,
-    supported_styles,
-)
+from pytest_rollout_chaos.collector.protocol import CollectorFactory, CollectorSettings, Rollout
 from pytest_rollout_chaos.collector.target import load_factory
-from pytest_rollout_chaos.engine import vacuity
+from pytest_rollout_chaos.engine import fit, vacuity
 from pytest_rollout_chaos.engine.acted import count_touches, problems
-from pytest_rollout_chaos.engine.drift import drift_prevented
-from pytest_rollout_chaos.engine.exits import hidden_exit
 from pytest_rollout_chaos.engine.expectations import check_expectations
-from pytest_rollout_chaos.engine.reach import skip_unreachable_faults
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.engine.schedule import Schedule
 from pytest_rollout_chaos.errors import (
-    NOT_JUDGED_PREFIX,
+    CannotRunHere,
     FaultError,
     InvariantViolation,
     NotJudgedError,
@@ -59,7 +46,7 @@ from pytest_rollout_chaos.invariants.registry import judged
 from pytest_rollout_chaos.invariants.witnesses import look
 from pytest_rollout_chaos.scenario.model import Scenario, Workload
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
-from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME, RESOURCES_NAME, GymStack
+from pytest_rollout_chaos.servers.gym.stack import GymStack
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 from pytest_rollout_chaos.trial import open_trial
@@ -71,27 +58,29 @@ RAISE_FRAMES: Final = 6  # the frames of a raise the failure text shows: where i
 
 
 def collector_for(scenario: Scenario, target: str) -> CollectorFactory:
-    """The factory of the collector under test (``--rollout-chaos-collector``); the scenario
-    skips when the collector declares styles or modes that leave this one out, or fault targets
-    (``reaches``) that leave out one of its faults."""
+    """The factory of the collector under test (``--rollout-chaos-target``); ``CannotRunHere`` when
+    what it declares (``collector.abilities``: a collector class is its own factory) leaves this
+    scenario out, before anything starts."""
     factory = load_factory(target)
-    # A collector class used as its own factory declares its styles before anything starts.
-    skip_unsupported_style(factory, scenario.workload.style)
-    skip_unsupported_mode(factory, scenario.workload.mode)
-    skip_unreachable_faults(factory, scenario)
+    reason = fit.collector_unfit(scenario, factory)
+    if reason is not None:
+        raise CannotRunHere(reason)
     return factory
 
 
 def run_on(
     scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, settings: ChaosSettings
 ) -> ScenarioResult:
-    """Run ``scenario`` on the session's ``stack`` and judge it; skip when it cannot act there, and
-    with ``NOT_JUDGED:`` when the collector declines it (``NotJudgedError``)."""
-    stack, reason = with_replicas(scenario, stack, settings.policy_replicas)
-    if reason is None:
-        reason = not_applicable(scenario, stack)
+    """Run ``scenario`` on the session's ``stack`` and judge it.
+
+    ``CannotRunHere`` when it cannot run there (``engine.fit``); ``NotJudgedError`` when the
+    collector declines it, from its factory or from ``collect`` before running anything. A runner
+    reports either as a skip (``scenario_items``), never as a verdict.
+    """
+    reason = fit.why_not(scenario, stack, factory, run_replicas=settings.policy_replicas)
     if reason is not None:
-        pytest.skip(reason)
+        raise CannotRunHere(reason)
+    stack, _ = fit.with_replicas(scenario, stack, settings.policy_replicas)
     stack.reset(
         env_latency_ms_per_call=scenario.stack.env_latency_ms_per_call,
         env_latency_ms_per_item=scenario.stack.env_latency_ms_per_item,
@@ -100,12 +89,9 @@ def run_on(
         stack.gym.set_splice(False)  # vanilla re-rendering: retokenization drift happens for real
     if scenario.stack.rescore_bonus:
         stack.gym.set_rescore_bonus(scenario.stack.rescore_bonus)
-    try:
-        result = run_once(scenario, stack, factory, settings.seed, target=settings.target)
-    except NotJudgedError as declined:  # the factory declined the scenario
-        pytest.skip(NOT_JUDGED_PREFIX + str(declined))
+    result = run_once(scenario, stack, factory, settings.seed, target=settings.target)
     if isinstance(result.raised, NotJudgedError):  # collect declined it before running anything
-        pytest.skip(NOT_JUDGED_PREFIX + str(result.raised))
+        raise result.raised
     judge(result)
     return result
 
@@ -124,100 +110,6 @@ def raise_for(result: ScenarioResult) -> None:
     if result.vacuous and not result.expectation_failures and not _failing(result):
         raise VacuousScenarioError(vacuous_text(result))
     raise InvariantViolation(failure_text(result))
-
-
-def with_replicas(scenario: Scenario, stack: ChaosStack, run_replicas: int) -> tuple[ChaosStack, str | None]:
-    """The stack with the policy replicas ``scenario`` runs with (its ``stack.policy.replicas``, else
-    the run's ``run_replicas``), or why it cannot have them.
-
-    The embedded model server can spread its calls over fewer replicas than were started; real
-    NeMo Gym was given its list of base URLs at start, and an external policy is one server.
-    """
-    wanted = scenario.stack.policy.replicas or run_replicas
-    started = len(stack.started_replicas)
-    if wanted == started:
-        return stack, None
-    source = "stack.policy.replicas" if scenario.stack.policy.replicas else "--rollout-chaos-policy-replicas"
-    asked = f"{wanted} policy replica(s) ({source})"
-    if "policy" in stack.unmanaged():
-        return stack, f"the scenario needs {asked}; {stack.unmanaged()['policy']}, and only it"
-    if wanted > started:
-        return stack, (
-            f"the scenario needs {asked}; this run started {started} "
-            f"(--rollout-chaos-policy-replicas={wanted} starts them)"
-        )
-    if MODEL_NAME in stack.gym.real_servers:
-        return stack, (
-            f"the scenario needs {asked}; this run started {started}, and real NeMo Gym's model server "
-            "was given all their base URLs at start (run it with --rollout-chaos-policy-replicas="
-            f"{wanted})"
-        )
-    return stack.using(wanted), None
-
-
-def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
-    """Why ``scenario`` cannot run on ``stack``, or None.
-
-    Semantic faults act from the fault layer in front of every server and the layer records
-    every request, so no scenario needs anything inside a server. What a fault needs is its
-    class's to say (``Fault.needs``, checked by ``acting.cannot_act``): a process fault cannot
-    act on a server this run did not start (an external policy), a Ray fault needs its server in
-    a Ray actor (and, for ``node_down``, on a node this run may remove). The policy's
-    ``ready_delay_s`` stops and restarts the policy, so it needs the policy's process too. An
-    invariant judging the collector's answer to a server's exit needs that exit to reach the
-    collector (``engine.exits``); a scenario waiting for the model's own drift needs a policy that
-    lets it drift (``engine.drift``).
-    """
-    for index, step in enumerate(scenario.faults):
-        reason = acting.cannot_act(stack, step.kind, step.target)
-        if reason is not None:
-            return f"faults/{index} {step.kind} on {step.target!r}: {reason}"
-    if (
-        scenario.stack.rescore_bonus
-        and scenario.workload.style == "gym"
-        and RESOURCES_NAME in stack.gym.real_servers
-    ):
-        return (
-            f"stack.rescore_bonus={scenario.stack.rescore_bonus:g} needs our resources server to answer "
-            "/verify; real NeMo Gym's (equivalence_rule) scores every attempt of a row alike"
-        )
-    hidden = hidden_exit(scenario, stack) or drift_prevented(scenario, stack)
-    if hidden is not None:
-        return hidden
-    delay_s = scenario.stack.policy.ready_delay_s
-    unmanaged = stack.unmanaged()
-    if delay_s > 0 and "policy" in unmanaged:
-        return f"stack.policy.ready_delay_s={delay_s:g} stops and restarts the policy: {unmanaged['policy']}"
-    return None
-
-
-def skip_unsupported_style(collector: object, style: Style) -> None:
-    """Skip the scenario when ``collector`` declares ``styles`` that leave out ``style``.
-
-    Judging a gym-only collector on a native-style scenario would only give UNKNOWN verdicts
-    (it never steps the environment), so the scenario says why it did not run instead.
-    """
-    styles = supported_styles(collector)
-    if style not in styles:
-        declared = ", ".join(styles)
-        pytest.skip(
-            f"{style}-style scenario; the collector under test supports only {declared} style "
-            f"(its styles = {styles!r})"
-        )
-
-
-def skip_unsupported_mode(collector: object, mode: Mode) -> None:
-    """Skip the scenario when ``collector`` declares ``modes`` that leave out ``mode``.
-
-    An adapter drives only the trainer code paths that exist for a mode (NeMo RL's ``validate()``
-    has no train-mode twin, say), so a scenario it cannot express says why instead of failing.
-    """
-    modes = supported_modes(collector)
-    if mode not in modes:
-        pytest.skip(
-            f"{mode}-mode scenario; the collector under test supports only {', '.join(modes)} mode "
-            f"(its modes = {modes!r})"
-        )
 
 
 def build_rows(workload: Workload, gym: GymStack) -> list[dict[str, Any]]:
@@ -290,7 +182,9 @@ async def execute(
             async with LayerControl(stack.fault_layer.url) as layer:
                 await layer.register_rows(rows)  # so policy requests, which carry no row, are tied to one
         collector = contract.build_collector(factory, trial.collector, who=who)
-        skip_unsupported_style(collector, scenario.workload.style)
+        unfit = fit.collector_unfit(scenario, collector)  # what the collector built declares
+        if unfit is not None:
+            raise CannotRunHere(unfit)
         started = time.monotonic()
         loading = await _policy_loading(scenario, stack, history)
         await schedule.start()  # every ``at: start`` fault is armed before the collector runs
@@ -342,7 +236,7 @@ async def _policy_loading(
     if delay_s <= 0:
         return None
     process = stack.policy.process
-    if process is None:  # not_applicable skips such a scenario before it gets here
+    if process is None:  # the fit step turns such a scenario away before it gets here
         raise FaultError(f"stack.policy.ready_delay_s: {stack.policy.unmanaged_reason()}")
     await asyncio.to_thread(process.stop)
     history.append("process", "info", "loading", {"server": process.name, "ready_delay_s": delay_s})

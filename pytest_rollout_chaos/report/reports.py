@@ -21,11 +21,14 @@ from typing import Any, Final, Literal
 
 import pytest
 
+from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.report.record import ItemOutcome, ResultFacts, ScenarioFacts, ScenarioRecord
 from pytest_rollout_chaos.report.run_info import RunInfo, ServerLog
 
 _logger = logging.getLogger(__name__)
 WORKER_OUTPUT_KEY: Final = "rollout_chaos_reports"
+RESULT_KEY: Final = pytest.StashKey[ScenarioResult]()
+"""Where pytest's side keeps a scenario item's result (``scenario_items.run_scenario``)."""
 Role = Literal["single", "controller", "worker"]
 
 
@@ -188,6 +191,4 @@ def _headline(report: pytest.TestReport) -> str:
 
 
 def _result(item: pytest.Item) -> Any:
-    from pytest_rollout_chaos.engine.result import RESULT_KEY
-
     return item.stash.get(RESULT_KEY, None)

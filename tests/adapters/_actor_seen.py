@@ -14,7 +14,7 @@ from typing import Final
 
 import pytest
 
-from pytest_rollout_chaos.engine.result import RESULT_KEY
+from pytest_rollout_chaos.report.reports import RESULT_KEY
 
 PROPERTY: Final = "ray_actors"
 

@@ -23,7 +23,9 @@ import torch
 import yaml
 from aiohttp import web
 
+from pytest_rollout_chaos.collector.abilities import unsupported
 from pytest_rollout_chaos.collector.adapters import nemo_rl_validation as validation
+from pytest_rollout_chaos.collector.adapters.nemo_rl import NemoRLCollector
 from pytest_rollout_chaos.collector.adapters.nemo_rl_interfaces import (
     EnvHandle,
     EnvRef,
@@ -309,9 +311,10 @@ async def test_an_environment_handle_steps_ctx_env_one_call_at_a_time_and_record
     ]
 
 
-def test_a_gym_style_scenario_skips_saying_why() -> None:
-    with pytest.raises(pytest.skip.Exception, match="run_async_nemo_gym_rollout"):
-        asyncio.run(validation.collect(context(style="gym"), [{"_rowidx": 0}]))
+def test_a_gym_style_validation_scenario_is_turned_away_before_it_runs_saying_why() -> None:
+    why = unsupported(NemoRLCollector, style="gym", mode="validation", group_size=1)
+    assert "run_async_nemo_gym_rollout" in str(why)
+    assert unsupported(NemoRLCollector, style="native", mode="validation", group_size=1) is None
 
 
 class Completions:

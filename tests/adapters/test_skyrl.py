@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_env
-from pytest_rollout_chaos.engine.reach import unreachable
+from pytest_rollout_chaos.engine.fit import unreachable
 from pytest_rollout_chaos.scenario.model import load_scenario
 from tests.adapters import _skyrl_trees as trees
 from tests.adapters._trees import REPO

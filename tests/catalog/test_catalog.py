@@ -92,7 +92,7 @@ def skipped_on(settings: ChaosSettings) -> set[str]:
     if settings.gym != "embedded":  # real NeMo Gym's verifier scores every attempt alike
         skipped |= rescored_by_the_verifier()
     # Behind NeMo Gym's legacy_agent relays (0.5 and later) an agent's exit reaches no collector:
-    # a scenario judging the collector's answer to one skips there (engine.exits).
+    # a scenario judging the collector's answer to one skips there (engine.fit).
     if settings.gym == "nemo-gym" and locate(settings.gym_python).environment_relay:
         skipped |= {
             scenario.name
@@ -100,7 +100,7 @@ def skipped_on(settings: ChaosSettings) -> set[str]:
             if judges_an_agents_exit(scenario)
         }
     # Real vLLM's strict tool calling forces each tool call's envelope as the template writes it
-    # behind NeMo Gym's vllm_model, so the model's own drift almost never happens (engine.drift).
+    # behind NeMo Gym's vllm_model, so the model's own drift almost never happens (engine.fit).
     if (
         settings.backend == "vllm"
         and settings.gym == "nemo-gym"

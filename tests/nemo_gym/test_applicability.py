@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rollout_chaos.engine.run import not_applicable
+from pytest_rollout_chaos.engine.fit import not_applicable
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.scenario.model import load_scenario
 from pytest_rollout_chaos.servers.gym.stack import DEFAULT_AGENTS, MODEL_NAME, RESOURCES_NAME

@@ -32,7 +32,8 @@ from pytest_rollout_chaos.errors import InvariantViolation
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.engine.acted import Touches
-from pytest_rollout_chaos.engine.result import RESULT_KEY, ScenarioResult
+from pytest_rollout_chaos.engine.result import ScenarioResult
+from pytest_rollout_chaos.report.reports import RESULT_KEY
 from pytest_rollout_chaos.engine.run import failure_text, judge
 from pytest_rollout_chaos.engine.schedule import Applied
 

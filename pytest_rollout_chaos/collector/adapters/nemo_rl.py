@@ -67,8 +67,6 @@ from types import SimpleNamespace
 from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit
 
-import pytest
-
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.collector.adapters import nemo_rl_settings
 from pytest_rollout_chaos.collector.adapters import nemo_rl_train_batch as train_batch
@@ -110,10 +108,17 @@ UPSTREAM = Upstream(
 )
 SOURCE: Final = "collector"
 GROUP_SIZE: Final = "grpo.num_generations_per_prompt"
-NATIVE_TRAIN_SKIP: Final = (
-    "native-style train mode is NeMo RL's run_multi_turn_rollout, which the nemo_rl adapter does not "
-    "drive; its train mode is the NeMo Gym path (gym style)"
-)
+CANNOT_COMBINE: Final[dict[tuple[Style, Mode], str]] = {
+    ("native", "train"): (
+        "native-style train mode is NeMo RL's run_multi_turn_rollout, which the nemo_rl adapter does not "
+        "drive; its train mode is the NeMo Gym path (gym style)"
+    ),
+    ("gym", "validation"): (
+        "gym-style validation is NeMo RL's run_async_nemo_gym_rollout, the NeMo Gym caller the nemo_rl "
+        "adapter drives in train mode; its validation mode drives validate()'s native rollouts"
+    ),
+}
+"""The style and mode pairs the adapter has no NeMo RL path for (the fit step skips them)."""
 
 
 # -- what spin-up would have set ------------------------------------------------------------------
@@ -153,6 +158,7 @@ class NemoRLCollector:
 
     styles: ClassVar[tuple[Style, ...]] = ("gym", "native")
     modes: ClassVar[tuple[Mode, ...]] = ("train", "validation")
+    cannot_combine: ClassVar[dict[tuple[Style, Mode], str]] = CANNOT_COMBINE
     helper_class: ClassVar[type[GymHelper]] = GymHelper
 
     def __init__(self, ctx: CollectorContext) -> None:
@@ -181,8 +187,6 @@ class NemoRLCollector:
     async def _collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
         if mode == "validation":
             return await _validation(self._ctx, rows)
-        if self._ctx.settings.style == "native":
-            pytest.skip(NATIVE_TRAIN_SKIP)
         if self._stale_copy is not None:
             raise NotJudgedError(self._stale_copy)
         history = self._ctx.history

@@ -47,7 +47,6 @@ from types import ModuleType
 from typing import Any, Final, cast
 
 import aiohttp
-import pytest
 
 from pytest_rollout_chaos.collector.adapters import nemo_rl_settings
 from pytest_rollout_chaos.collector.adapters.nemo_rl_interfaces import (
@@ -82,10 +81,6 @@ UPSTREAM: Final = Upstream(
         "megatron-core (beside the nemo_rl adapter's own packages)"
     ),
 )
-GYM_STYLE_SKIP: Final = (
-    "gym-style validation is NeMo RL's run_async_nemo_gym_rollout, the NeMo Gym caller the nemo_rl "
-    "adapter drives in train mode; its validation mode drives validate()'s native rollouts"
-)
 _PATCHING: Final = threading.Lock()  # ray.get and grpo's globals are swapped while one validation runs
 
 
@@ -119,8 +114,6 @@ class Validation:
         self.ctx = ctx
 
     async def collect(self, rows: Sequence[Row]) -> list[Rollout]:
-        if self.ctx.settings.style != "native":
-            pytest.skip(GYM_STYLE_SKIP)
         env = self.ctx.env
         if env is None:
             raise CollectorTargetError(

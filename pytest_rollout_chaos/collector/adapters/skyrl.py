@@ -75,8 +75,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
-import pytest
-
 from pytest_rollout_chaos.collector.adapters import skyrl_env
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
@@ -103,11 +101,10 @@ SKIP_FAILED: Final = "skip_failed_rollouts"
 PLACEHOLDER_STOP_REASON: Final = "rollout_error"
 GROUP_SIZE: Final = "generator.n_samples_per_prompt"
 HOOK: Final = "_setup_env_extras"
-GROUPS_SKIP: Final = (
-    "groups of {size} generations per prompt: this SkyRL tree's SkyRLGymGenerator has no "
-    f"{HOOK} hook, through which each of SkyRL's copies of a prompt gets its own row of the "
-    "group (its TrajectoryID's repetition_id) to seed its environment's session; one row per "
-    "prompt only on this tree"
+GROUPS_UNSUPPORTED: Final = (
+    f"this SkyRL tree's SkyRLGymGenerator has no {HOOK} hook, through which each of SkyRL's "
+    "copies of a prompt gets its own row of the group (its TrajectoryID's repetition_id) to seed "
+    "its environment's session; one row per prompt only on this tree"
 )
 STOOD_IN: Final = (
     "the trainer's dataloader: one SkyRL prompt per group of rows (prompt, env_class, env_extras, "
@@ -188,6 +185,8 @@ class SkyRLCollector:
         "collector": None,
     }
     skip_failed_rollouts = False
+    max_group_size: int | None = None  # one row per prompt on a tree without the hook (__init__)
+    max_group_size_why: ClassVar[str] = GROUPS_UNSUPPORTED
 
     def __init__(self, ctx: CollectorContext) -> None:
         if ctx.model_dir is None or ctx.resources_url is None:
@@ -208,12 +207,13 @@ class SkyRLCollector:
         tok: Any = importlib.import_module("skyrl.utils.tok")
         self.tokenizer = tok.get_tokenizer(str(ctx.model_dir), trust_remote_code=True, use_fast=True)
         skyrl_env.env_class()
+        generator_module: Any = importlib.import_module(GENERATOR_MODULE)
+        if not hasattr(generator_module.SkyRLGymGenerator, HOOK):
+            self.max_group_size = 1  # the fit step skips larger groups, saying why
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
         size = group_size(rows, setting=GROUP_SIZE)
         generator_module: Any = importlib.import_module(GENERATOR_MODULE)
-        if size > 1 and not hasattr(generator_module.SkyRLGymGenerator, HOOK):
-            pytest.skip(GROUPS_SKIP.format(size=size))
         history = self.ctx.history
         call = {
             "rows": len(rows),

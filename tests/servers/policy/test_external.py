@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos import bundled
-from pytest_rollout_chaos.engine.run import not_applicable, with_replicas
+from pytest_rollout_chaos.engine.fit import not_applicable, with_replicas
 from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.injector import FaultInjector

@@ -1,0 +1,101 @@
+"""What a collector declares it can run, read in one place.
+
+A collector (or its class, or its factory) may declare, as attributes:
+
+- ``styles``, ``modes``: the workload styles and modes it runs (all by default);
+- ``cannot_combine``: ``{(style, mode): why}``, pairs of them it cannot run together (the
+  ``nemo_rl`` adapter drives validation only through ``validate()``'s native rollouts);
+- ``max_group_size`` with ``max_group_size_why``: the largest GRPO group it takes, and why (a
+  SkyRL tree without the hook that tells a group's copies apart takes one row per prompt);
+- ``reaches``: the fault targets its own requests meet, each with the routes it requests there
+  (``None``: any route); a collector that sends every row through the Gym stack leaves it out.
+
+The fit step (``engine.fit``) asks ``unsupported`` before the collection starts, so a collector
+never skips from inside ``collect`` after the faults are armed. A declaration of the wrong shape is
+a ``CollectorTargetError`` saying what is valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from pytest_rollout_chaos.collector.protocol import (
+    MODES,
+    STYLES,
+    Mode,
+    Style,
+    supported_modes,
+    supported_styles,
+)
+from pytest_rollout_chaos.errors import CollectorTargetError
+
+Reach = Mapping[str, tuple[str, ...] | None]
+COMBINE_EXAMPLE: Final = 'cannot_combine = {("native", "train"): "why"}'
+
+
+def unsupported(collector: object, *, style: Style, mode: Mode, group_size: int) -> str | None:
+    """Why ``collector`` cannot run a workload of ``style``, ``mode`` and groups of ``group_size``
+    rows, from what it declares; None when it can (or declares nothing)."""
+    styles = supported_styles(collector)
+    if style not in styles:
+        return (
+            f"{style}-style scenario; the collector under test supports only {', '.join(styles)} style "
+            f"(its styles = {styles!r})"
+        )
+    modes = supported_modes(collector)
+    if mode not in modes:
+        return (
+            f"{mode}-mode scenario; the collector under test supports only {', '.join(modes)} mode "
+            f"(its modes = {modes!r})"
+        )
+    refused = cannot_combine(collector).get((style, mode))
+    if refused is not None:
+        return refused
+    largest = getattr(collector, "max_group_size", None)
+    if largest is not None and group_size > largest:
+        why = getattr(collector, "max_group_size_why", "") or "its max_group_size"
+        return f"groups of {group_size} generations per prompt; the collector takes at most {largest}: {why}"
+    return None
+
+
+def cannot_combine(collector: object) -> Mapping[tuple[Style, Mode], str]:
+    """The declared ``cannot_combine``, checked; empty when absent."""
+    declared = getattr(collector, "cannot_combine", None)
+    if declared is None:
+        return {}
+    if not isinstance(declared, Mapping) or not all(
+        isinstance(pair, tuple)
+        and len(pair) == 2
+        and pair[0] in STYLES
+        and pair[1] in MODES
+        and isinstance(why, str)
+        for pair, why in declared.items()
+    ):
+        raise CollectorTargetError(
+            f"{_owner(collector)}.cannot_combine is {declared!r}; valid: a mapping of (style, mode) "
+            f"to why, styles {STYLES}, modes {MODES}, such as {COMBINE_EXAMPLE}"
+        )
+    return declared
+
+
+def declared_reach(collector: object) -> Reach | None:
+    """The declared ``reaches``, checked; None when absent."""
+    declared = getattr(collector, "reaches", None)
+    if declared is None:
+        return None
+    if not isinstance(declared, Mapping) or not all(
+        isinstance(target, str)
+        and (routes is None or (isinstance(routes, tuple) and all(isinstance(r, str) for r in routes)))
+        for target, routes in declared.items()
+    ):
+        raise CollectorTargetError(
+            f"{_owner(collector)}.reaches is {declared!r}; valid: a mapping of fault target to the "
+            'routes requested there (a tuple) or None, such as {"policy": ("/v1/completions",)}'
+        )
+    return declared
+
+
+def _owner(collector: object) -> str:
+    owner = collector if isinstance(collector, type) else type(collector)
+    return owner.__name__

@@ -1,0 +1,219 @@
+"""The fit step: can this scenario run on this stack with this collector? One function answers it.
+
+``why_not`` returns why not (or None) from three kinds of fact, all known before anything runs:
+
+- **the stack.** The policy replicas the scenario asks for (``with_replicas``); what each fault
+  needs of its target (``acting.cannot_act``: a process fault needs a server this run started, a
+  Ray fault an actor); real NeMo Gym's resources server scoring every attempt alike
+  (``stack.rescore_bonus``); a server exit that cannot reach the collector (``hidden_exit``); the
+  model's own drift that real vLLM's strict tool calling prevents (``drift_prevented``); a policy
+  restart (``ready_delay_s``) on a policy this run did not start.
+- **the collector's declared abilities** (``collector.abilities``): styles, modes, the pairs of
+  them it cannot combine, the largest group it takes.
+- **its reach.** A collector that runs its own loop declares ``reaches``; a fault aimed elsewhere,
+  or at a route it never requests, would never fire (``unreachable``).
+
+Nothing here raises a skip: a runner turns the reason into one (``errors.CannotRunHere``, which
+pytest's scenario item reports as a skip), so the engine runs under any runner.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from pytest_rollout_chaos import acting
+from pytest_rollout_chaos.collector import abilities
+from pytest_rollout_chaos.collector.abilities import Reach
+from pytest_rollout_chaos.faults import registry as faults
+from pytest_rollout_chaos.invariants import registry as invariants
+from pytest_rollout_chaos.scenario.model import FaultStep, Scenario
+from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME, RESOURCES_NAME
+from pytest_rollout_chaos.servers.nemo_gym.stack import NemoGymStack
+from pytest_rollout_chaos.servers.policy.replicas import replica_of
+from pytest_rollout_chaos.stack import ChaosStack
+
+DRIFT_WITNESS: Final = "prompt_ids_drifted"
+
+
+def why_not(scenario: Scenario, stack: ChaosStack, collector: object, *, run_replicas: int) -> str | None:
+    """Why ``scenario`` cannot run on ``stack`` with ``collector`` (its factory, its class or the
+    collector built), or None. ``run_replicas`` is the run's ``--rollout-chaos-policy-replicas``."""
+    narrowed, reason = with_replicas(scenario, stack, run_replicas)
+    return reason or not_applicable(scenario, narrowed) or collector_unfit(scenario, collector)
+
+
+def collector_unfit(scenario: Scenario, collector: object) -> str | None:
+    """Why ``collector`` cannot run ``scenario`` by what it declares, or None (no stack needed: a
+    scenario the collector cannot express says so before the stack starts)."""
+    workload = scenario.workload
+    reason = abilities.unsupported(
+        collector, style=workload.style, mode=workload.mode, group_size=workload.generations_per_prompt
+    )
+    if reason is not None:
+        return reason
+    reach = abilities.declared_reach(collector)
+    if reach is None:
+        return None
+    for index, step in enumerate(scenario.faults):
+        why = unreachable(step, reach)
+        if why is not None:
+            calls = ", ".join(
+                target + (f" ({', '.join(routes)})" if routes else "") for target, routes in reach.items()
+            )
+            return (
+                f"faults/{index} {step.kind} cannot reach the collector under test: {why}; the "
+                f"collector's own requests go to {calls} only"
+            )
+    return None
+
+
+def with_replicas(scenario: Scenario, stack: ChaosStack, run_replicas: int) -> tuple[ChaosStack, str | None]:
+    """The stack with the policy replicas ``scenario`` runs with (its ``stack.policy.replicas``, else
+    the run's ``run_replicas``), or why it cannot have them.
+
+    The embedded model server can spread its calls over fewer replicas than were started; real
+    NeMo Gym was given its list of base URLs at start, and an external policy is one server.
+    """
+    wanted = scenario.stack.policy.replicas or run_replicas
+    started = len(stack.started_replicas)
+    if wanted == started:
+        return stack, None
+    source = "stack.policy.replicas" if scenario.stack.policy.replicas else "--rollout-chaos-policy-replicas"
+    asked = f"{wanted} policy replica(s) ({source})"
+    if "policy" in stack.unmanaged():
+        return stack, f"the scenario needs {asked}; {stack.unmanaged()['policy']}, and only it"
+    if wanted > started:
+        return stack, (
+            f"the scenario needs {asked}; this run started {started} "
+            f"(--rollout-chaos-policy-replicas={wanted} starts them)"
+        )
+    if MODEL_NAME in stack.gym.real_servers:
+        return stack, (
+            f"the scenario needs {asked}; this run started {started}, and real NeMo Gym's model server "
+            "was given all their base URLs at start (run it with --rollout-chaos-policy-replicas="
+            f"{wanted})"
+        )
+    return stack.using(wanted), None
+
+
+def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
+    """Why ``scenario`` cannot run on ``stack``, whatever the collector, or None.
+
+    Semantic faults act from the fault layer in front of every server and the layer records
+    every request, so no scenario needs anything inside a server. What a fault needs is its
+    class's to say (``Fault.needs``, checked by ``acting.cannot_act``).
+    """
+    for index, step in enumerate(scenario.faults):
+        reason = acting.cannot_act(stack, step.kind, step.target)
+        if reason is not None:
+            return f"faults/{index} {step.kind} on {step.target!r}: {reason}"
+    if (
+        scenario.stack.rescore_bonus
+        and scenario.workload.style == "gym"
+        and RESOURCES_NAME in stack.gym.real_servers
+    ):
+        return (
+            f"stack.rescore_bonus={scenario.stack.rescore_bonus:g} needs our resources server to answer "
+            "/verify; real NeMo Gym's (equivalence_rule) scores every attempt of a row alike"
+        )
+    hidden = hidden_exit(scenario, stack) or drift_prevented(scenario, stack)
+    if hidden is not None:
+        return hidden
+    delay_s = scenario.stack.policy.ready_delay_s
+    unmanaged = stack.unmanaged()
+    if delay_s > 0 and "policy" in unmanaged:
+        return f"stack.policy.ready_delay_s={delay_s:g} stops and restarts the policy: {unmanaged['policy']}"
+    return None
+
+
+def hidden_exit(scenario: Scenario, stack: ChaosStack) -> str | None:
+    """Why a server exit ``scenario`` judges the collector's answer to cannot reach it, or None.
+
+    An invariant that judges how the collector answers a server going down (``judges_exits``:
+    ``outage_fails_collection``) judges something only where that exit reaches the collector. From
+    NeMo Gym 0.5 on the collector meets each agent only through its ``legacy_agent`` relay, which
+    retries a refused agent without limit (``nemo_gym.server_utils``, ``_internal=True``): a killed
+    agent then looks to any collector exactly like a frozen one.
+    """
+    gym = stack.gym
+    relays = gym.relays if isinstance(gym, NemoGymStack) else {}
+    judging = [
+        name
+        for name in scenario.expect.invariants
+        if getattr(invariants.BY_NAME.get(name), "judges_exits", False)
+    ]
+    if not isinstance(gym, NemoGymStack) or not relays or not judging:
+        return None
+    version = gym.nemo_gym_version
+    for index, step in enumerate(scenario.faults):
+        if not getattr(faults.fault_class(step.kind), "terminates_target", False):
+            continue
+        for server in stack.expand_target(step.target):
+            if server in relays:
+                return (
+                    f"faults/{index} {step.kind} on {server!r}: {', '.join(judging)} judges how the "
+                    f"collector answers {server}'s exit, and on NeMo Gym {version} "
+                    f"the collector reaches {server} only through its legacy_agent relay "
+                    f"{relays[server]!r}, which retries a dead agent without limit: the exit reaches "
+                    "no collector, and the outage looks like a hang (run it on the embedded servers "
+                    "or NeMo Gym 0.4)"
+                )
+    return None
+
+
+def drift_prevented(scenario: Scenario, stack: ChaosStack) -> str | None:
+    """Why the model's own drift that ``scenario`` waits for cannot happen on ``stack``, or None.
+
+    A scenario with no fault that re-renders prompts (``stack.policy.splice_prefix: false``) and
+    witnesses ``prompt_ids_drifted`` waits for the model to write a tool call the chat template
+    re-renders differently. Real vLLM behind NeMo Gym's ``vllm_model`` (its chat path) makes that
+    rare: with strict tool calling, on by default since vLLM added it, the Hermes parser's
+    structural tag forces each call's envelope exactly as the template writes it, and only
+    whitespace inside the arguments can still differ (about one row in sixty with the tiny model).
+    The faults that drift prompts in the network path (``prefix_drift``) act on every stack.
+    """
+    waits_for_the_model = (
+        not scenario.faults
+        and not scenario.stack.policy.splice_prefix
+        and DRIFT_WITNESS in scenario.expect.witness
+    )
+    if not waits_for_the_model or not isinstance(stack.gym, NemoGymStack):
+        return None
+    if not any(replica.pins_tool_calls for replica in stack.started_replicas):
+        return None
+    return (
+        f"expect.witness {DRIFT_WITNESS} waits for the model's own tool-call JSON to drift, and real vLLM's "
+        "strict tool calling forces each Hermes tool call's envelope as the chat template writes it, so "
+        "behind NeMo Gym's vllm_model it almost never does (set VLLM_ENFORCE_STRICT_TOOL_CALLING=0 for the "
+        "policy to run it; policy-tokenize-drift drifts prompts on this stack)"
+    )
+
+
+def unreachable(step: FaultStep, reach: Reach) -> str | None:
+    """Why ``step`` cannot reach a collector with ``reach``, or None; one policy replica
+    (``policy[0]``) counts as ``policy``."""
+    target = step.target if step.target in reach else replica_of(step.target)[0]
+    if target not in reach:
+        return f"it acts on {step.target!r}"
+    routes = reach[target]
+    route = _route(step)
+    if routes is None or route is None or any(_matches(route, given) for given in routes):
+        return None
+    return f"it acts on {step.target!r} route {route}, which the collector never requests there"
+
+
+def _route(step: FaultStep) -> str | None:
+    given: Any = step.params.get("route")
+    if isinstance(given, str):
+        return given
+    default: Any = getattr(faults.fault_class(step.kind), "default_route", None)
+    return default if isinstance(default, str) else None
+
+
+def _matches(route: str, requested: str) -> bool:
+    """A fault route (exact, or a prefix ending in ``/`` or ``*``) matches a requested path."""
+    if route.endswith("*"):
+        return requested.startswith(route[:-1])
+    if route.endswith("/"):
+        return requested.startswith(route)
+    return requested == route

@@ -1,0 +1,89 @@
+"""The fit step: why a scenario cannot run on a stack with a collector, from the stack and from what
+the collector declares (its styles, modes, the pairs it cannot combine, its largest group, its reach:
+one policy replica counts as the policy)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from pytest_rollout_chaos.collector.abilities import unsupported
+from pytest_rollout_chaos.engine.fit import collector_unfit, unreachable, why_not
+from pytest_rollout_chaos.errors import CollectorTargetError
+from pytest_rollout_chaos.scenario.model import FaultStep, Scenario, load_scenario
+from tests._unstarted_stack import unstarted_stack
+
+REACH = {"policy": ("/v1/completions",), "calculator_agent": None}
+
+
+def test_a_replica_of_a_reached_policy_is_reached_on_the_routes_it_declares() -> None:
+    hits = FaultStep("http_error", "policy[1]", params={"route": "/v1/completions"})
+    assert unreachable(hits, REACH) is None
+    misses = FaultStep("http_error", "policy[0]", params={"route": "/tokenize"})
+    assert unreachable(misses, REACH) == (
+        "it acts on 'policy[0]' route /tokenize, which the collector never requests there"
+    )
+
+
+def test_a_target_the_collector_never_calls_stays_unreached() -> None:
+    assert unreachable(FaultStep("kill", "gym_model"), REACH) == "it acts on 'gym_model'"
+
+
+class _Declares:
+    """A collector class declaring every ability the fit step reads."""
+
+    styles = ("gym", "native")
+    modes = ("train", "validation")
+    cannot_combine: ClassVar = {("native", "train"): "no native train path here"}
+    max_group_size = 2
+    max_group_size_why = "its trainer tells no larger group's copies apart"
+
+
+def _scenario(tmp_path: Path, *, style: str = "gym", mode: str = "train", generations: int = 1) -> Scenario:
+    path = tmp_path / "fit.chaos.yaml"
+    path.write_text(
+        "name: fit\ndescription: what the collector can run\n"
+        f"workload:\n  style: {style}\n  mode: {mode}\n  generations_per_prompt: {generations}\n"
+        "expect:\n  invariants: [accounted]\n  witness: {rows_answered: 1}\n"
+    )
+    return load_scenario(path)
+
+
+def test_one_step_says_why_a_scenario_cannot_run_here_from_the_stack_and_the_collector(
+    tmp_path: Path,
+) -> None:
+    stack = unstarted_stack(tmp_path)
+    assert why_not(_scenario(tmp_path), stack, _Declares, run_replicas=1) is None
+    assert why_not(_scenario(tmp_path, style="native"), stack, _Declares, run_replicas=1) == (
+        "no native train path here"
+    )
+    assert why_not(_scenario(tmp_path, generations=4), stack, _Declares, run_replicas=1) == (
+        "groups of 4 generations per prompt; the collector takes at most 2: its trainer tells no "
+        "larger group's copies apart"
+    )
+    assert why_not(_scenario(tmp_path), stack, _Declares, run_replicas=2) == (
+        "the scenario needs 2 policy replica(s) (--rollout-chaos-policy-replicas); this run started 1 "
+        "(--rollout-chaos-policy-replicas=2 starts them)"
+    )
+
+
+def test_a_collector_declaring_only_some_modes_is_turned_away_from_the_others(tmp_path: Path) -> None:
+    class TrainOnly:
+        modes = ("train",)
+
+    assert collector_unfit(_scenario(tmp_path, mode="validation"), TrainOnly) == (
+        "validation-mode scenario; the collector under test supports only train mode (its modes = ('train',))"
+    )
+    assert collector_unfit(_scenario(tmp_path, mode="validation"), object()) is None
+
+
+def test_a_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
+    class Wrong:
+        cannot_combine: ClassVar = {("native", "training"): "typo in the mode"}
+
+    with pytest.raises(
+        CollectorTargetError, match=r"Wrong.cannot_combine is .*valid: a mapping of \(style, mode\)"
+    ):
+        unsupported(Wrong, style="gym", mode="train", group_size=1)
