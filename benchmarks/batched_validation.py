@@ -20,11 +20,12 @@ from pathlib import Path
 
 from benchmarks._collect import collect, greedy_rows, require_rollouts
 from benchmarks._result import Number, Result
-from benchmarks._stack import Starter, stack_of, start_gym, start_policy
+from benchmarks._stack import stack_of, start_gym, start_policy, starter
 from pytest_rollout_chaos.collector.protocol import CollectorFactory, CollectorSettings
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.servers.gym.stack import GymStack
+from pytest_rollout_chaos.servers.keeper import ProcessKeeper
 from pytest_rollout_chaos.servers.policy.spec import PolicyServer
 
 GOAL_SPEEDUP = 10.0
@@ -52,7 +53,7 @@ class _Measured:
 def run(*, batch: int = 64) -> Result:
     per_sample: CollectorFactory = importlib.import_module(PER_SAMPLE_MODULE).factory
     with tempfile.TemporaryDirectory(prefix="bench-batched-") as log_dir, contextlib.ExitStack() as stack:
-        start = Starter(stack, Path(log_dir))
+        start = starter(stack, Path(log_dir))
         gym = start_gym(start, start_policy(start))
         batched = _measure_with_fresh_policy(start, gym, ReferenceCollector, batch, "batched (reference)")
         serial = _measure_with_fresh_policy(start, gym, per_sample, batch, "per-sample")
@@ -78,14 +79,14 @@ def run(*, batch: int = 64) -> Result:
 
 
 def _measure_with_fresh_policy(
-    start: Starter, gym: GymStack, factory: CollectorFactory, batch: int, what: str
+    start: ProcessKeeper, gym: GymStack, factory: CollectorFactory, batch: int, what: str
 ) -> _Measured:
     """A policy server of its own, started with the same seed: both collectors then sample the same
     tokens (native requests carry no seed, so the server's seed sequence decides), so the two
     collections do the same generation work and differ only in how they call the environment.
     """
     with contextlib.ExitStack() as own:
-        policy = start_policy(Starter(own, start.log_dir / what.split(maxsplit=1)[0]))
+        policy = start_policy(starter(own, start.log_dir / what.split(maxsplit=1)[0]))
         return asyncio.run(_measure(gym, policy, factory, batch, what))
 
 

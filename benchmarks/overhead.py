@@ -25,12 +25,14 @@ from pathlib import Path
 
 from benchmarks._collect import collect, greedy_rows, require_rollouts
 from benchmarks._result import Number, Result
-from benchmarks._stack import Starter, stack_of, start_fault_layer, start_gym, start_policy
+from benchmarks._stack import stack_of, start_fault_layer, start_gym, start_policy, starter
 from pytest_rollout_chaos.collector.protocol import CollectorSettings
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.servers.faultlayer.spec import NAME as FAULT_LAYER_NAME
+from pytest_rollout_chaos.servers.keeper import ProcessKeeper
 from pytest_rollout_chaos.servers.links import COLLECTOR_TO_POLICY, LayerLinks, ProxyLinks
+from pytest_rollout_chaos.servers.process import ManagedProcess
 from pytest_rollout_chaos.servers.toxiproxy.controller import embedded_spec, start_embedded
 from pytest_rollout_chaos.servers.toxiproxy.handle import ChaosToxiproxy
 from pytest_rollout_chaos.stack import ChaosStack
@@ -42,18 +44,17 @@ SETTINGS = CollectorSettings(request_timeout_s=60.0, collect_timeout_s=300.0)
 
 def run(*, rows: int = 32, rounds: int = 8) -> Result:
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as log_dir, contextlib.ExitStack() as stack:
-        start = Starter(stack, Path(log_dir))
+        start = starter(stack, Path(log_dir))
         policy = start_policy(start)
-        toxiproxy = ChaosToxiproxy(start_embedded(start, seed=0))
+        toxiproxy = ChaosToxiproxy(start_embedded(start.start, seed=0))
         fault_layer = start_fault_layer(start)
         links = ProxyLinks(toxiproxy.api_url, fault_layer.url)
-        proxied = start_gym(Starter(stack, Path(log_dir) / "proxied"), policy, proxied_by=links)
-        layer_start = Starter(stack, Path(log_dir) / "layer-only")
-        layer_start.log_dir.mkdir()
+        proxied = start_gym(starter(stack, Path(log_dir) / "proxied"), policy, proxied_by=links)
+        layer_start = starter(stack, Path(log_dir) / "layer-only")
         layer = start_fault_layer(layer_start)
         layer_links = LayerLinks(layer.url)
         layer_only = start_gym(layer_start, policy, proxied_by=layer_links)
-        direct = start_gym(Starter(stack, Path(log_dir) / "direct"), policy)
+        direct = start_gym(starter(stack, Path(log_dir) / "direct"), policy)
         stacks = {
             "direct": stack_of(policy, direct),
             "proxied": stack_of(
@@ -73,10 +74,10 @@ def run(*, rows: int = 32, rounds: int = 8) -> Result:
         }
         relays = {
             "proxied": {
-                "toxiproxy": start.processes[embedded_spec(seed=0).name].pid,
-                "layer": start.processes[FAULT_LAYER_NAME].pid,
+                "toxiproxy": _named(start, embedded_spec(seed=0).name).pid,
+                "layer": _named(start, FAULT_LAYER_NAME).pid,
             },
-            "layer only": {"layer": layer_start.processes[FAULT_LAYER_NAME].pid},
+            "layer only": {"layer": _named(layer_start, FAULT_LAYER_NAME).pid},
         }
         return asyncio.run(_measure(stacks, relays, rows, rounds))
 
@@ -143,3 +144,7 @@ def _per_request(cpu_s: Mapping[tuple[str, str], float], requests: Mapping[str, 
         Number(f"{relay} CPU/request ({stack})", cpu * 1e6 / max(requests[stack], 1), "us")
         for (stack, relay), cpu in cpu_s.items()
     ]
+
+
+def _named(keeper: ProcessKeeper, name: str) -> ManagedProcess:
+    return next(process for process in keeper.processes if process.name == name)

@@ -1,9 +1,9 @@
 """ChaosHarness: the session's owner of everything started, and its stateful pytest hooks.
 
 Registered as a plugin object in ``pytest_configure`` (as xdist does with ``DSession``) only
-when ``--rollout-chaos`` is on. Every server goes on one ``ExitStack``; it is unwound at
-session end, on Ctrl-C, on SIGTERM (turned into KeyboardInterrupt) and at unconfigure, and a
-cleanup error is logged, never allowed to mask the test's own failure. The reaper covers the
+when ``--rollout-chaos`` is on. It is a ``ProcessKeeper`` (every server on one ``ExitStack``),
+closed at session end, on Ctrl-C, on SIGTERM (turned into KeyboardInterrupt) and at
+unconfigure; a cleanup error is logged, never allowed to mask the test's own failure. The reaper covers the
 one path no hook sees: pytest killed with SIGKILL.
 
 A Python test that injects faults through ``chaos_faults`` (or ``chaos_fault`` markers) is
@@ -13,13 +13,9 @@ collected fails it with the scenario's message (``injector.FaultInjector.unacted
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import signal
 import threading
-import uuid
 from collections.abc import Callable, Generator
-from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -27,71 +23,26 @@ import pytest
 
 from pytest_rollout_chaos.report.reports import ScenarioReports
 from pytest_rollout_chaos.report.run_info import ServerLog, describe_run
-from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
+from pytest_rollout_chaos.servers.keeper import ProcessKeeper
 from pytest_rollout_chaos.settings import ChaosSettings
 
 if TYPE_CHECKING:
     from pytest_rollout_chaos.injector import FaultInjector
 
-_logger = logging.getLogger(__name__)
 LOG_SECTION_LINES = 20
 # The test's fault injector, kept by the chaos_faults fixture for the check after the call.
 INJECTOR_KEY: Final[pytest.StashKey[FaultInjector]] = pytest.StashKey()
 
 
-class ChaosHarness:
-    """Starts servers for fixtures, stops them on every path, and reports their logs."""
+class ChaosHarness(ProcessKeeper):
+    """The session's ``ProcessKeeper`` (starts servers for fixtures, stops them on every path),
+    with the hooks that report their logs."""
 
     def __init__(self, settings: ChaosSettings) -> None:
+        super().__init__()
         self.settings = settings
-        self.run_id = uuid.uuid4().hex[:12]
-        self._stack = contextlib.ExitStack()
-        self._processes: list[ManagedProcess] = []
-        self._log_dir: Path | None = None
         self._previous_sigterm: Callable[[int, FrameType | None], Any] | int | None = None
-        self.summary_lines: list[str] = []
         self.reports = ScenarioReports(settings.report, settings.json_report)
-
-    # -- resources ------------------------------------------------------------------------------
-    def set_log_dir(self, path: Path) -> None:
-        if self._log_dir is None:
-            self._log_dir = path
-
-    @property
-    def log_dir(self) -> Path:
-        if self._log_dir is None:
-            raise RuntimeError("the harness has no log directory yet (use the chaos_harness fixture)")
-        return self._log_dir
-
-    @property
-    def processes(self) -> tuple[ManagedProcess, ...]:
-        return tuple(self._processes)
-
-    def start(self, spec: ServerSpec) -> ManagedProcess:
-        """Start ``spec`` and keep it until the session ends (or ``stop`` is called)."""
-        return self.adopt(ManagedProcess(spec, self.log_dir, run_id=self.run_id))
-
-    def adopt(self, process: ManagedProcess) -> ManagedProcess:
-        """Start a process built elsewhere (a server hosted by a Ray actor) and keep it like ``start``'s."""
-        self._stack.callback(self._stop_quietly, process)
-        process.start()
-        self._processes.append(process)
-        return process
-
-    def defer(self, close: Callable[[], None]) -> None:
-        """Run ``close`` at session end, after every server started later is stopped (a Ray cluster)."""
-        self._stack.callback(close)
-
-    def close(self) -> None:
-        """Stop everything started, newest first; idempotent."""
-        self._stack.close()
-
-    @staticmethod
-    def _stop_quietly(process: ManagedProcess) -> None:
-        try:
-            process.stop()
-        except Exception:  # cleanup must not mask the run's own outcome
-            _logger.exception("stopping server %r failed", process.name)
 
     # -- signals --------------------------------------------------------------------------------
     def install_sigterm_handler(self) -> None:

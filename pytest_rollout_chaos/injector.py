@@ -25,31 +25,23 @@ from typing import Any
 from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.faults import registry
-from pytest_rollout_chaos.faults.apply import heal_recorded, inject_recorded
-from pytest_rollout_chaos.faults.base import Fault, Touched
+from pytest_rollout_chaos.faults.apply import Applied, heal_recorded, inject_recorded
+from pytest_rollout_chaos.faults.base import Touched
 from pytest_rollout_chaos.trial import Trial
 
 SETTLE_S = 2.0
 
 
 @dataclass(slots=True)
-class Injected:
-    """One fault injected here: when it was on and what its inject reported."""
-
-    fault: Fault
-    injected_at: float
-    returned_at: float | None = None
-    healed_at: float | None = None
-    facts: Mapping[str, object] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
 class _Call:
-    """One ``inject`` call: what it asked for, and the faults it put on (one per instance)."""
+    """One ``inject`` call: what it asked for, and the faults it put on (one per instance).
+
+    It is the step of each of its faults' ``Applied`` records, as a scenario step is in a run.
+    """
 
     asked: str
     expect_hits: int | None
-    faults: list[Injected] = field(default_factory=list)
+    faults: list[Applied[_Call]] = field(default_factory=list)
 
 
 class FaultInjector:
@@ -58,7 +50,7 @@ class FaultInjector:
     def __init__(self, trial: Trial) -> None:
         self._stack = trial.stack
         self._ctx = trial.faults
-        self._active: list[Injected] = []
+        self._active: list[Applied[_Call]] = []
         self._calls: list[_Call] = []
 
     async def __aenter__(self) -> FaultInjector:
@@ -98,10 +90,9 @@ class FaultInjector:
         self._calls.append(call)
         facts = []
         for fault in faults:
-            entry = Injected(fault, time.monotonic())
+            entry = Applied(call, fault, time.monotonic())
             self._active.append(entry)
-            entry.facts = await inject_recorded(fault, self._ctx)
-            entry.returned_at = time.monotonic()
+            entry.inject_returned(await inject_recorded(fault, self._ctx))
             call.faults.append(entry)  # only a fault whose inject returned is judged
             facts.append(entry.facts)
         return facts
@@ -123,11 +114,12 @@ class FaultInjector:
         active, self._active = self._active, []
         await self._heal(active)
 
-    async def _heal(self, faults: list[Injected]) -> None:
+    async def _heal(self, faults: list[Applied[_Call]]) -> None:
         errors: list[BaseException] = []
         for entry in reversed(faults):
             if entry.healed_at is None:
                 entry.healed_at = time.monotonic()
+            entry.healed = True
             try:
                 await heal_recorded(entry.fault, self._ctx)
             except Exception as error:  # heal the rest, then report

@@ -32,7 +32,7 @@ LAYERS: Final = (
     ("collector", ("collector",)),
     ("invariants", ("invariants",)),
     ("faults", ("faults",)),
-    ("trial", ("stack", "trial", "acting", "injector", "preflight")),
+    ("trial", ("stack", "trial", "acting", "injector", "preflight", "builder")),
     ("scenario", ("scenario",)),
     ("engine", ("engine",)),
     ("report", ("report", "gate")),

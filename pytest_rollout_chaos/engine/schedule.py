@@ -13,12 +13,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from pytest_rollout_chaos.errors import FaultError
-from pytest_rollout_chaos.faults import registry
+from pytest_rollout_chaos.faults import apply, registry
 from pytest_rollout_chaos.faults.apply import describe, heal_recorded, inject_recorded
 from pytest_rollout_chaos.faults.base import Fault, FaultContext
 from pytest_rollout_chaos.history import History
@@ -27,6 +27,10 @@ from pytest_rollout_chaos.scenario.model import FaultStep, Trigger
 _logger = logging.getLogger(__name__)
 POLL_S: Final = 0.02
 INJECT_GRACE_S: Final = 10.0
+
+# What the scheduler keeps of each fault it injects: the record ``chaos_faults`` keeps too, its
+# step a scenario's. ``acted`` and the reports import it from here.
+Applied: TypeAlias = apply.Applied[FaultStep]
 
 
 def completed_rollouts(history: History) -> int:
@@ -56,27 +60,6 @@ def requests_seen(history: History, server: str) -> int:
 def _setter(event: asyncio.Event) -> Callable[[asyncio.Task[None]], None]:
     """A done-callback that sets ``event``."""
     return lambda _task: event.set()
-
-
-@dataclass
-class Applied:
-    """One injected fault: its step, what its inject reported, and when it was on."""
-
-    step: FaultStep
-    fault: Fault
-    injected_at: float
-    facts: Mapping[str, object] = field(default_factory=dict)
-    injected: bool = False  # the inject returned (a failed one is a fault error of its own)
-    returned_at: float | None = None  # when it returned
-    healed_at: float | None = None
-    healed: bool = False
-
-    def inject_done(self, injecting: asyncio.Future[Mapping[str, object]]) -> None:
-        """Keep what a successful inject reported, also one that finished after a cancel."""
-        if not injecting.cancelled() and injecting.exception() is None:
-            self.facts = injecting.result()
-            self.injected = True
-            self.returned_at = time.monotonic()
 
 
 @dataclass

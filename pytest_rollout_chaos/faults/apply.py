@@ -1,20 +1,55 @@
 """Running a fault, written once: preflight and inject, heal, each recorded in the History.
 
 The scenario scheduler (``engine.schedule``) and ``chaos_faults`` (``injector``) call the two
-halves and own timing, duration and healing on every path. Every inject and heal becomes one
-History event: ``source="fault"``, ``kind="info"``, op ``"inject"`` or ``"heal"``, data
-``{"fault": kind, "target": ..., **params, **facts}`` plus ``took_s``, and ``error`` when the
-step raised (the error still propagates).
+halves and own timing, duration and healing on every path; each keeps what it put on as an
+``Applied``, the one record of a fault's times and facts that ``acting.touched`` counts from.
+Every inject and heal becomes one History event: ``source="fault"``, ``kind="info"``, op
+``"inject"`` or ``"heal"``, data ``{"fault": kind, "target": ..., **params, **facts}`` plus
+``took_s``, and ``error`` when the step raised (the error still propagates).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from pytest_rollout_chaos.faults.base import Fault, FaultContext, Preflight
+
+StepT = TypeVar("StepT")
+
+
+@dataclass(slots=True)
+class Applied(Generic[StepT]):
+    """One fault put on: what asked for it, what its inject reported, and when it was on.
+
+    The scheduler and ``chaos_faults`` keep the same record, so a fault's touches are counted
+    alike from both. ``step`` is whatever asked for the fault (a scenario's ``FaultStep``, a
+    test's ``inject`` call), generic because those types live in layers above this one.
+    """
+
+    step: StepT
+    fault: Fault
+    injected_at: float
+    facts: Mapping[str, object] = field(default_factory=dict)
+    injected: bool = False  # the inject returned (a failed one is a fault error of its own)
+    returned_at: float | None = None  # when it returned
+    healed_at: float | None = None
+    healed: bool = False
+
+    def inject_returned(self, facts: Mapping[str, object]) -> None:
+        """Keep what the inject reported: the fault is on from now."""
+        self.facts = facts
+        self.injected = True
+        self.returned_at = time.monotonic()
+
+    def inject_done(self, injecting: asyncio.Future[Mapping[str, object]]) -> None:
+        """Keep what a successful inject reported, also one that finished after a cancel."""
+        if not injecting.cancelled() and injecting.exception() is None:
+            self.inject_returned(injecting.result())
 
 
 def fault_params(fault: Fault) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from pytest_rollout_chaos.invariants.base import (
     Verdict,
     describe,
     not_judged,
+    rollouts_to_judge,
     story,
     verdict,
 )
@@ -22,18 +23,17 @@ class Accounted:
     def check(self, observation: Observation) -> Verdict:
         if not observation.rows:
             return not_judged(self.name, "no row was requested, so there is nothing to account for")
-        if observation.raised is not None:
-            return verdict(
-                self.name,
-                Status.PASS,
-                f"the collector raised {type(observation.raised).__name__}, failing the whole batch "
-                "rather than handing back a partial one",
-            )
-        if observation.rollouts is None:
-            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
+        rollouts = rollouts_to_judge(
+            observation,
+            self.name,
+            raised=f"the collector raised {type(observation.raised).__name__}, failing the whole batch "
+            "rather than handing back a partial one",
+        )
+        if isinstance(rollouts, Verdict):
+            return rollouts
         requested = observation.requested
-        returned = [rollout for rollout in observation.rollouts if rollout is not None]
-        holes = len(observation.rollouts) - len(returned)
+        returned = [rollout for rollout in rollouts if rollout is not None]
+        holes = len(rollouts) - len(returned)
         counts = Counter(rollout.row_index for rollout in returned)
         missing = sorted(set(requested) - set(counts))
         duplicated = sorted(index for index, count in counts.items() if count > 1)

@@ -14,7 +14,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    not_judged,
+    rollouts_to_judge,
+    story,
+    verdict,
+)
 from pytest_rollout_chaos.invariants.served import Served, served
 
 
@@ -25,11 +33,12 @@ class AttemptsBounded:
         limit = observation.max_attempts
         if limit is None:
             return verdict(self.name, Status.UNKNOWN, "the collector's retry limit (max_attempts) is unknown")
-        if observation.rollouts is None and observation.raised is None:
-            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
+        rollouts = rollouts_to_judge(observation, self.name, raised=None)  # a raise still made attempts
+        if isinstance(rollouts, Verdict):
+            return rollouts
         record = served(observation.history)
         answered = _answered(record) if record.style == "gym" else {}
-        handed = [rollout for rollout in observation.rollouts or () if rollout is not None]
+        handed = [rollout for rollout in rollouts if rollout is not None]
         if not handed and not answered:
             return not_judged(
                 self.name,

@@ -115,15 +115,35 @@ def not_judged(name: str, reason: str) -> Verdict:
     return Verdict(name, Status.NOT_JUDGED, reason)
 
 
+def rollouts_to_judge(
+    observation: Observation, name: str, *, raised: str | None, unfinished: Verdict | None = None
+) -> Sequence[Rollout | None] | Verdict:
+    """What the collector returned, or the verdict when it returned nothing.
+
+    Written once so that every invariant reads a missing result alike. A raise failed loudly and
+    handed the trainer nothing, so it is PASS with ``raised`` as the summary; with ``raised=None``
+    the invariant judges the raise itself and gets no rollouts. A collection that neither returned
+    nor raised (cut at the deadline; ``bounded`` judges that) is UNKNOWN, or ``unfinished``.
+    """
+    if observation.rollouts is not None:
+        return observation.rollouts
+    if observation.raised is not None:
+        return () if raised is None else verdict(name, Status.PASS, raised)
+    if unfinished is not None:
+        return unfinished
+    return verdict(name, Status.UNKNOWN, "the collector neither returned nor raised")
+
+
 def turns_handed_on(observation: Observation, name: str, what: str) -> list[Rollout] | Verdict:
     """The rollouts that hand back turns to train on, or the verdict when there are none to judge:
     PASS when the collector raised (no ``what`` reached the trainer), UNKNOWN when it neither
     returned nor raised, NOT_JUDGED when no rollout hands back turns."""
-    if observation.rollouts is None:
-        if observation.raised is not None:
-            return verdict(name, Status.PASS, f"the collector raised; no {what} reached the trainer")
-        return verdict(name, Status.UNKNOWN, "the collector neither returned nor raised")
-    claimed = [r for r in observation.rollouts if r is not None and r.status != "aborted" and r.turns]
+    rollouts = rollouts_to_judge(
+        observation, name, raised=f"the collector raised; no {what} reached the trainer"
+    )
+    if isinstance(rollouts, Verdict):
+        return rollouts
+    claimed = [r for r in rollouts if r is not None and r.status != "aborted" and r.turns]
     if not claimed:
         return not_judged(name, "no rollout hands back turns to train on")
     return claimed

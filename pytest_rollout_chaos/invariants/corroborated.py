@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    not_judged,
+    rollouts_to_judge,
+    story,
+    verdict,
+)
 from pytest_rollout_chaos.invariants.served import served
 
 
@@ -19,11 +27,12 @@ class Corroborated:
     name: ClassVar[str] = "corroborated"
 
     def check(self, observation: Observation) -> Verdict:
-        if observation.rollouts is None:
-            if observation.raised is not None:
-                return verdict(self.name, Status.PASS, "the collector raised; it claimed no rollout")
-            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
-        claimed = [r for r in observation.rollouts if r is not None and r.status != "aborted"]
+        rollouts = rollouts_to_judge(
+            observation, self.name, raised="the collector raised; it claimed no rollout"
+        )
+        if isinstance(rollouts, Verdict):
+            return rollouts
+        claimed = [r for r in rollouts if r is not None and r.status != "aborted"]
         if not claimed:
             return not_judged(self.name, "no rollout claims to have completed: every one came back aborted")
         record = served(observation.history)

@@ -20,7 +20,14 @@ from __future__ import annotations
 from typing import ClassVar, Final
 
 from pytest_rollout_chaos.history import Event
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    rollouts_to_judge,
+    story,
+    verdict,
+)
 from pytest_rollout_chaos.invariants.sends import RUN_OP, Span, collector_sends, spans
 
 MARGIN_MIN_S: Final = 3.0
@@ -43,8 +50,9 @@ class EndsPromptly:
                 Status.UNKNOWN,
                 "when the collection started and the collector's request_timeout_s are unknown",
             )
-        if observation.rollouts is None and observation.raised is None and not observation.timed_out:
-            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
+        judged = rollouts_to_judge(observation, self.name, raised=None)  # a raise ended it too
+        if isinstance(judged, Verdict) and not observation.timed_out:  # a cut run is judged: it waited
+            return judged
         history = observation.history
         requests = [span for span in spans(history) if span.began <= ended]
         last, what = _last_progress(observation.started_at, ended, requests, history.events(source="fault"))

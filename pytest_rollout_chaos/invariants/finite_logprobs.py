@@ -14,6 +14,7 @@ from pytest_rollout_chaos.invariants.base import (
     Verdict,
     describe,
     not_judged,
+    rollouts_to_judge,
     story,
     verdict,
 )
@@ -24,11 +25,12 @@ class FiniteLogprobs:
     name: ClassVar[str] = "finite_logprobs"
 
     def check(self, observation: Observation) -> Verdict:
-        if observation.rollouts is None:
-            if observation.raised is not None:
-                return verdict(self.name, Status.PASS, "the collector raised; no logprob reached the trainer")
-            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
-        handed = [r for r in observation.rollouts if r is not None and r.status != "aborted" and r.turns]
+        rollouts = rollouts_to_judge(
+            observation, self.name, raised="the collector raised; no logprob reached the trainer"
+        )
+        if isinstance(rollouts, Verdict):
+            return rollouts
+        handed = [r for r in rollouts if r is not None and r.status != "aborted" and r.turns]
         if not handed:
             return not_judged(
                 self.name, "no logprob was handed back: no rollout that is not aborted has a turn"

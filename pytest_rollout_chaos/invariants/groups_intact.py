@@ -22,7 +22,15 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from pytest_rollout_chaos.collector.protocol import Rollout
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    not_judged,
+    rollouts_to_judge,
+    story,
+    verdict,
+)
 from pytest_rollout_chaos.invariants.served import Served, served
 
 
@@ -33,10 +41,14 @@ class GroupsIntact:
         size = observation.generations_per_prompt
         if size <= 1:
             return not_judged(self.name, "one generation per prompt: every group has one member")
-        if observation.rollouts is None:
-            if observation.raised is not None:
-                return verdict(self.name, Status.PASS, "the step raised; no group reached the trainer")
-            return not_judged(self.name, "the collector neither returned nor raised: no train batch")
+        rollouts = rollouts_to_judge(
+            observation,
+            self.name,
+            raised="the step raised; no group reached the trainer",
+            unfinished=not_judged(self.name, "the collector neither returned nor raised: no train batch"),
+        )
+        if isinstance(rollouts, Verdict):
+            return rollouts
         requested = observation.requested
         if len(requested) % size:
             return verdict(
@@ -44,7 +56,7 @@ class GroupsIntact:
                 Status.UNKNOWN,
                 f"{len(requested)} rows do not split into groups of generations_per_prompt={size}",
             )
-        by_row = {r.row_index: r for r in observation.rollouts if r is not None}
+        by_row = {r.row_index: r for r in rollouts if r is not None}
         record = served(observation.history)
         groups = [requested[start : start + size] for start in range(0, len(requested), size)]
         problems = [p for group in groups if (p := _problem(group, by_row, record)) is not None]

@@ -18,6 +18,7 @@ from pytest_rollout_chaos.invariants.base import (
     Verdict,
     describe,
     not_judged,
+    rollouts_to_judge,
     story,
     verdict,
 )
@@ -29,11 +30,12 @@ class NoEmptyEpoch:
     def check(self, observation: Observation) -> Verdict:
         if not observation.rows:
             return not_judged(self.name, "no row was requested, so no batch could be empty")
-        if observation.raised is not None:
-            return verdict(self.name, Status.PASS, "the collector raised instead of handing back a batch")
-        if observation.rollouts is None:
-            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
-        present = [rollout for rollout in observation.rollouts if rollout is not None]
+        rollouts = rollouts_to_judge(
+            observation, self.name, raised="the collector raised instead of handing back a batch"
+        )
+        if isinstance(rollouts, Verdict):
+            return rollouts
+        present = [rollout for rollout in rollouts if rollout is not None]
         usable = [rollout for rollout in present if rollout.status != "aborted"]
         if usable:
             return verdict(

@@ -18,6 +18,7 @@ from pytest_rollout_chaos.invariants.base import (
     Verdict,
     describe,
     not_judged,
+    rollouts_to_judge,
     story,
     verdict,
 )
@@ -36,10 +37,11 @@ class NoSilentShortCount:
             return not_judged(self.name, "no row was requested, so no count can come up short")
         if observation.raised is not None:
             return self._judge_raised(observation, observation.raised)
-        if observation.rollouts is None:
-            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
+        rollouts = rollouts_to_judge(observation, self.name, raised=None)  # a raise is judged above
+        if isinstance(rollouts, Verdict):
+            return rollouts
         requested = observation.requested
-        present = {rollout.row_index for rollout in observation.rollouts if rollout is not None}
+        present = {rollout.row_index for rollout in rollouts if rollout is not None}
         missing = sorted(set(requested) - present)
         if not missing:
             return verdict(self.name, Status.PASS, f"{len(present)} of {len(requested)} rows came back")

@@ -14,6 +14,7 @@ from pytest_rollout_chaos.invariants.base import (
     Verdict,
     describe,
     not_judged,
+    rollouts_to_judge,
     story,
     verdict,
 )
@@ -24,13 +25,12 @@ class PrefixConsistent:
     name: ClassVar[str] = "prefix_consistent"
 
     def check(self, observation: Observation) -> Verdict:
-        if observation.rollouts is None:
-            if observation.raised is not None:
-                return verdict(self.name, Status.PASS, "the collector raised; no tokens reached the trainer")
-            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
-        multi_turn = [
-            r for r in observation.rollouts if r is not None and r.status != "aborted" and len(r.turns) > 1
-        ]
+        rollouts = rollouts_to_judge(
+            observation, self.name, raised="the collector raised; no tokens reached the trainer"
+        )
+        if isinstance(rollouts, Verdict):
+            return rollouts
+        multi_turn = [r for r in rollouts if r is not None and r.status != "aborted" and len(r.turns) > 1]
         if not multi_turn:
             return not_judged(
                 self.name, "no returned rollout has two turns or more, so no prefix had to be kept"

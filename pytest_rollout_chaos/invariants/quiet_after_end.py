@@ -15,7 +15,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    rollouts_to_judge,
+    story,
+    verdict,
+)
 from pytest_rollout_chaos.invariants.sends import sent_after
 
 
@@ -26,8 +33,10 @@ class QuietAfterEnd:
         ended = observation.ended_at
         if ended is None:
             return verdict(self.name, Status.UNKNOWN, "when the collection ended is unknown")
-        if observation.rollouts is None and observation.raised is None:
-            return verdict(self.name, Status.UNKNOWN, "the collection never ended")
+        unfinished = verdict(self.name, Status.UNKNOWN, "the collection never ended")
+        judged = rollouts_to_judge(observation, self.name, raised=None, unfinished=unfinished)
+        if isinstance(judged, Verdict):  # a raise ended it too: what was sent after it is judged
+            return judged
         late = sent_after(observation.history, ended)
         if not late:
             return verdict(self.name, Status.PASS, "the collector sent nothing after the collection ended")

@@ -23,7 +23,15 @@ from typing import ClassVar, Final
 
 from pytest_rollout_chaos.collector.protocol import Rollout
 from pytest_rollout_chaos.history import History, fingerprint, logprob_digest
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    not_judged,
+    rollouts_to_judge,
+    story,
+    verdict,
+)
 from pytest_rollout_chaos.invariants.rules import digests_agree
 from pytest_rollout_chaos.invariants.served import Served, served
 
@@ -34,11 +42,12 @@ class RewardsRecorded:
     name: ClassVar[str] = "rewards_recorded"
 
     def check(self, observation: Observation) -> Verdict:
-        if observation.rollouts is None:
-            if observation.raised is not None:
-                return verdict(self.name, Status.PASS, "the collector raised; no reward reached the trainer")
-            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
-        claimed = [r for r in observation.rollouts if r is not None and r.status != "aborted"]
+        rollouts = rollouts_to_judge(
+            observation, self.name, raised="the collector raised; no reward reached the trainer"
+        )
+        if isinstance(rollouts, Verdict):
+            return rollouts
+        claimed = [r for r in rollouts if r is not None and r.status != "aborted"]
         if not claimed:
             return not_judged(
                 self.name, "no rollout hands back a reward to train on: every one came back aborted"

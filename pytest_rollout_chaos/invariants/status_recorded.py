@@ -18,7 +18,15 @@ from typing import ClassVar, Final
 
 from pytest_rollout_chaos.collector.protocol import Rollout
 from pytest_rollout_chaos.history import fingerprint
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    not_judged,
+    rollouts_to_judge,
+    story,
+    verdict,
+)
 from pytest_rollout_chaos.invariants.served import finishes
 
 AT_LIMIT: Final = "length"
@@ -28,11 +36,12 @@ class StatusRecorded:
     name: ClassVar[str] = "status_recorded"
 
     def check(self, observation: Observation) -> Verdict:
-        if observation.rollouts is None:
-            if observation.raised is not None:
-                return verdict(self.name, Status.PASS, "the collector raised; it claimed no status")
-            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
-        claimed = [r for r in observation.rollouts if r is not None and r.status != "aborted" and r.turns]
+        rollouts = rollouts_to_judge(
+            observation, self.name, raised="the collector raised; it claimed no status"
+        )
+        if isinstance(rollouts, Verdict):
+            return rollouts
+        claimed = [r for r in rollouts if r is not None and r.status != "aborted" and r.turns]
         if not claimed:
             return not_judged(self.name, "no completed or truncated rollout with turns came back")
         record = finishes(observation.history)

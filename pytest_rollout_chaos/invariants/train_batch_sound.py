@@ -16,7 +16,15 @@ from collections import Counter
 from typing import ClassVar
 
 from pytest_rollout_chaos.collector.protocol import Rollout
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
+from pytest_rollout_chaos.invariants.base import (
+    Observation,
+    Status,
+    Verdict,
+    not_judged,
+    rollouts_to_judge,
+    story,
+    verdict,
+)
 from pytest_rollout_chaos.invariants.served import Served, served
 
 
@@ -24,11 +32,12 @@ class TrainBatchSound:
     name: ClassVar[str] = "train_batch_sound"
 
     def check(self, observation: Observation) -> Verdict:
-        if observation.rollouts is None:
-            if observation.raised is not None:
-                return verdict(self.name, Status.PASS, "the step raised; no train batch reached the trainer")
-            return verdict(self.name, Status.UNKNOWN, "the collector neither returned nor raised")
-        returned = [r for r in observation.rollouts if r is not None]
+        rollouts = rollouts_to_judge(
+            observation, self.name, raised="the step raised; no train batch reached the trainer"
+        )
+        if isinstance(rollouts, Verdict):
+            return rollouts
+        returned = [r for r in rollouts if r is not None]
         batch = [r for r in returned if _trained(r)]
         if not batch:
             return not_judged(

@@ -1,0 +1,83 @@
+"""ProcessKeeper: the owner of every server a run starts, with no runner in it.
+
+Every process goes on one ``ExitStack`` as it starts and is stopped, newest first, by ``close``
+(and by leaving the ``with`` block, on every path, Ctrl-C included); a stop that fails is logged,
+never allowed to mask the run's own outcome. pytest's session harness is one (it adds the
+hooks); ``builder.open_stack`` opens one of its own for a run outside pytest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
+
+_logger = logging.getLogger(__name__)
+
+
+class ProcessKeeper:
+    """Starts servers, keeps them, stops them all on ``close``; names their logs and the run."""
+
+    def __init__(self, log_dir: Path | None = None) -> None:
+        self.run_id = uuid.uuid4().hex[:12]
+        self._exit_stack = contextlib.ExitStack()
+        self._processes: list[ManagedProcess] = []
+        self._log_dir = log_dir
+        self.summary_lines: list[str] = []  # what was started, for the run's header or summary
+        self.started_s: dict[str, float] = {}  # how long each server took to be ready, by name
+
+    def set_log_dir(self, path: Path) -> None:
+        if self._log_dir is None:
+            self._log_dir = path
+
+    @property
+    def log_dir(self) -> Path:
+        if self._log_dir is None:
+            raise RuntimeError("no log directory yet (pytest: use the chaos_harness fixture)")
+        return self._log_dir
+
+    @property
+    def processes(self) -> tuple[ManagedProcess, ...]:
+        return tuple(self._processes)
+
+    def start(self, spec: ServerSpec) -> ManagedProcess:
+        """Start ``spec`` and keep it until ``close``."""
+        return self.adopt(ManagedProcess(spec, self.log_dir, run_id=self.run_id))
+
+    def adopt(self, process: ManagedProcess) -> ManagedProcess:
+        """Start a process built elsewhere (a server hosted by a Ray actor) and keep it like ``start``'s."""
+        self._exit_stack.callback(self._stop_quietly, process)
+        began = time.perf_counter()
+        process.start()
+        self.started_s[process.name] = time.perf_counter() - began
+        self._processes.append(process)
+        return process
+
+    def defer(self, close: Callable[[], None]) -> None:
+        """Run ``close`` on ``close()``, after everything started later is stopped (a Ray cluster)."""
+        self._exit_stack.callback(close)
+
+    def close(self) -> None:
+        """Stop everything started, newest first; idempotent."""
+        self._exit_stack.close()
+
+    def __enter__(self) -> ProcessKeeper:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @staticmethod
+    def _stop_quietly(process: ManagedProcess) -> None:
+        try:
+            process.stop()
+        except Exception:  # cleanup must not mask the run's own outcome
+            _logger.exception("stopping server %r failed", process.name)
