@@ -14,7 +14,7 @@ import contextlib
 import functools
 import shlex
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -255,6 +255,19 @@ class StackBuilder:
             f"tokenizer from {policy.model_dir} (not started by this run)"
         )
         return policy
+
+
+def replicas_to_start(settings: ChaosSettings, scenarios: Iterable[object]) -> int:
+    """``--rollout-chaos-policy-replicas``, or more where a scenario to run asks for more
+    (``stack.policy.replicas``) and the embedded model server can narrow them per scenario; real
+    NeMo Gym is given its list of base URLs once, so there the option decides alone."""
+    if settings.gym != "embedded":
+        return settings.policy_replicas
+    asked = (
+        getattr(getattr(getattr(scenario, "stack", None), "policy", None), "replicas", None)
+        for scenario in scenarios
+    )
+    return max([settings.policy_replicas, *(count for count in asked if isinstance(count, int))])
 
 
 @contextlib.contextmanager

@@ -1,5 +1,6 @@
-"""The ``rollout-chaos`` command: validate, list, create and describe scenario files without running
-them, and serve the embedded Toxiproxy-compatible server on its own.
+"""The ``rollout-chaos`` command: validate, list, create and describe scenario files, serve the
+embedded Toxiproxy-compatible server on its own, gate a trainer's PR (``gate``) and run scenarios
+without pytest (``run``).
 
 Exit status: 0 when everything is fine (``toxiproxy``: stopped by SIGINT or SIGTERM), 1 when a
 file has problems (one ``path:line`` line per problem), ``new`` would overwrite a file or
@@ -32,7 +33,7 @@ TOXIPROXY_DESCRIPTION: Final = (
     "foreground, for toxiproxy-python, toxiproxy-cli or curl, without pytest. It prints the URL it "
     "listens on; Ctrl-C (SIGINT) or SIGTERM stops it."
 )
-EPILOG: Final = "Run scenarios with: pytest --rollout-chaos [FILES or folders]"
+EPILOG: Final = "Run scenarios with: pytest --rollout-chaos [FILES or folders], or rollout-chaos run"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -103,6 +104,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     gate_command.add_arguments(gate)
     gate.set_defaults(handler=gate_command.run)
+
+    from pytest_rollout_chaos import run_command
+
+    running = commands.add_parser(
+        "run", help="Run scenarios on the real stack without pytest", description=run_command.DESCRIPTION
+    )
+    run_command.add_arguments(running)
+    running.set_defaults(handler=run_command.run_command)
     return parser
 
 

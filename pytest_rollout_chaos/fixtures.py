@@ -6,7 +6,7 @@ unless ``--rollout-chaos`` is on; so without the flag nothing is ever started.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 import pytest
@@ -79,12 +79,13 @@ def chaos_builder(
     """The session's stack builder: every fixture below is a view of one of its parts, started on
     first use into the session's harness. Those that may start a server on Ray ask for
     ``chaos_ray`` first, so a cluster that cannot be had ends the run as one usage error."""
-    from pytest_rollout_chaos.builder import StackBuilder
+    from pytest_rollout_chaos.builder import StackBuilder, replicas_to_start
 
+    scenarios = [scenario for item in request.session.items if (scenario := getattr(item, "scenario", None))]
     return StackBuilder(
         chaos_settings,
         chaos_harness,
-        replicas=replicas_to_start(chaos_settings, request.session.items),
+        replicas=replicas_to_start(chaos_settings, scenarios),
         external_policy=pytestconfig.stash.get(EXTERNAL_POLICY_KEY, None),
         ray_dir=tmp_path_factory.mktemp("ray") if chaos_settings.ray.on else None,
     )
@@ -129,21 +130,6 @@ def chaos_policy_replicas(
     in its own process group; or the one server already running at ``--rollout-chaos-policy-url``,
     which is not started (no process)."""
     return chaos_builder.policy_replicas
-
-
-def replicas_to_start(settings: ChaosSettings, items: Sequence[pytest.Item]) -> int:
-    """``--rollout-chaos-policy-replicas``, or more where a collected scenario asks for more
-    (``stack.policy.replicas``) and the embedded model server can narrow them per scenario; real
-    NeMo Gym is given its list of base URLs once, so there the option decides alone."""
-    if settings.gym != "embedded":
-        return settings.policy_replicas
-    asked = (
-        scenario.stack.policy.replicas
-        for item in items
-        if (scenario := getattr(item, "scenario", None)) is not None
-        and getattr(getattr(scenario, "stack", None), "policy", None) is not None
-    )
-    return max([settings.policy_replicas, *(count for count in asked if isinstance(count, int))])
 
 
 @pytest.fixture(scope="session")

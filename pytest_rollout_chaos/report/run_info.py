@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import platform
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -73,6 +74,14 @@ class RunInfo:
 
 def describe_run(config: pytest.Config, settings: ChaosSettings) -> RunInfo:
     """The run's settings, versions and command line, from ``config`` and the resolved settings."""
+    info = run_facts(settings, command=["pytest", *config.invocation_params.args])
+    if getattr(config.option, "numprocesses", None):
+        info.versions["pytest-xdist"] = _version("pytest-xdist")
+    return info
+
+
+def run_facts(settings: ChaosSettings, *, command: Sequence[str]) -> RunInfo:
+    """The run's settings, versions and ``command``, whichever runner ran it."""
     versions = {PROJECT: _version(PROJECT), "Python": platform.python_version(), "pytest": _version("pytest")}
     versions["torch"] = _version("torch")
     # vLLM and NeMo Gym usually live in interpreters of their own: the environment lines name
@@ -81,9 +90,6 @@ def describe_run(config: pytest.Config, settings: ChaosSettings) -> RunInfo:
         versions["vLLM"] = vllm
     if settings.gym == "nemo-gym" and (nemo_gym := _version("nemo-gym")) != NOT_INSTALLED:
         versions["NeMo Gym"] = nemo_gym
-    xdist = _version("pytest-xdist")
-    if getattr(config.option, "numprocesses", None):
-        versions["pytest-xdist"] = xdist
     return RunInfo(
         target=settings.target,
         seed=settings.seed,
@@ -91,7 +97,7 @@ def describe_run(config: pytest.Config, settings: ChaosSettings) -> RunInfo:
         model=f"{settings.model_id} ({settings.model})" if settings.model_id else str(settings.model),
         gym=settings.gym,
         toxiproxy_mode=settings.toxiproxy,
-        command=shlex.join(["pytest", *config.invocation_params.args]),
+        command=shlex.join(command),
         started=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         versions=versions,
     )

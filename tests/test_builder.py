@@ -1,32 +1,27 @@
-"""How many policy replicas the session starts: the option's count, or more where a collected
-scenario asks for more and the embedded model server can narrow them per scenario."""
+"""How many policy replicas the builder starts: the option's count, or more where a scenario to run
+asks for more and the embedded model server can narrow them per scenario."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
 
-import pytest
-
-from pytest_rollout_chaos.fixtures import replicas_to_start
+from pytest_rollout_chaos.builder import replicas_to_start
 from pytest_rollout_chaos.scenario.model import parse_scenario
 from pytest_rollout_chaos.settings import ChaosSettings
 
 
-def _item(replicas: int | None) -> Any:
+def _scenario(replicas: int | None) -> object:
     stack = f"stack: {{policy: {{replicas: {replicas}}}}}\n" if replicas else ""
     scenario = parse_scenario(
         f"name: x\ndescription: d\n{stack}faults:\n  - {{kind: kill, target: policy}}\n"
         "expect:\n  invariants: [accounted]\n",
         Path("x.chaos.yaml"),
     )
-    return SimpleNamespace(scenario=scenario)
+    return scenario
 
 
-def _items(*replicas: int | None) -> list[pytest.Item]:
-    plain_test = SimpleNamespace()  # a Python test has no scenario
-    return cast(list[pytest.Item], [plain_test, *(_item(count) for count in replicas)])
+def _items(*replicas: int | None) -> list[object]:
+    return [_scenario(count) for count in replicas]
 
 
 def test_the_option_decides_unless_a_scenario_asks_for_more() -> None:
