@@ -28,4 +28,5 @@ INTERFACE_NAMES = (
     "train_batch_sound",
     "outage_fails_collection",
     "groups_intact",
+    "rows_unchanged",
 )

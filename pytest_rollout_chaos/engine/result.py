@@ -23,8 +23,9 @@ class ScenarioResult:
     """What happened in one run of a scenario, for judging and for the reports."""
 
     scenario: Scenario
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]]  # as handed to collect (a copy taken before)
     history: History
+    rows_after: list[dict[str, Any]] | None = None  # the rows collect was given, as it left them
     rollouts: list[Rollout] | None = None
     raised: BaseException | None = None
     timed_out: bool = False

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import time
 import traceback
@@ -173,7 +174,8 @@ async def execute(
     rows = build_rows(scenario.workload, stack.gym)
     async with open_trial(stack, settings=collector_settings(scenario), seed=seed) as trial:
         history = trial.history
-        result = ScenarioResult(scenario, rows, history)
+        # The rows as handed over, kept apart from the caller's, which ``rows_unchanged`` compares.
+        result = ScenarioResult(scenario, copy.deepcopy(rows), history, rows_after=rows)
         # Building the schedule builds every fault: a bad parameter fails before anything is touched.
         schedule = Schedule(
             [(step, stack.expand_target(step.target)) for step in scenario.faults], trial.faults
@@ -262,6 +264,7 @@ def judge(result: ScenarioResult) -> None:
         max_attempts=settings.max_logprob_attempts,
         collect_timeout_s=settings.collect_timeout_s,
         generations_per_prompt=scenario.workload.generations_per_prompt,
+        rows_after=result.rows_after,
     )
     result.verdicts = check_all(observation, judged(scenario.expect.invariants))
     result.witnesses = look(result.history, scenario.expect.witness)

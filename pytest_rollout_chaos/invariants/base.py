@@ -69,7 +69,9 @@ class Observation:
     ``ended_at`` places the outcome among the events; ``request_timeout_s``, ``max_attempts`` and
     ``collect_timeout_s`` are the limits the collector was given (``CollectorSettings``); None
     where unknown. ``generations_per_prompt`` is the workload's GRPO group size: the rows are laid
-    out prompt by prompt, so each run of that many consecutive rows is one group.
+    out prompt by prompt, so each run of that many consecutive rows is one group. ``rows`` are the
+    rows as they were handed over (a copy taken before ``collect``), ``rows_after`` the caller's
+    own after it.
     """
 
     rows: Sequence[Row]
@@ -87,6 +89,7 @@ class Observation:
     max_attempts: int | None = None
     collect_timeout_s: float | None = None
     generations_per_prompt: int = 1
+    rows_after: Sequence[Row] | None = None  # the rows as ``collect`` left them; None: not kept
 
     @property
     def requested(self) -> list[int]:

@@ -6,9 +6,9 @@ may get away with anywhere. Those that hold the collector's claims against the s
 (every row accounted for, finite logprobs, rollouts that happened, turns, logprobs and rewards
 the servers produced, a status the policy's finish reason bears out, bounded retries), the
 empty-epoch check, the train batch the collector says it hands to training, its GRPO groups
-whole or left out, and a raise's cause. A scenario lists what is specific to it; ``judged``
-gives its full list. A standing invariant that finds nothing to judge says NOT_JUDGED silently;
-a listed one makes the scenario vacuous.
+whole or left out, a raise's cause, the caller's rows left as they were. A scenario lists what
+is specific to it; ``judged`` gives its full list. A standing invariant that finds nothing to
+judge says NOT_JUDGED silently; a listed one makes the scenario vacuous.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from pytest_rollout_chaos.invariants.quiet_after_end import QuietAfterEnd
 from pytest_rollout_chaos.invariants.raise_has_cause import RaiseHasCause
 from pytest_rollout_chaos.invariants.rewards_recorded import RewardsRecorded
 from pytest_rollout_chaos.invariants.root_cause_visible import RootCauseVisible
+from pytest_rollout_chaos.invariants.rows_unchanged import RowsUnchanged
 from pytest_rollout_chaos.invariants.status_recorded import StatusRecorded
 from pytest_rollout_chaos.invariants.train_batch_sound import TrainBatchSound
 from pytest_rollout_chaos.invariants.turns_generated import TurnsGenerated
@@ -65,6 +66,7 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     TrainBatchSound(),
     OutageFailsCollection(),
     GroupsIntact(),
+    RowsUnchanged(),
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)
@@ -80,6 +82,7 @@ STANDING: Final[tuple[str, ...]] = (
     "no_empty_epoch",
     "train_batch_sound",
     "groups_intact",
+    "rows_unchanged",
     "raise_has_cause",
 )
 

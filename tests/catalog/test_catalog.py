@@ -48,6 +48,7 @@ CAUGHT_BY = {
     "resends_timed_out": ("agent-frozen", "ends_promptly"),
     "outage_as_aborted": ("agent-killed-stays-down", "outage_fails_collection"),
     "placeholder_in_group": ("group-trajectory-exception", "groups_intact"),
+    "retry_edits_caller_rows": ("nan-logprobs-nan", "rows_unchanged"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
 # that must judge FAIL); that collector's own scenario is in CAUGHT_BY.
