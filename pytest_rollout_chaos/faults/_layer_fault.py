@@ -6,13 +6,19 @@ matches requests the same way (route, row, nth, every, probability, count: see
 ``servers.faultlayer.rules``), so those parameters live here once. The rule carries the fault's
 tag, so healing disarms by tag: idempotent, and no state kept between the two calls. What it
 touched is what its rule hit: the layer records each hit as a ``hook`` event naming the rule.
+
+The layer declares its effects and their parameters (``servers.faultlayer.effects``, a layer
+below); a fault names its ``effect`` and declares each of the effect's parameters as a field with
+``effect_param``, which reads its default, bounds and help from there (choices come with the
+``Literal`` alias declared there), and ``inject`` arms the effect with exactly those fields.
+``tests/faults/test_layer_effects.py`` checks that the two sides list the same parameters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from pytest_rollout_chaos.faults.base import (
     Exposure,
@@ -26,6 +32,33 @@ from pytest_rollout_chaos.faults.base import (
 )
 from pytest_rollout_chaos.faults.touch import rule_hits
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
+from pytest_rollout_chaos.servers.faultlayer.effects import EFFECTS, MATCH, EffectParam
+
+_FROM_EFFECT: Final[Any] = object()
+
+
+def _field(spec: EffectParam, default: object, minimum: float | None) -> Any:
+    return field(
+        default=spec.default if default is _FROM_EFFECT else default,
+        metadata=param(spec.help, minimum=spec.minimum if minimum is None else minimum, maximum=spec.maximum),
+    )
+
+
+def effect_param(
+    effect: str, name: str, *, default: object = _FROM_EFFECT, minimum: float | None = None
+) -> Any:
+    """A fault field for parameter ``name`` of the layer's ``effect``: its default, bounds and help.
+
+    ``default`` and ``minimum`` are for a fault that differs from the layer: a ``slow_env``
+    delays 200 ms unless told otherwise, and a scenario may not name a negative token index
+    (which the layer takes as counting from the end).
+    """
+    return _field(EFFECTS[effect].parameter(name), default, minimum)
+
+
+def _match_param(name: str) -> Any:
+    [spec] = [spec for spec in MATCH if spec.name == name]
+    return _field(spec, _FROM_EFFECT, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,33 +70,28 @@ class LayerFault:
     targets: ClassVar[Targets] = "servers"
     needs: ClassVar[tuple[Need, ...]] = (Need.FAULT_LAYER,)
     default_route: ClassVar[str | None] = None
+    effect: ClassVar[str] = ""  # the layer effect its rule arms (``servers.faultlayer.effects``)
 
     target: str
-    route: str | None = field(
-        default=None,
-        metadata=param("request path to hit (exact; a prefix when it ends with / or *); default per kind"),
-    )
-    row: int | None = field(default=None, metadata=param("only requests of this _rowidx", minimum=0))
-    nth: int | None = field(
-        default=None, metadata=param("only the nth matching request (the first of every)", minimum=1)
-    )
-    every: int | None = field(default=None, metadata=param("then every k-th matching request", minimum=1))
-    probability: float | None = field(
-        default=None, metadata=param("seeded chance per matching request", minimum=0.0, maximum=1.0)
-    )
-    count: int | None = field(default=None, metadata=param("at most this many hits", minimum=1))
+    route: str | None = _match_param("route")
+    row: int | None = _match_param("row")
+    nth: int | None = _match_param("nth")
+    every: int | None = _match_param("every")
+    probability: float | None = _match_param("probability")
+    count: int | None = _match_param("count")
 
     def match(self) -> dict[str, Any]:
-        route = self.route if self.route is not None else self.default_route
-        chosen = {
-            "route": route,
-            "row": self.row,
-            "nth": self.nth,
-            "every": self.every,
-            "probability": self.probability,
-            "count": self.count,
-        }
+        chosen = {spec.name: getattr(self, spec.name) for spec in MATCH}
+        if chosen["route"] is None:
+            chosen["route"] = self.default_route
         return {key: value for key, value in chosen.items() if value is not None}
+
+    def effect_params(self) -> dict[str, Any]:
+        """The effect's parameters as this fault sends them: its fields of the same names."""
+        return {spec.name: getattr(self, spec.name) for spec in EFFECTS[self.effect].params}
+
+    async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
+        return await self.arm(ctx, self.effect, **self.effect_params())
 
     async def arm(self, ctx: FaultContext, effect: str, **params: Any) -> Mapping[str, object]:
         """Arm ``effect`` on the target; return the facts to record (rule id, match, URL)."""

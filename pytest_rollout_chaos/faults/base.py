@@ -6,7 +6,9 @@ Author contract (one module per kind, listed in ``registry.FAULT_TYPES``):
    name), a ``target: str`` (a server name; a link name for network faults), and parameters
    with units in their names (``latency_ms``, ``rate_kbps``). Describe each parameter with
    ``field(metadata=param("why", minimum=...))`` so the registry can validate scenario input
-   and generate JSON Schema. ``duration_s`` is the scheduler's business, never a field.
+   and generate JSON Schema (a fault-layer fault reads its effect's parameters from the layer
+   with ``_layer_fault.effect_param`` instead). ``duration_s`` is the scheduler's business,
+   never a field.
 2. It declares its facts, which everything else reads from the registry: ``family`` (network,
    process, ray, semantic), ``targets`` (``"links"``, ``"servers"``, or the fixed names it acts
    on) and ``needs`` (``Need``: what a run must have for it to act; a scenario whose fault

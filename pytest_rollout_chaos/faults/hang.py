@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
-from pytest_rollout_chaos.faults._layer_fault import LayerFault
-from pytest_rollout_chaos.faults.base import FaultContext, param
+from pytest_rollout_chaos.faults._layer_fault import LayerFault, effect_param
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,10 +13,6 @@ class Hang(LayerFault):
     """The request waits inside the server; healing releases it (then it is answered normally)."""
 
     kind: ClassVar[str] = "hang"
+    effect: ClassVar[str] = "hang"
 
-    max_hang_s: float | None = field(
-        default=None, metadata=param("release after this long even if not healed; empty = never", minimum=0)
-    )
-
-    async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
-        return await self.arm(ctx, "hang", max_hang_s=self.max_hang_s)
+    max_hang_s: float | None = effect_param("hang", "max_hang_s")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from pytest_rollout_chaos.faults._layer_fault import LayerFault
-from pytest_rollout_chaos.faults.base import FaultContext, param
+from pytest_rollout_chaos.faults._layer_fault import LayerFault, effect_param
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,9 +13,11 @@ class HttpError(LayerFault):
     """Answer ``status`` with ``body`` (an OpenAI-style JSON error when empty); the handler never runs."""
 
     kind: ClassVar[str] = "http_error"
+    effect: ClassVar[str] = "http_error"
 
-    status: int = field(default=500, metadata=param("HTTP status to answer", minimum=400, maximum=599))
-    body: str = field(default="", metadata=param("response body; empty = an OpenAI-style JSON error"))
+    status: int = effect_param("http_error", "status")
+    # a scenario's body is text; the layer takes null (not "") for its JSON error
+    body: str = effect_param("http_error", "body", default="")
 
-    async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
-        return await self.arm(ctx, "http_error", status=self.status, body=self.body or None)
+    def effect_params(self) -> dict[str, Any]:
+        return {**LayerFault.effect_params(self), "body": self.body or None}

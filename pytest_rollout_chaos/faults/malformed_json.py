@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from dataclasses import dataclass
+from typing import ClassVar
 
-from pytest_rollout_chaos.faults._layer_fault import LayerFault
-from pytest_rollout_chaos.faults.base import FaultContext, param
+from pytest_rollout_chaos.faults._layer_fault import LayerFault, effect_param
+from pytest_rollout_chaos.servers.faultlayer.effects import MalformedStyle
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,8 +14,6 @@ class MalformedJson(LayerFault):
     """The handler answers, then the body is cut in half or garbled; the status stays 200."""
 
     kind: ClassVar[str] = "malformed_json"
+    effect: ClassVar[str] = "malformed_json"
 
-    style: Literal["truncate", "garble"] = field(default="truncate", metadata=param("how the body breaks"))
-
-    async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
-        return await self.arm(ctx, "malformed_json", style=self.style)
+    style: MalformedStyle = effect_param("malformed_json", "style")  # noqa: RUF009 - a dataclasses.field

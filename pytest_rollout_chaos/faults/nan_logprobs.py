@@ -6,12 +6,11 @@ The shapes follow what trainers met upstream: a NaN literal in the JSON (NeMo RL
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from dataclasses import dataclass
+from typing import ClassVar
 
-from pytest_rollout_chaos.faults._layer_fault import LayerFault
-from pytest_rollout_chaos.faults.base import FaultContext, param
+from pytest_rollout_chaos.faults._layer_fault import LayerFault, effect_param
+from pytest_rollout_chaos.servers.faultlayer.effects import LogprobShape
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,13 +18,7 @@ class NanLogprobs(LayerFault):
     """Rewrite logprob values in matching responses (chat, completions, Gym output items)."""
 
     kind: ClassVar[str] = "nan_logprobs"
+    effect: ClassVar[str] = "nan_logprobs"
 
-    shape: Literal["nan", "null", "inf", "http_500"] = field(
-        default="nan", metadata=param("how the bad value appears")
-    )
-    token_index: int | None = field(
-        default=None, metadata=param("only this position of each logprob list; empty = all", minimum=0)
-    )
-
-    async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
-        return await self.arm(ctx, "nan_logprobs", shape=self.shape, token_index=self.token_index)
+    shape: LogprobShape = effect_param("nan_logprobs", "shape")  # noqa: RUF009 - a dataclasses.field
+    token_index: int | None = effect_param("nan_logprobs", "token_index", minimum=0)

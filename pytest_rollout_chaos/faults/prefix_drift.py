@@ -10,12 +10,11 @@ disagree on the end-of-turn token), so no boundary is left to splice at and the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from dataclasses import dataclass
+from typing import ClassVar
 
-from pytest_rollout_chaos.faults._layer_fault import LayerFault
-from pytest_rollout_chaos.faults.base import FaultContext, param
+from pytest_rollout_chaos.faults._layer_fault import LayerFault, effect_param
+from pytest_rollout_chaos.servers.faultlayer.effects import DriftMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,19 +22,7 @@ class PrefixDrift(LayerFault):
     """Change an earlier token in ``prompt_token_ids`` of matching responses."""
 
     kind: ClassVar[str] = "prefix_drift"
+    effect: ClassVar[str] = "prefix_drift"
 
-    mode: Literal["replace", "merge", "end_of_turn"] = field(
-        default="replace",
-        metadata=param(
-            "replace one id, merge two ids into one, or (end_of_turn) re-render every end of turn "
-            "with another id than the EOS the model stopped on"
-        ),
-    )
-    replacement_token_id: int | None = field(
-        default=None, metadata=param("the id put in; empty = a neighbouring id", minimum=0)
-    )
-
-    async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
-        return await self.arm(
-            ctx, "prefix_drift", mode=self.mode, replacement_token_id=self.replacement_token_id
-        )
+    mode: DriftMode = effect_param("prefix_drift", "mode")  # noqa: RUF009 - a dataclasses.field
+    replacement_token_id: int | None = effect_param("prefix_drift", "replacement_token_id", minimum=0)

@@ -7,12 +7,11 @@ batched call, which is what ``batched_env_eval`` shows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
-from pytest_rollout_chaos.faults._layer_fault import LayerFault
-from pytest_rollout_chaos.faults.base import FaultContext, Targets, param
+from pytest_rollout_chaos.faults._layer_fault import LayerFault, effect_param
+from pytest_rollout_chaos.faults.base import Targets
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,9 +21,8 @@ class SlowEnv(LayerFault):
     kind: ClassVar[str] = "slow_env"
     targets: ClassVar[Targets] = ("resources",)
     default_route: ClassVar[str | None] = "/step_batch"
+    effect: ClassVar[str] = "delay"
 
-    delay_ms: float = field(default=200.0, metadata=param("fixed delay per call", minimum=0))
-    per_item_ms: float = field(default=0.0, metadata=param("extra delay per item in the batch", minimum=0))
-
-    async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
-        return await self.arm(ctx, "delay", delay_ms=self.delay_ms, per_item_ms=self.per_item_ms)
+    # floats as a scenario gives them; the layer's own defaults are 0
+    delay_ms: float = effect_param("delay", "delay_ms", default=200.0)
+    per_item_ms: float = effect_param("delay", "per_item_ms", default=0.0)

@@ -5,12 +5,10 @@ Aim it with ``row`` so one row fails and its siblings should not (slime PR #2078
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
-from pytest_rollout_chaos.faults._layer_fault import LayerFault
-from pytest_rollout_chaos.faults.base import FaultContext, param
+from pytest_rollout_chaos.faults._layer_fault import LayerFault, effect_param
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +18,6 @@ class TrajectoryException(LayerFault):
     kind: ClassVar[str] = "trajectory_exception"
     default_route: ClassVar[str | None] = "/run"
 
-    message: str = field(default="injected trajectory exception", metadata=param("the exception's message"))
+    effect: ClassVar[str] = "trajectory_exception"
 
-    async def inject(self, ctx: FaultContext) -> Mapping[str, object]:
-        return await self.arm(ctx, "trajectory_exception", message=self.message)
+    message: str = effect_param("trajectory_exception", "message")

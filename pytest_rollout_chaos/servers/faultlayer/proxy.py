@@ -13,7 +13,8 @@ call's, with every call's prompt ids in full under ``prompt_ids``, so a judge ca
 splice a collector owes): the servers' side of what a collector may hand back as turns, at a
 fixed ~25 bytes per model call unless a prompt drifted, and one pass over a body already
 decoded; a ``fail`` holds the start of the error answer's body (``body``), what a client may
-name as its cause. Then, in this order, the effects of the rules it hits:
+name as its cause. Then, in this order, the effects of the rules it hits (each effect's phase
+is declared in ``effects``):
 
 - ``delay`` and ``hang`` hold the request before it is forwarded;
 - ``http_error`` and ``trajectory_exception`` answer in the server's place (it never sees it);
@@ -49,7 +50,7 @@ from typing import Any, Final
 from multidict import CIMultiDict
 
 from pytest_rollout_chaos.history import EventKind, fingerprint, logprob_digest
-from pytest_rollout_chaos.servers.faultlayer import rewrite
+from pytest_rollout_chaos.servers.faultlayer import effects, rewrite
 from pytest_rollout_chaos.servers.faultlayer.downstream import ClientConnection, Reply, Request
 from pytest_rollout_chaos.servers.faultlayer.rows import SESSION_HEADER
 from pytest_rollout_chaos.servers.faultlayer.rules import Rule
@@ -76,9 +77,9 @@ _HOP_BY_HOP: Final = frozenset(
 )
 KEEPALIVE_S: Final = 2.0  # idle upstream connections kept this long
 BODY_EXCERPT_BYTES: Final = 300  # of an error answer's body, recorded with its status
-_PRE_EFFECTS: Final = ("delay", "hang")
-_TERMINAL_EFFECTS: Final = ("http_error", "trajectory_exception")
-_REWRITE_EFFECTS: Final = ("nan_logprobs", "prefix_drift", "malformed_json")
+_PRE_EFFECTS: Final = effects.in_phase("hold")
+_TERMINAL_EFFECTS: Final = effects.in_phase("answer")
+_REWRITE_EFFECTS: Final = effects.in_phase("rewrite")
 
 # Recorded for a request whose client went away first: the client's doing, not the server's.
 CLIENT_CLOSED: Final = "the client closed the connection"

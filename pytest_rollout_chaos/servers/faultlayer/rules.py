@@ -14,6 +14,9 @@ hits have not happened yet:
 - ``probability``: a coin per candidate from a ``random.Random`` seeded by the rule's
   ``seed``, else ``ROLLOUT_CHAOS_SEED``, else 0, combined with the rule id (reproducible);
 - ``count``: at most this many hits, then the rule stays listed but inert.
+
+The effects, their parameters (types, defaults, bounds, choices) and the match keys are declared
+in ``effects``; this module only parses and checks a rule body against that table.
 """
 
 from __future__ import annotations
@@ -24,22 +27,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from pytest_rollout_chaos.servers.faultlayer.effects import EFFECTS, MATCH
+
 SEED_ENV: Final = "ROLLOUT_CHAOS_SEED"
 
-# effect -> {parameter: (types, default)}; a default of ... means required.
+# effect -> {parameter: (types, default)}; a default of ... means required (read from ``effects``)
 EFFECT_PARAMS: Final[Mapping[str, Mapping[str, tuple[tuple[type, ...], Any]]]] = {
-    "http_error": {"status": ((int,), 500), "body": ((str, dict, list, type(None)), None)},
-    "delay": {"delay_ms": ((int, float), 0), "per_item_ms": ((int, float), 0)},
-    "nan_logprobs": {"shape": ((str,), "nan"), "token_index": ((int, type(None)), None)},
-    "prefix_drift": {"mode": ((str,), "replace"), "replacement_token_id": ((int, type(None)), None)},
-    "malformed_json": {"style": ((str,), "truncate")},
-    "hang": {"max_hang_s": ((int, float, type(None)), None)},
-    "trajectory_exception": {"message": ((str,), "injected trajectory exception")},
+    name: {spec.name: (spec.types, spec.default) for spec in effect.params}
+    for name, effect in EFFECTS.items()
 }
-LOGPROB_SHAPES: Final = ("nan", "null", "inf", "http_500")
-DRIFT_MODES: Final = ("replace", "merge", "end_of_turn")
-MALFORMED_STYLES: Final = ("truncate", "garble")
-MATCH_KEYS: Final = ("route", "row", "nth", "every", "probability", "count")
+MATCH_KEYS: Final = tuple(spec.name for spec in MATCH)
 
 
 class RuleError(ValueError):
@@ -169,44 +166,23 @@ def _parse_match(raw: object) -> Match:
     unknown = sorted(set(raw) - set(MATCH_KEYS))
     if unknown:
         raise RuleError(f"match.{unknown[0]}: unknown key (known: {', '.join(MATCH_KEYS)})")
-    route = raw.get("route")
-    if route is not None and (not isinstance(route, str) or not route.startswith("/")):
-        raise RuleError(f"match.route: expected a path starting with '/', got {route!r}")
-    ints: dict[str, int | None] = {}
-    for key, minimum in (("row", 0), ("nth", 1), ("every", 1), ("count", 1)):
-        value = raw.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
-            raise RuleError(f"match.{key}: expected an integer >= {minimum}, got {value!r}")
-        ints[key] = value
-    probability = raw.get("probability")
-    if probability is not None and (
-        isinstance(probability, bool)
-        or not isinstance(probability, int | float)
-        or not 0.0 <= probability <= 1.0
-    ):
-        raise RuleError(f"match.probability: expected a number in [0, 1], got {probability!r}")
-    return Match(
-        route=route,
-        row=ints["row"],
-        nth=ints["nth"],
-        every=ints["every"],
-        probability=float(probability) if probability is not None else None,
-        count=ints["count"],
-    )
+    values: dict[str, Any] = {}
+    for spec in MATCH:
+        value = raw.get(spec.name)
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, spec.types)
+            or not spec.fits(value)
+            or (spec.name == "route" and isinstance(value, str) and not value.startswith("/"))
+        ):
+            raise RuleError(f"match.{spec.name}: expected {spec.expected_values()}, got {value!r}")
+        values[spec.name] = value
+    if values["probability"] is not None:
+        values["probability"] = float(values["probability"])
+    return Match(**values)
 
 
 def _check_effect_values(effect: str, params: Mapping[str, Any]) -> None:
-    choices = {
-        ("nan_logprobs", "shape"): LOGPROB_SHAPES,
-        ("prefix_drift", "mode"): DRIFT_MODES,
-        ("malformed_json", "style"): MALFORMED_STYLES,
-    }
-    for (owner, key), valid in choices.items():
-        if owner == effect and params[key] not in valid:
-            raise RuleError(f"{key}: expected one of {', '.join(valid)}, got {params[key]!r}")
-    if effect == "http_error" and not 400 <= params["status"] <= 599:
-        raise RuleError(f"status: expected an HTTP error status 400..599, got {params['status']!r}")
-    for key in ("delay_ms", "per_item_ms", "max_hang_s"):
-        value = params.get(key)
-        if value is not None and value < 0:
-            raise RuleError(f"{key}: expected a number >= 0, got {value!r}")
+    for spec in EFFECTS[effect].params:
+        if not spec.fits(params[spec.name]):
+            raise RuleError(f"{spec.name}: expected {spec.expected_values()}, got {params[spec.name]!r}")
