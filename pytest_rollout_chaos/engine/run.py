@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import copy
 import dataclasses
+import random
 import time
 import traceback
 from typing import Any, Final, cast
@@ -55,7 +56,12 @@ from pytest_rollout_chaos.trial import open_trial
 CANCEL_GRACE_S: Final = 5.0
 READY_GRACE_S: Final = 60.0
 SETTLE_S: Final = 2.0
-RAISE_FRAMES: Final = 6  # the frames of a raise the failure text shows: where in the trainer it broke
+RAISE_FRAMES: Final = 6
+ROW_ID_SCHEMES: Final = {
+    "positions": (0, 1),
+    "offset": (1000, 1),
+    "sparse": (7, 3),
+}  # first, step  # the frames of a raise the failure text shows: where in the trainer it broke
 
 
 def collector_for(scenario: Scenario, target: str) -> CollectorFactory:
@@ -114,18 +120,36 @@ def raise_for(result: ScenarioResult) -> None:
 
 
 def build_rows(workload: Workload, gym: GymStack) -> list[dict[str, Any]]:
-    """The requested rows: each task's rows, each repeated per generation, ``_rowidx`` 0..N-1, with
-    the workload's token limit in their ``responses_create_params`` when it sets one."""
-    rows: list[dict[str, Any]] = []
+    """The requested rows: each task's rows, each repeated per generation (one prompt's group), with
+    the workload's token limit in their ``responses_create_params`` when it sets one. ``_rowidx``
+    follow ``workload.row_ids`` in the task-by-task layout; the groups are then handed over in
+    ``workload.order``, so under ``interleaved`` or ``shuffled`` the ids run out of list order."""
+    first, step = ROW_ID_SCHEMES[workload.row_ids]
+    per_task: list[list[list[dict[str, Any]]]] = []
     for task in workload.tasks:
+        groups = []
         for given in gym.rows(task, workload.rows_per_task):
             row = dict(given)
             if workload.max_output_tokens is not None:
                 params = {**row["responses_create_params"], "max_output_tokens": workload.max_output_tokens}
                 row["responses_create_params"] = params
-            for _ in range(workload.generations_per_prompt):
-                rows.append({**row, "_rowidx": len(rows)})
-    return rows
+            groups.append([dict(row) for _ in range(workload.generations_per_prompt)])
+        per_task.append(groups)
+    numbered = (row for groups in per_task for group in groups for row in group)
+    for number, row in enumerate(numbered):
+        row["_rowidx"] = first + step * number
+    return [row for group in _in_order(per_task, workload.order) for row in group]
+
+
+def _in_order(per_task: list[list[list[dict[str, Any]]]], order: str) -> list[list[dict[str, Any]]]:
+    """The groups of every task in ``order``: task by task, one of each task in turn, or a fixed shuffle."""
+    if order == "interleaved":
+        rounds = max((len(groups) for groups in per_task), default=0)
+        return [groups[turn] for turn in range(rounds) for groups in per_task if turn < len(groups)]
+    flat = [group for groups in per_task for group in groups]
+    if order == "shuffled":
+        random.Random(len(flat)).shuffle(flat)  # the same shuffle every run of the scenario
+    return flat
 
 
 def collector_settings(scenario: Scenario) -> CollectorSettings:

@@ -39,6 +39,9 @@ _NEVER_IN_STYLE: Final = {
 }
 
 
+DEFAULT_LAYOUT: Final = ("positions", "by_task")
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Shape:
     """What the workload and the stack fix; ``None`` where the file leaves it unknown."""
@@ -49,6 +52,7 @@ class Shape:
     style: str | None
     servers: tuple[str, ...] | None
     replicas: int | None = 1  # the policy replicas the scenario runs with
+    layout: tuple[str, str] = ("positions", "by_task")  # workload.row_ids and workload.order
 
     @classmethod
     def of(cls, scenario: s.Parsed, *, policy_replicas: int = 1) -> Shape:
@@ -65,6 +69,7 @@ class Shape:
             style=workload.get("style"),
             servers=tuple(servers) if servers is not None else None,
             replicas=_replicas(stack, policy_replicas),
+            layout=(workload.get("row_ids") or "positions", workload.get("order") or "by_task"),
         )
 
     @classmethod
@@ -189,7 +194,15 @@ class _Rules:
         if isinstance(trigger, ParsedTrigger):
             self.trigger(trigger, f"{field}.at")
         row = params.get("row")
-        if isinstance(row, int):  # with a wrong target, at least whether the row exists
+        if isinstance(row, int) and self.shape.layout != DEFAULT_LAYOUT:
+            self.problems.add(
+                lines["row"],
+                f"{field}.row",
+                f"a fault on one row needs the default row layout (workload.row_ids: positions, order: "
+                f"by_task), not {self.shape.layout[0]}/{self.shape.layout[1]}: aim it at every row "
+                "(leave row out) or at a server",
+            )
+        elif isinstance(row, int):  # with a wrong target, at least whether the row exists
             self.row(target if isinstance(target, str) else "", row, _At(lines["row"], f"{field}.row"))
         if not isinstance(target, str):
             return

@@ -86,6 +86,21 @@ WORKLOAD: Final = s.Section(
             default=(v.TASK_NAMES[0],),
         ),
         s.Field(
+            "row_ids",
+            s.Choice(v.ROW_IDS, "row_ids"),
+            "how the rows' _rowidx are numbered: positions (0..N-1), offset (from 1000) or sparse (7, "
+            "10, 13, ...: gaps); a trainer's ids are rarely the rows' positions in the request",
+            default="positions",
+        ),
+        s.Field(
+            "order",
+            s.Choice(v.ROW_ORDERS, "order"),
+            "the order of the prompts' groups in the request: by_task (each task's rows together), "
+            "interleaved (one group of each task in turn) or shuffled (a fixed shuffle); a group's "
+            "generations stay together, and _rowidx keep the by-task numbering, so ids run out of order",
+            default="by_task",
+        ),
+        s.Field(
             "max_output_tokens",
             s.Integer(1),
             "the token limit of each generation: every row's responses_create_params.max_output_tokens "

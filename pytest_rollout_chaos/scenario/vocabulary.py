@@ -61,6 +61,12 @@ Mode = Literal["train", "validation"]
 MODES: Final = ("train", "validation")
 Style = Literal["gym", "native"]
 STYLES: Final = ("gym", "native")
+# How the rows' ``_rowidx`` are numbered (in the rows' task-by-task layout): 0..N-1, from 1000 on,
+# or every third number from 7; and in which order the prompts' groups are handed over.
+RowIds = Literal["positions", "offset", "sparse"]
+ROW_IDS: Final = ("positions", "offset", "sparse")
+RowOrder = Literal["by_task", "interleaved", "shuffled"]
+ROW_ORDERS: Final = ("by_task", "interleaved", "shuffled")
 
 # Scenario names become pytest item names and file names; tags become pytest markers, so
 # they must be usable in ``-m`` expressions.
