@@ -300,3 +300,14 @@ def test_not_judged_names_a_listed_invariant_with_a_reason() -> None:
         f"(valid: {', '.join(INTERFACE_NAMES)})",
         "s.chaos.yaml:9: expect.not_judged.accounted: expected the reason, got '' (valid: the reason)",
     ]
+
+
+def test_a_fault_on_one_row_needs_the_default_row_layout() -> None:
+    faults = "  - {kind: nan_logprobs, target: agent, row: 1}\n"
+    laid_out = "  rows_per_task: 2\n  row_ids: sparse\n  order: interleaved\n"
+    assert problems(scenario(faults, workload=laid_out)) == [
+        "s.chaos.yaml:8: faults[0].row: a fault on one row needs the default row layout (workload.row_ids: "
+        "positions, order: by_task), not sparse/interleaved: aim it at every row (leave row out) or at "
+        "a server"
+    ]
+    parse_scenario(textwrap.dedent(scenario(faults)), SHOWN)  # the default layout takes it
