@@ -200,6 +200,7 @@ class StackBuilder:
         from pytest_rollout_chaos.stack import ChaosStack
 
         replicas, gym = self.policy_replicas, self.gym
+        collector_policy_url = self.collector_policy_url  # its link first: ``links`` is read as it stands
         if self.ray is not None:
             self.keeper.summary_lines.append(self.ray.describe())
         return ChaosStack(
@@ -209,7 +210,7 @@ class StackBuilder:
             toxiproxy=self.toxiproxy,
             links=self.links.links,
             fault_layer=self.fault_layer,
-            collector_policy_url=self.collector_policy_url,
+            collector_policy_url=collector_policy_url,
         )
 
     def start(self, spec: ServerSpec) -> ManagedProcess:

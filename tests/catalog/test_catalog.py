@@ -49,7 +49,7 @@ CAUGHT_BY = {
     "outage_as_aborted": ("agent-killed-stays-down", "outage_fails_collection"),
     "placeholder_in_group": ("group-trajectory-exception", "groups_intact"),
     "retry_edits_caller_rows": ("nan-logprobs-nan", "rows_unchanged"),
-    "task_batched_answers": ("rows-out-of-order", "turns_generated"),
+    "task_batched_answers": ("workload-out-of-order", "turns_generated"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
 # that must judge FAIL); that collector's own scenario is in CAUGHT_BY.

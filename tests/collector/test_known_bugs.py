@@ -49,7 +49,9 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
 # its re-sent /runs (resends_timed_out: agent-frozen), the one whose bug needs an agent's exit
 # (outage_as_aborted: agent-killed-stays-down), the ones whose bug shows only against the fault
 # layer's record of the prompts sent (eos_doubled: prefix-drift) or of each attempt's reward
-# (reward_first_attempt: nan-logprobs-retry-rewards), and the one whose bug needs GRPO groups (below).
+# (reward_first_attempt: nan-logprobs-retry-rewards), the one whose bug needs GRPO groups (below),
+# the one judged against the engine's copy of the rows (retry_edits_caller_rows: nan-logprobs-nan)
+# and the one whose bug needs tasks interleaved (task_batched_answers: workload-out-of-order).
 ELSEWHERE = {
     "per_sample_env",
     "mixed_env_batch",
@@ -60,6 +62,8 @@ ELSEWHERE = {
     "placeholder_in_group",
     "eos_doubled",
     "reward_first_attempt",
+    "retry_edits_caller_rows",
+    "task_batched_answers",
 }
 DEADLINE_S = 1.5
 # A collection deadline is noticed late only past ends_promptly's margin (3 s): give it room.

@@ -6,8 +6,10 @@ Run the catalog against it: pytest --rollout-chaos --rollout-chaos-target=my_col
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -39,12 +41,15 @@ class GymCollector:
 
     def __init__(self, ctx: CollectorContext) -> None:
         self.ctx = ctx
+        self.rows: Sequence[Row] = ()
+        self.answered: set[int] = set()  # rows whose /run brought a result
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
+        self.rows = rows
         return await collect_logged(self.ctx, rows, mode, lambda: gather_or_raise(map(self.one_row, rows)))
 
     async def one_row(self, row: Row) -> Rollout:
-        index = row["_rowidx"]
+        index, agent = row["_rowidx"], row["agent_ref"]["name"]
         for attempt in range(1, self.ctx.settings.max_logprob_attempts + 1):
             awaitables = list(self.ctx.gym.run_examples([row]))
             if len(awaitables) != 1:
@@ -54,27 +59,51 @@ class GymCollector:
                 async with asyncio.timeout(limit):
                     _, result = await awaitables[0]
             except TimeoutError:
-                error = f"no /run result within request_timeout_s={limit} (agent dead, frozen or hung)"
+                if (why := await self.agent_gone(agent)) is not None:  # an outage, not one bad row
+                    mine = [other["_rowidx"] for other in self.rows if other["agent_ref"]["name"] == agent]
+                    lost = [other for other in mine if other not in self.answered]
+                    raise InfrastructureError(
+                        f"agent {agent!r} is gone ({why}): no /run result for row {index} within "
+                        f"request_timeout_s={limit}; its rows without a result cannot complete: {lost}"
+                    ) from None
+                error = f"no /run result within request_timeout_s={limit} (agent {agent!r} frozen or hung)"
                 return Rollout(index, "aborted", error=error, attempts=attempt)
             except GymRequestError as error:
                 if error.status is None:  # the agent's answer was cut off: the link or the server broke
                     raise InfrastructureError(f"row {index}: {error}") from error
                 return Rollout(index, "aborted", error=str(error), attempts=attempt)
+            self.answered.add(index)
             try:
                 turns = turns_of(result)
             except (KeyError, TypeError, ValueError) as error:
                 return Rollout(index, "aborted", error=f"unreadable /run result: {error!r}", attempts=attempt)
             problem = bad_logprob(turns)
             if problem is None:
-                drift = prefix_drift(turns)
-                if drift is not None:
-                    return Rollout(index, "aborted", turns=turns, error=drift, attempts=attempt)
+                try:
+                    spliced = splice_drift(turns, self.ctx.eos_token_ids)
+                except DriftError as drift:
+                    return Rollout(index, "aborted", turns=turns, error=str(drift), attempts=attempt)
                 reward = float(result.get("reward") or 0.0)
-                return Rollout(index, "completed", reward, turns, attempts=attempt)
+                return Rollout(index, status_of(result), reward, spliced, attempts=attempt)
             self.ctx.history.append(
                 "collector", "info", "retry", {"row": index, "attempt": attempt, "reason": problem}
             )
         return Rollout(index, "aborted", error=f"{problem}, after {attempt} attempts", attempts=attempt)
+
+    async def agent_gone(self, agent: str) -> str | None:
+        """Why ``agent`` is gone for good (it refuses the connection), or None: it still answers,
+        or holds the probe (frozen or busy), or the Gym client cannot say where it is."""
+        try:
+            url = await self.ctx.gym.agent_url(agent)  # type: ignore[attr-defined]  # ctx.gym has it; GymRunner doesn't
+            async with (
+                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=1)) as http,
+                http.get(url + "/"),
+            ):
+                return None
+        except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as error:
+            return repr(error)
+        except Exception:
+            return None
 
 
 class NativeCollector:
@@ -102,7 +131,7 @@ class NativeCollector:
                     if not sample.done:
                         by_task.setdefault(sample.row["task"], []).append(sample)
                 await gather_or_raise(self.step(task, group, turn) for task, group in by_task.items())
-        return [sample.rollout() for sample in samples]
+        return [sample.rollout(self.ctx.eos_token_ids) for sample in samples]
 
     async def generate(self, http: aiohttp.ClientSession, sample: Sample) -> None:
         settings, url = self.ctx.settings, server_root(self.ctx.policy) + "/v1/chat/completions"
@@ -176,12 +205,18 @@ class Sample:
     def abort(self, error: str) -> None:
         self.done, self.error = True, error
 
-    def rollout(self) -> Rollout:
-        if self.error is not None or not self.turns:
+    def rollout(self, eos_token_ids: Sequence[int]) -> Rollout:
+        turns = self.turns
+        if self.error is None and turns:
+            try:
+                turns = splice_drift(turns, eos_token_ids)
+            except DriftError as drift:
+                self.error = str(drift)
+        if self.error is not None or not turns:
             error = self.error or "no turn was generated"
             return Rollout(self.index, "aborted", 0.0, self.turns, error, self.attempts)
         status: RolloutStatus = "completed" if self.done and not self.truncated else "truncated"
-        return Rollout(self.index, status, self.reward, self.turns, None, self.attempts)
+        return Rollout(self.index, status, self.reward, turns, None, self.attempts)
 
 
 # -- shared by both styles -------------------------------------------------------------------
@@ -204,7 +239,8 @@ async def collect_logged(
 async def checked(
     ctx: CollectorContext, rows: Sequence[Row], work: Callable[[], Awaitable[list[Rollout]]]
 ) -> list[Rollout]:
-    """Wait for the policy, run ``work`` within the deadline, and fail when too many rows aborted."""
+    """Wait for the policy, run ``work`` within the deadline, fail when too many rows aborted, and
+    say which rollouts the trainer trains on."""
     await wait_for_policy(ctx)
     try:
         async with asyncio.timeout(ctx.settings.collect_timeout_s):
@@ -215,7 +251,29 @@ async def checked(
     aborted = [rollout for rollout in rollouts if rollout.status == "aborted"]
     if len(aborted) > ctx.settings.max_aborted_fraction * len(rollouts):
         raise CollectionError(f"{len(aborted)} of {len(rollouts)} rows aborted, e.g. {aborted[0].error}")
-    return rollouts
+    return drop_broken_groups(ctx, rows, rollouts)
+
+
+def drop_broken_groups(ctx: CollectorContext, rows: Sequence[Row], rollouts: list[Rollout]) -> list[Rollout]:
+    """Leave each GRPO group with an aborted member out of the train batch, whole: a placeholder
+    kept in its group, even loss-masked, still shifts its siblings' advantages."""
+    by_row = {rollout.row_index: rollout for rollout in rollouts}
+    for group in grpo_groups(rows):
+        failed = [index for index in group if by_row[index].status == "aborted"]
+        if len(group) > 1 and failed:
+            for index in group:
+                by_row[index] = replace(by_row[index], in_train_batch=False)
+            ctx.history.append("collector", "info", "group_dropped", {"rows": group, "failed": failed})
+    return [by_row[rollout.row_index] for rollout in rollouts]
+
+
+def grpo_groups(rows: Sequence[Row]) -> list[list[int]]:
+    """The ``_rowidx`` of each GRPO group: a run of consecutive rows equal but for ``_rowidx``."""
+
+    def prompt(row: Row) -> dict[str, Any]:
+        return {key: value for key, value in row.items() if key != "_rowidx"}
+
+    return [[row["_rowidx"] for row in group] for _, group in itertools.groupby(rows, key=prompt)]
 
 
 async def wait_for_policy(ctx: CollectorContext) -> None:
@@ -249,6 +307,14 @@ async def gather_or_raise(awaitables: Iterable[Awaitable[Any]]) -> list[Any]:
     return [task.result() for task in tasks]
 
 
+def status_of(result: Mapping[str, Any]) -> RolloutStatus:
+    """``truncated`` when the last model call stopped at its token limit: NeMo Gym's Responses API
+    says so in ``response.incomplete_details.reason == "max_output_tokens"``; a trainer must not
+    train on a cut generation as if it ended on its own."""
+    details = (result.get("response") or {}).get("incomplete_details") or {}
+    return "truncated" if details.get("reason") == "max_output_tokens" else "completed"
+
+
 def turns_of(result: Mapping[str, Any]) -> list[Turn]:
     """The model calls of a /run result: output items that carry generation_token_ids."""
     turns = [
@@ -269,14 +335,32 @@ def bad_logprob(turns: list[Turn]) -> str | None:
     return None
 
 
-def prefix_drift(turns: list[Turn]) -> str | None:
+class DriftError(ValueError):
+    """A turn's prompt drifted from the tokens before it, with no end of turn to splice at."""
+
+
+def splice_drift(turns: list[Turn], eos_token_ids: Sequence[int]) -> list[Turn]:
     """Each turn's prompt must extend the previous prompt + generation, or the trainer sees tokens
-    the model never produced."""
-    for number in range(1, len(turns)):
-        before = turns[number - 1].prompt_token_ids + turns[number - 1].generation_token_ids
-        if turns[number].prompt_token_ids[: len(before)] != before:
-            return f"prefix drift: turn {number}'s prompt does not extend turn {number - 1}'s tokens"
-    return None
+    the model never produced (re-rendering through the chat template changes earlier turns). A
+    drifted prompt is repaired by EOS-boundary splicing: the model's own tokens, then what the
+    drifted prompt holds after the end of the previous turn (the EOS that generation stopped on,
+    at the same ordinal); raise ``DriftError`` where no such end of turn is left."""
+    spliced = turns[:1]
+    for number, turn in enumerate(turns[1:], start=1):
+        before = spliced[-1].prompt_token_ids + spliced[-1].generation_token_ids
+        prompt = turn.prompt_token_ids
+        if prompt[: len(before)] != before:
+            stop = before[-1]  # a turn cut at the token limit has no end to splice at
+            ends = [position for position, token in enumerate(prompt) if token == stop]
+            ordinal = before.count(stop)  # drift changes tokens inside turns, not how many turns
+            if stop not in eos_token_ids or len(ends) < ordinal or ends[ordinal - 1] == len(prompt) - 1:
+                raise DriftError(
+                    f"prefix drift: turn {number}'s prompt does not extend turn {number - 1}'s tokens, "
+                    f"and no EOS boundary is left to splice at (turn {number - 1} ended on id {stop})"
+                )
+            prompt = before + prompt[ends[ordinal - 1] + 1 :]
+        spliced.append(replace(turn, prompt_token_ids=prompt))
+    return spliced
 
 
 def server_root(policy: str) -> str:

@@ -102,7 +102,9 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
 # resends_timed_out: a frozen agent held for three request deadlines, agent-frozen;
 # outage_as_aborted: one agent of two killed for good, agent-killed-stays-down;
 # placeholder_in_group: a workload of GRPO groups, group-trajectory-exception; eos_doubled: the
-# drift splice, prefix-drift; reward_first_attempt: attempts scored apart, nan-logprobs-retry-rewards).
+# drift splice, prefix-drift; reward_first_attempt: attempts scored apart, nan-logprobs-retry-rewards;
+# retry_edits_caller_rows: the engine's copy of the rows, nan-logprobs-nan; task_batched_answers: tasks
+# interleaved, workload-out-of-order).
 ELSEWHERE = {
     "resends_timed_out",
     "outage_as_aborted",
@@ -115,6 +117,8 @@ ELSEWHERE = {
     "placeholder_in_group",
     "eos_doubled",
     "reward_first_attempt",
+    "retry_edits_caller_rows",
+    "task_batched_answers",
 }
 
 
