@@ -14,13 +14,19 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, TextIO
 
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.scenario import vocabulary
-from pytest_rollout_chaos.scenario.model import SUFFIX, Scenario, ScenarioFileError, load_scenario
+from pytest_rollout_chaos.scenario.model import (
+    SUFFIX,
+    Scenario,
+    ScenarioFileError,
+    load_scenario,
+    scenario_files,
+)
 
 EXIT_OK: Final = 0
 EXIT_PROBLEMS: Final = 1
@@ -123,14 +129,6 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"invalid port {text!r} (valid: 0 to 65535)")
     return port
-
-
-def scenario_files(paths: Iterable[Path]) -> list[Path]:
-    """Files as given, and every ``*.chaos.yaml`` below the folders given, in a stable order."""
-    files: list[Path] = []
-    for path in paths:
-        files.extend(sorted(path.rglob(f"*{SUFFIX}")) if path.is_dir() else [path])
-    return files
 
 
 def _replica_count(text: str) -> int:

@@ -40,7 +40,7 @@ from pytest_rollout_chaos.report.json_report import write_json
 from pytest_rollout_chaos.report.record import ItemOutcome, ResultFacts, ScenarioFacts, ScenarioRecord
 from pytest_rollout_chaos.report.run_info import run_facts
 from pytest_rollout_chaos.report.summary import summary_lines
-from pytest_rollout_chaos.scenario.model import SUFFIX, Scenario, ScenarioFileError, load_scenario
+from pytest_rollout_chaos.scenario.model import Scenario, ScenarioFileError, load_scenario, scenario_files
 from pytest_rollout_chaos.servers.keeper import ProcessKeeper
 from pytest_rollout_chaos.settings import BACKENDS, GYM_BACKENDS, ChaosSettings
 
@@ -163,14 +163,12 @@ def _run_one(scenario: Scenario, builder: StackBuilder, settings: ChaosSettings)
 
 def _load(paths: Sequence[Path]) -> list[Scenario]:
     """Every scenario file the paths name, loaded; every problem of every file at once."""
-    files: list[Path] = []
     for path in paths:
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file or folder")
-        files.extend(sorted(path.rglob(f"*{SUFFIX}")) if path.is_dir() else [path])
     problems: list[ScenarioFileError] = []
     scenarios = []
-    for file in files:
+    for file in scenario_files(paths):
         try:
             scenarios.append(load_scenario(file))
         except ScenarioFileError as error:

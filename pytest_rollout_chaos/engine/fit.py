@@ -38,8 +38,15 @@ DRIFT_WITNESS: Final = "prompt_ids_drifted"
 def why_not(scenario: Scenario, stack: ChaosStack, collector: object, *, run_replicas: int) -> str | None:
     """Why ``scenario`` cannot run on ``stack`` with ``collector`` (its factory, its class or the
     collector built), or None. ``run_replicas`` is the run's ``--rollout-chaos-policy-replicas``."""
+    return fitted(scenario, stack, collector, run_replicas=run_replicas)[1]
+
+
+def fitted(
+    scenario: Scenario, stack: ChaosStack, collector: object, *, run_replicas: int
+) -> tuple[ChaosStack, str | None]:
+    """``why_not``, with the stack the scenario runs on: ``stack`` narrowed to its policy replicas."""
     narrowed, reason = with_replicas(scenario, stack, run_replicas)
-    return reason or not_applicable(scenario, narrowed) or collector_unfit(scenario, collector)
+    return narrowed, reason or not_applicable(scenario, narrowed) or collector_unfit(scenario, collector)
 
 
 def collector_unfit(scenario: Scenario, collector: object) -> str | None:

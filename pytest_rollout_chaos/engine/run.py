@@ -56,12 +56,8 @@ from pytest_rollout_chaos.trial import open_trial
 CANCEL_GRACE_S: Final = 5.0
 READY_GRACE_S: Final = 60.0
 SETTLE_S: Final = 2.0
-RAISE_FRAMES: Final = 6
-ROW_ID_SCHEMES: Final = {
-    "positions": (0, 1),
-    "offset": (1000, 1),
-    "sparse": (7, 3),
-}  # first, step  # the frames of a raise the failure text shows: where in the trainer it broke
+RAISE_FRAMES: Final = 6  # the frames of a raise the failure text shows: where in the trainer it broke
+ROW_ID_SCHEMES: Final = {"positions": (0, 1), "offset": (1000, 1), "sparse": (7, 3)}  # first id, step
 
 
 def collector_for(scenario: Scenario, target: str) -> CollectorFactory:
@@ -84,10 +80,9 @@ def run_on(
     collector declines it, from its factory or from ``collect`` before running anything. A runner
     reports either as a skip (``scenario_items``), never as a verdict.
     """
-    reason = fit.why_not(scenario, stack, factory, run_replicas=settings.policy_replicas)
+    stack, reason = fit.fitted(scenario, stack, factory, run_replicas=settings.policy_replicas)
     if reason is not None:
         raise CannotRunHere(reason)
-    stack, _ = fit.with_replicas(scenario, stack, settings.policy_replicas)
     stack.reset(
         env_latency_ms_per_call=scenario.stack.env_latency_ms_per_call,
         env_latency_ms_per_item=scenario.stack.env_latency_ms_per_item,

@@ -37,7 +37,7 @@ from pytest_rollout_chaos.gate.sides import (
     run_side,
 )
 from pytest_rollout_chaos.gate.verdicts import missing_module
-from pytest_rollout_chaos.scenario.model import SUFFIX, ScenarioFileError, load_scenario
+from pytest_rollout_chaos.scenario.model import SUFFIX, ScenarioFileError, load_scenario, scenario_files
 
 EXIT_CANNOT_JUDGE: Final = EXIT_NOT_JUDGED
 DESCRIPTION: Final = (
@@ -302,7 +302,7 @@ def _scenario_files(paths: Sequence[Path]) -> dict[str, Path]:
     for path in paths:
         if not path.exists():
             raise GateUsageError(f"{path}: no such scenario file or folder")
-        for file in sorted(path.rglob(f"*{SUFFIX}")) if path.is_dir() else [path]:
+        for file in scenario_files([path]):
             try:
                 files[load_scenario(file).name] = file
             except ScenarioFileError as error:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +172,14 @@ class Scenario:
     def summary(self) -> str:
         """The first line of the description."""
         return self.description.strip().splitlines()[0]
+
+
+def scenario_files(paths: Iterable[Path]) -> list[Path]:
+    """Files as given, and every ``*.chaos.yaml`` below the folders given, in a stable order."""
+    files: list[Path] = []
+    for path in paths:
+        files.extend(sorted(path.rglob(f"*{SUFFIX}")) if path.is_dir() else [path])
+    return files
 
 
 def load_scenario(path: Path | str, *, shown_as: Path | None = None, policy_replicas: int = 1) -> Scenario:
