@@ -20,12 +20,11 @@ from pathlib import Path
 
 from benchmarks._collect import collect, greedy_rows, require_rollouts
 from benchmarks._result import Number, Result
-from benchmarks._stack import stack_of, start_gym, start_policy, starter
+from benchmarks._stack import builder, stack_of
 from pytest_rollout_chaos.collector.protocol import CollectorFactory, CollectorSettings
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
 from pytest_rollout_chaos.history import History
-from pytest_rollout_chaos.servers.gym.stack import GymStack
-from pytest_rollout_chaos.servers.keeper import ProcessKeeper
+from pytest_rollout_chaos.servers.gym.stack import GymStack, direct_link
 from pytest_rollout_chaos.servers.policy.spec import PolicyServer
 
 GOAL_SPEEDUP = 10.0
@@ -53,10 +52,10 @@ class _Measured:
 def run(*, batch: int = 64) -> Result:
     per_sample: CollectorFactory = importlib.import_module(PER_SAMPLE_MODULE).factory
     with tempfile.TemporaryDirectory(prefix="bench-batched-") as log_dir, contextlib.ExitStack() as stack:
-        start = starter(stack, Path(log_dir))
-        gym = start_gym(start, start_policy(start))
-        batched = _measure_with_fresh_policy(start, gym, ReferenceCollector, batch, "batched (reference)")
-        serial = _measure_with_fresh_policy(start, gym, per_sample, batch, "per-sample")
+        root = Path(log_dir)
+        gym = builder(stack, root, links=direct_link).gym
+        batched = _measure_with_fresh_policy(root, gym, ReferenceCollector, batch, "batched (reference)")
+        serial = _measure_with_fresh_policy(root, gym, per_sample, batch, "per-sample")
     return Result(
         "batched_validation",
         (
@@ -79,14 +78,14 @@ def run(*, batch: int = 64) -> Result:
 
 
 def _measure_with_fresh_policy(
-    start: ProcessKeeper, gym: GymStack, factory: CollectorFactory, batch: int, what: str
+    log_dir: Path, gym: GymStack, factory: CollectorFactory, batch: int, what: str
 ) -> _Measured:
     """A policy server of its own, started with the same seed: both collectors then sample the same
     tokens (native requests carry no seed, so the server's seed sequence decides), so the two
     collections do the same generation work and differ only in how they call the environment.
     """
     with contextlib.ExitStack() as own:
-        policy = start_policy(starter(own, start.log_dir / what.split(maxsplit=1)[0]))
+        policy = builder(own, log_dir / what.split(maxsplit=1)[0]).policy_replicas[0]
         return asyncio.run(_measure(gym, policy, factory, batch, what))
 
 
@@ -101,21 +100,19 @@ async def _measure(
     served = collected.history.events(source="resources", op="step_batch")
     return _Measured(
         wall_s=collected.elapsed_s,
-        env_s=_request_seconds(collected.history, "POST /step_batch"),
+        env_s=_env_seconds(collected.history),
         env_calls=len(served),
         env_items=sum(int(event.data.get("batch_size", 0)) for event in served),
     )
 
 
-def _request_seconds(history: History, op: str) -> float:
-    """Total time between each request's ``invoke`` and its ``ok``/``fail`` event, on the server."""
-    began: dict[str, float] = {}
-    total_s = 0.0
-    for event in history.events(source="resources", op=op):
-        if event.request_id is None:
-            continue
-        if event.kind == "invoke":
-            began[event.request_id] = event.t
-        elif event.request_id in began:
-            total_s += event.t - began.pop(event.request_id)
-    return total_s
+def _env_seconds(history: History) -> float:
+    """Seconds the resources server spent in ``/step_batch`` calls, summed over calls: each call's
+    ``info step_batch`` (on arrival) to its ``ok step_batch_rewards`` (on answering). Calls overlap
+    and carry no request id, but a sum of differences is the difference of the sums, whichever
+    start goes with whichever end; so every call must have ended."""
+    began = [event.t for event in history.events(source="resources", op="step_batch")]
+    ended = [event.t for event in history.events(source="resources", op="step_batch_rewards")]
+    if len(began) != len(ended):
+        raise RuntimeError(f"{len(began)} step_batch calls began but {len(ended)} answered")
+    return sum(ended) - sum(began)

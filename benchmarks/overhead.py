@@ -25,16 +25,15 @@ from pathlib import Path
 
 from benchmarks._collect import collect, greedy_rows, require_rollouts
 from benchmarks._result import Number, Result
-from benchmarks._stack import stack_of, start_fault_layer, start_gym, start_policy, starter
+from benchmarks._stack import builder
 from pytest_rollout_chaos.collector.protocol import CollectorSettings
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.servers.faultlayer.spec import NAME as FAULT_LAYER_NAME
+from pytest_rollout_chaos.servers.gym.stack import direct_link
 from pytest_rollout_chaos.servers.keeper import ProcessKeeper
-from pytest_rollout_chaos.servers.links import COLLECTOR_TO_POLICY, LayerLinks, ProxyLinks
 from pytest_rollout_chaos.servers.process import ManagedProcess
-from pytest_rollout_chaos.servers.toxiproxy.controller import embedded_spec, start_embedded
-from pytest_rollout_chaos.servers.toxiproxy.handle import ChaosToxiproxy
+from pytest_rollout_chaos.servers.toxiproxy.spec import embedded_spec
 from pytest_rollout_chaos.stack import ChaosStack
 
 GOAL_RATIO = 0.9
@@ -44,40 +43,18 @@ SETTINGS = CollectorSettings(request_timeout_s=60.0, collect_timeout_s=300.0)
 
 def run(*, rows: int = 32, rounds: int = 8) -> Result:
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as log_dir, contextlib.ExitStack() as stack:
-        start = starter(stack, Path(log_dir))
-        policy = start_policy(start)
-        toxiproxy = ChaosToxiproxy(start_embedded(start.start, seed=0))
-        fault_layer = start_fault_layer(start)
-        links = ProxyLinks(toxiproxy.api_url, fault_layer.url)
-        proxied = start_gym(starter(stack, Path(log_dir) / "proxied"), policy, proxied_by=links)
-        layer_start = starter(stack, Path(log_dir) / "layer-only")
-        layer = start_fault_layer(layer_start)
-        layer_links = LayerLinks(layer.url)
-        layer_only = start_gym(layer_start, policy, proxied_by=layer_links)
-        direct = start_gym(starter(stack, Path(log_dir) / "direct"), policy)
-        stacks = {
-            "direct": stack_of(policy, direct),
-            "proxied": stack_of(
-                policy,
-                proxied,
-                toxiproxy=toxiproxy,
-                fault_layer=fault_layer,
-                links=links,
-                collector_policy_url=links(COLLECTOR_TO_POLICY, policy.base_url),
-            ),
-            "layer only": stack_of(
-                policy,
-                layer_only,
-                fault_layer=layer,
-                collector_policy_url=layer_links(COLLECTOR_TO_POLICY, policy.base_url),
-            ),
-        }
+        root = Path(log_dir)
+        proxied = builder(stack, root)
+        policy = proxied.policy_replicas[0]
+        layer_only = builder(stack, root / "layer-only", policy=policy, links="layer")
+        direct = builder(stack, root / "direct", policy=policy, links=direct_link)
+        stacks = {"direct": direct.stack, "proxied": proxied.stack, "layer only": layer_only.stack}
         relays = {
             "proxied": {
-                "toxiproxy": _named(start, embedded_spec(seed=0).name).pid,
-                "layer": _named(start, FAULT_LAYER_NAME).pid,
+                "toxiproxy": _named(proxied.keeper, embedded_spec(seed=0).name).pid,
+                "layer": _named(proxied.keeper, FAULT_LAYER_NAME).pid,
             },
-            "layer only": {"layer": _named(layer_start, FAULT_LAYER_NAME).pid},
+            "layer only": {"layer": _named(layer_only.keeper, FAULT_LAYER_NAME).pid},
         }
         return asyncio.run(_measure(stacks, relays, rows, rounds))
 

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks._result import Number, Result
-from benchmarks._stack import start_policy, starter
+from benchmarks._stack import builder
 from benchmarks.policy_throughput import tokens_per_s
 
 GOAL_RATIO = 8.0
@@ -21,7 +21,7 @@ GOAL_RATIO = 8.0
 
 def run(*, tokens: int = 64, rounds: int = 2) -> Result:
     with tempfile.TemporaryDirectory(prefix="bench-policy-") as log_dir, contextlib.ExitStack() as stack:
-        policy = start_policy(starter(stack, Path(log_dir)))
+        policy = builder(stack, Path(log_dir)).policy_replicas[0]
         asyncio.run(tokens_per_s(policy.url, 4, 4, 8))  # warm-up
         sequential = asyncio.run(tokens_per_s(policy.url, 1, 4 * rounds, tokens))
         concurrent = asyncio.run(tokens_per_s(policy.url, 32, 32 * rounds, tokens))

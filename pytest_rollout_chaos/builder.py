@@ -15,8 +15,9 @@ import functools
 import shlex
 import tempfile
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pytest_rollout_chaos.servers.keeper import ProcessKeeper
 from pytest_rollout_chaos.settings import ChaosSettings
@@ -24,7 +25,7 @@ from pytest_rollout_chaos.settings import ChaosSettings
 if TYPE_CHECKING:
     from pytest_rollout_chaos.ray.hosted import HostedStart
     from pytest_rollout_chaos.servers.faultlayer.spec import FaultLayer
-    from pytest_rollout_chaos.servers.gym.stack import GymStack
+    from pytest_rollout_chaos.servers.gym.stack import GymStack, Link
     from pytest_rollout_chaos.servers.links import ProxyLinks
     from pytest_rollout_chaos.servers.policy.spec import PolicyServer
     from pytest_rollout_chaos.servers.policy.vllm import VllmPython
@@ -33,12 +34,26 @@ if TYPE_CHECKING:
     from pytest_rollout_chaos.stack import ChaosStack
 
 
+LinkKind = Literal["proxied", "layer"]
+
+
+@dataclass(frozen=True, slots=True)
+class GymShape:
+    """What the embedded Gym stack's own tests vary: spliced prefixes and the agents' turn limit."""
+
+    splice: bool = True
+    max_steps: int = 8
+
+
 class StackBuilder:
     """The parts of one run's stack, each started once, on first use, into ``keeper``.
 
     ``replicas`` is how many policy servers to start (default: the settings'); ``external_policy``
-    the server at ``--rollout-chaos-policy-url`` when the caller has already found it ready;
-    ``ray_dir`` where Ray's files go (default: a new folder in the keeper's log directory).
+    a policy server already running and ready (``--rollout-chaos-policy-url``, or a test's), used
+    instead of starting one; ``ray_dir`` where Ray's files go (default: a new folder in the keeper's
+    log directory). ``links`` is how each arrow between servers is made: a fault-layer listener and a
+    Toxiproxy proxy (a run), a fault-layer listener only (semantic faults and recording, no TCP
+    faults, no Toxiproxy), or a test's or benchmark's own ``Link``; ``gym`` the Gym stack's shape.
     """
 
     def __init__(
@@ -49,12 +64,16 @@ class StackBuilder:
         replicas: int | None = None,
         external_policy: PolicyServer | None = None,
         ray_dir: Path | None = None,
+        links: LinkKind | Link = "proxied",
+        gym: GymShape = GymShape(),
     ) -> None:
         self.settings = settings
         self.keeper = keeper
         self._replicas = replicas or settings.policy_replicas
         self._external_policy = external_policy
         self._ray_dir = ray_dir
+        self._link_kind = links
+        self._gym_shape = gym
 
     @functools.cached_property
     def toxiproxy(self) -> ChaosToxiproxy:
@@ -94,7 +113,7 @@ class StackBuilder:
         from pytest_rollout_chaos.servers.policy.replicas import replica_names
 
         settings = self.settings
-        if settings.policy_url is not None:
+        if settings.policy_url is not None or self._external_policy is not None:
             return (self._external(settings.policy_url),)
         vllm = None
         if settings.backend == "vllm":
@@ -146,8 +165,21 @@ class StackBuilder:
         a Ray cluster with nodes on other machines)."""
         from pytest_rollout_chaos.servers.links import ProxyLinks
 
+        if self._link_kind != "proxied":
+            raise RuntimeError("this stack was built without Toxiproxy proxies (links=...)")
         listen_host = self.ray.cluster.driver_address if self.ray is not None else "127.0.0.1"
         return ProxyLinks(self.toxiproxy.api_url, self.fault_layer.url, listen_host=listen_host)
+
+    @functools.cached_property
+    def link(self) -> Link:
+        """How each arrow between servers is made, per the builder's ``links``."""
+        if self._link_kind == "proxied":
+            return self.links
+        if self._link_kind == "layer":
+            from pytest_rollout_chaos.servers.links import LayerLinks
+
+            return LayerLinks(self.fault_layer.url)
+        return self._link_kind
 
     @functools.cached_property
     def collector_policy_url(self) -> str:
@@ -158,7 +190,7 @@ class StackBuilder:
 
         first = replica_names(len(self.policy_replicas))[0]
         link = COLLECTOR_TO_POLICY.removesuffix("policy") + first
-        return self.links(link, self.policy_replicas[0].base_url)
+        return self.link(link, self.policy_replicas[0].base_url)
 
     @functools.cached_property
     def gym(self) -> GymStack:
@@ -183,7 +215,7 @@ class StackBuilder:
                 python=python,
                 policy_url=policy_urls,
                 model=first.model,
-                link=self.links,
+                link=self.link,
             )
         return start_gym_stack(
             self.start,
@@ -191,7 +223,9 @@ class StackBuilder:
             policy_url=policy_urls,
             model=first.model,
             eos_token_id=eos_token_id(first.model_dir),
-            link=self.links,
+            link=self.link,
+            splice=self._gym_shape.splice,
+            max_steps=self._gym_shape.max_steps,
         )
 
     @functools.cached_property
@@ -203,13 +237,14 @@ class StackBuilder:
         collector_policy_url = self.collector_policy_url  # its link first: ``links`` is read as it stands
         if self.ray is not None:
             self.keeper.summary_lines.append(self.ray.describe())
+        proxied = self._link_kind == "proxied"
         return ChaosStack(
             policy=replicas[0],
             replicas=replicas,
             gym=gym,
-            toxiproxy=self.toxiproxy,
-            links=self.links.links,
-            fault_layer=self.fault_layer,
+            toxiproxy=self.toxiproxy if proxied else None,
+            links=self.links.links if proxied else {},
+            fault_layer=self.fault_layer if proxied or self._link_kind == "layer" else None,
             collector_policy_url=collector_policy_url,
         )
 
@@ -243,14 +278,15 @@ class StackBuilder:
         self.keeper.summary_lines.append(f"vllm command: {shlex.join(server_spec.argv)}")
         return server_spec
 
-    def _external(self, url: str) -> PolicyServer:
+    def _external(self, url: str | None) -> PolicyServer:
         """The external policy, as the caller found it ready, or connected to now."""
         from pytest_rollout_chaos.servers.policy.external import connect
 
         settings = self.settings
-        policy = self._external_policy or connect(
-            url, model_dir=settings.model, timeout_s=settings.policy_ready_timeout_s
-        )
+        policy = self._external_policy
+        if policy is None:
+            assert url is not None, "policy_replicas asks only with a URL or a policy at hand"
+            policy = connect(url, model_dir=settings.model, timeout_s=settings.policy_ready_timeout_s)
         self.keeper.summary_lines.append(
             f"policy: external server at {policy.base_url}, model {policy.model!r}, "
             f"tokenizer from {policy.model_dir} (not started by this run)"

@@ -14,9 +14,14 @@ import pytest_asyncio
 
 from pytest_rollout_chaos.harness import INJECTOR_KEY, ChaosHarness
 from pytest_rollout_chaos.history import History
-from pytest_rollout_chaos.plugin import EXTERNAL_POLICY_KEY, HARNESS_KEY, NOT_ENABLED, SETTINGS_KEY
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
 from pytest_rollout_chaos.settings import ChaosSettings
+from pytest_rollout_chaos.stash import (
+    EXTERNAL_POLICY_KEY,
+    HARNESS_KEY,
+    NOT_ENABLED,
+    SETTINGS_KEY,
+)
 
 if TYPE_CHECKING:
     from pytest_rollout_chaos.builder import StackBuilder

@@ -18,29 +18,26 @@ import pytest
 from pytest_rollout_chaos import settings as _settings
 from pytest_rollout_chaos import targets
 from pytest_rollout_chaos.harness import ChaosHarness
+from pytest_rollout_chaos.stash import (
+    DEFAULT_RUN_KEY,
+    EXTERNAL_POLICY_KEY,
+    HARNESS_KEY,
+    NOT_ENABLED,
+    SETTINGS_KEY,
+)
 
 if TYPE_CHECKING:
-    from pytest_rollout_chaos.default_run import DefaultRun
-    from pytest_rollout_chaos.servers.policy.spec import PolicyServer
+    pass
 
 pytest_plugins = ["pytest_rollout_chaos.fixtures"]
 
-SETTINGS_KEY: Final = pytest.StashKey[_settings.ChaosSettings]()
-HARNESS_KEY: Final = pytest.StashKey[ChaosHarness]()
-# The external policy (--rollout-chaos-policy-url) as found ready at session start.
-EXTERNAL_POLICY_KEY: Final[pytest.StashKey[PolicyServer]] = pytest.StashKey()
 HARNESS_PLUGIN_NAME: Final = "rollout-chaos-harness"
 CATALOG_INI: Final = "rollout_chaos_catalog"
-# Why a chaos fixture skips when the plugin is off, and the run's last line about those skips.
-NOT_ENABLED: Final = (
-    "rollout-chaos is off: pass --rollout-chaos (or set rollout_chaos = true) to start servers"
-)
+# The run's last line about the chaos tests that skipped because the plugin is off.
 NOT_RUN_LINE: Final = (
     "rollout-chaos: {count} chaos {tests} skipped: --rollout-chaos is off "
     "(add --rollout-chaos or rollout_chaos = true)"
 )
-# Set when ``pytest --rollout-chaos`` was given no paths: only scenario files are collected.
-DEFAULT_RUN_KEY: Final[pytest.StashKey[DefaultRun]] = pytest.StashKey()
 ASYNCIO_LOOP_SCOPE_INI: Final = "asyncio_default_fixture_loop_scope"  # pytest-asyncio's
 CONTROLLER_PID_KEY: Final = "rollout_chaos_controller_pid"  # in an xdist worker's workerinput
 

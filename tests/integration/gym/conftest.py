@@ -6,30 +6,20 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from pytest_rollout_chaos.servers.gym.stack import GymStack, Link, direct_link, eos_token_id, start_gym_stack
+from pytest_rollout_chaos.builder import GymShape, StackBuilder
+from pytest_rollout_chaos.servers.gym.stack import GymStack, Link, direct_link
+from pytest_rollout_chaos.servers.keeper import ProcessKeeper
 from pytest_rollout_chaos.servers.policy.spec import PolicyServer
-from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
+from pytest_rollout_chaos.settings import ChaosSettings
 
 
 @contextlib.contextmanager
 def running_stack(
     log_dir: Path, policy: PolicyServer, *, splice: bool, link: Link = direct_link
 ) -> Iterator[GymStack]:
-    """A whole Gym stack in front of ``policy``, stopped on every path."""
-    with contextlib.ExitStack() as stack:
-
-        def start(spec: ServerSpec) -> ManagedProcess:
-            process = ManagedProcess(spec, log_dir)
-            stack.callback(process.stop)
-            process.start()
-            return process
-
-        yield start_gym_stack(
-            start,
-            log_dir,
-            policy_url=policy.url,
-            model=policy.model,
-            eos_token_id=eos_token_id(policy.model_dir),
-            splice=splice,
-            link=link,
+    """A whole Gym stack in front of ``policy`` (built by the one stack builder), stopped on every path."""
+    with ProcessKeeper(log_dir) as keeper:
+        builder = StackBuilder(
+            ChaosSettings(), keeper, external_policy=policy, links=link, gym=GymShape(splice=splice)
         )
+        yield builder.gym
