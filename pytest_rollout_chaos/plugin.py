@@ -122,6 +122,19 @@ _OPTIONS: Final = (
         "(HOST:PORT of its GCS); needs pytest-rollout-chaos[ray] (default: off)",
     ),
     (_settings.OPT_SEED, "N", "Seed for every random choice: fault schedules, sampling (default: 0)"),
+    (
+        _settings.OPT_FUZZ,
+        "N",
+        "Run each scenario N more times after the catalog, its workload and fault schedule drawn as a "
+        "trainer's vary (rows, tasks, their order and ids, environment latency, when faults fire, the "
+        "policy's seed); a failing draw is shrunk and written as a scenario file (default: 0)",
+    ),
+    (
+        _settings.OPT_FUZZ_DIR,
+        "DIR",
+        "Where --rollout-chaos-fuzz writes each failing draw, shrunk "
+        f"(default: ./{_settings.DEFAULT_FUZZ_DIR})",
+    ),
     (_settings.OPT_REPORT, "PATH", "Write the HTML report (a timeline per scenario) to PATH"),
     (
         _settings.OPT_JSON,
@@ -188,6 +201,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "chaos_fault(kind, target, **params): inject a fault (scenario names) while the test runs; "
         "applied by the chaos_faults fixture, which chaos_collector uses",
     )
+    config.addinivalue_line("markers", "fuzz: a drawn variant of a scenario (--rollout-chaos-fuzz)")
     controller = getattr(config, "workerinput", {}).get(CONTROLLER_PID_KEY)
     if isinstance(controller, int):  # an xdist worker: its reaper watches the controller too
         from pytest_rollout_chaos.servers.process import reaper
@@ -220,6 +234,15 @@ def pytest_configure_node(node: Any) -> None:
     """pytest-xdist, in the controller: tell each worker who its controller is, so that the
     worker's reaper also watches it and a SIGKILLed controller takes every worker's servers."""
     node.workerinput[CONTROLLER_PID_KEY] = os.getpid()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Drawn variants (``--rollout-chaos-fuzz``) run after every other item: the catalog's own
+    scenarios then see the policy's samples as they do in a run without fuzz."""
+    drawn = [item for item in items if item.get_closest_marker("fuzz") is not None]
+    if drawn:
+        items[:] = [item for item in items if item.get_closest_marker("fuzz") is None] + drawn
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -289,7 +312,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         return None
     from pytest_rollout_chaos.scenario_items import ScenarioFile
 
-    return ScenarioFile.from_parent(parent, path=file_path, policy_replicas=settings.policy_replicas)
+    return ScenarioFile.from_parent(parent, path=file_path, settings=settings)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

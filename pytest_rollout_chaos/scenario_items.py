@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
+from pytest_rollout_chaos import fuzz
 from pytest_rollout_chaos.engine import story
 from pytest_rollout_chaos.errors import (
     NOT_JUDGED_PREFIX,
@@ -27,6 +28,7 @@ from pytest_rollout_chaos.errors import (
     ScenarioError,
 )
 from pytest_rollout_chaos.report.reports import RESULT_KEY
+from pytest_rollout_chaos.scenario.draw import Draw, DrawError
 from pytest_rollout_chaos.scenario.model import Scenario, load_scenario
 
 if TYPE_CHECKING:
@@ -36,31 +38,47 @@ if TYPE_CHECKING:
 ScenarioRunner = Callable[[Scenario, pytest.FixtureRequest], None]
 
 RUNNER_FIXTURE: Final = "chaos_scenario_runner"
+FUZZ_MARKER: Final = "fuzz"  # every drawn item (``-m "not fuzz"`` leaves them out)
 STORY_ERRORS: Final = (InvariantViolation, FaultError, ScenarioError, CollectorContractError)
 
 
 class ScenarioFile(pytest.File):
     """A ``*.chaos.yaml`` file; a file with problems is a collection error listing them.
 
-    ``policy_replicas`` is how many policy replicas the run starts, which ``policy[i]`` targets
-    are checked against (unless the file asks for its own).
+    ``settings`` are the run's: ``policy_targets`` are checked against the policy replicas it
+    starts (unless the file asks for its own), and with ``--rollout-chaos-fuzz`` the file yields
+    its drawn variants after its scenario (``fuzz``).
     """
 
-    def __init__(self, *, policy_replicas: int = 1, **kwargs: Any) -> None:
+    def __init__(self, *, settings: ChaosSettings, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.policy_replicas = policy_replicas
+        self.settings = settings
 
     def collect(self) -> Iterable[pytest.Item]:
+        settings = self.settings
         scenario = load_scenario(
             self.path,
             shown_as=_relative(self.path, self.config.invocation_params.dir),
-            policy_replicas=self.policy_replicas,
+            policy_replicas=settings.policy_replicas,
         )
         for tag in scenario.tags:
             _register_marker(self.config, tag)
         yield ScenarioItem.from_parent(
             self, name=scenario.name, callobj=_scenario_test(scenario), scenario=scenario
         )
+        if not settings.fuzz:
+            return
+        text = self.path.read_text(encoding="utf-8")
+        for index, made in fuzz.draws(scenario, text, seed=settings.seed, count=settings.fuzz):
+            if isinstance(made, DrawError):
+                yield ScenarioItem.from_parent(
+                    self, name=f"{scenario.name}-fuzz-{index}", callobj=_cannot_draw(made), scenario=scenario
+                )
+                continue
+            test = _draw_test(made, text, seed=settings.seed, out_dir=settings.fuzz_dir)
+            item = ScenarioItem.from_parent(self, name=made.name, callobj=test, scenario=made.scenario)
+            item.add_marker(FUZZ_MARKER)
+            yield item
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         # A bad file is the user's input, not our bug: the problems, no traceback.
@@ -95,6 +113,22 @@ def _scenario_test(scenario: Scenario) -> Callable[[pytest.FixtureRequest], None
         runner(scenario, request)
 
     return run_scenario
+
+
+def _draw_test(made: Draw, text: str, *, seed: int, out_dir: Path) -> Callable[[pytest.FixtureRequest], None]:
+    def run_draw(request: pytest.FixtureRequest) -> None:
+        __tracebackhide__ = True
+        runner: ScenarioRunner = request.getfixturevalue(RUNNER_FIXTURE)
+        fuzz.run_draw(made, text, runner=runner, request=request, seed=seed, out_dir=out_dir)
+
+    return run_draw
+
+
+def _cannot_draw(error: DrawError) -> Callable[[pytest.FixtureRequest], None]:
+    def cannot_draw(request: pytest.FixtureRequest) -> None:
+        pytest.skip(f"no draw: {error}")
+
+    return cannot_draw
 
 
 def run_scenario(scenario: Scenario, request: pytest.FixtureRequest) -> None:

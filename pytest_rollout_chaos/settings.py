@@ -46,6 +46,9 @@ OPT_RAY: Final = "rollout_chaos_ray"
 OPT_VLLM_ARGS: Final = "rollout_chaos_vllm_args"
 OPT_POLICY_GPUS: Final = "rollout_chaos_policy_gpus"
 OPT_POLICY_REPLICAS: Final = "rollout_chaos_policy_replicas"
+OPT_FUZZ: Final = "rollout_chaos_fuzz"
+OPT_FUZZ_DIR: Final = "rollout_chaos_fuzz_dir"
+DEFAULT_FUZZ_DIR: Final = "rollout-chaos-fuzz"
 # ini only (``-o`` sets it on the command line): how long an external policy may take to be ready.
 INI_POLICY_READY_TIMEOUT: Final = "rollout_chaos_policy_ready_timeout_s"
 DEFAULT_POLICY_READY_TIMEOUT_S: Final = 60.0
@@ -86,6 +89,10 @@ class ChaosSettings:
     policy_replicas: int = 1
     # The Hugging Face id ``model`` was found by in the local cache; "" for a directory given as one.
     model_id: str = ""
+    # Drawn variants of each scenario run after the catalog (--rollout-chaos-fuzz), and where the
+    # smallest failing draw of each is written as a scenario file.
+    fuzz: int = 0
+    fuzz_dir: Path = Path(DEFAULT_FUZZ_DIR)
 
     def header_line(self) -> str:
         """One line for ``pytest_report_header``."""
@@ -107,6 +114,8 @@ class ChaosSettings:
             parts.append(f"policy-replicas={self.policy_replicas}")
         if self.policy_gpus is not None:
             parts.append(f"policy-gpus={self.policy_gpus}")
+        if self.fuzz:
+            parts.append(f"fuzz={self.fuzz} draws per scenario, failures to {self.fuzz_dir}")
         if self.report is not None:
             parts.append(f"report={self.report}")
         if self.json_report is not None:
@@ -188,6 +197,10 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         policy_gpus=_parse_count(raw.get(OPT_POLICY_GPUS), raw.source(OPT_POLICY_GPUS)),
         policy_replicas=_policy_replicas(raw, policy_url),
         model_id=model_id,
+        fuzz=_parse_count(raw.get(OPT_FUZZ) or None, raw.source(OPT_FUZZ)) or 0,
+        fuzz_dir=raw.path(OPT_FUZZ_DIR)
+        if raw.get(OPT_FUZZ_DIR)
+        else Path(config.invocation_params.dir) / DEFAULT_FUZZ_DIR,
     )
 
 
@@ -263,6 +276,10 @@ def _policy_replicas(raw: _Raw, policy_url: str | None) -> int:
             "(valid: 1, or leave out the policy URL)"
         )
     return replicas
+
+
+def _invoked_in(config: pytest.Config) -> Path:
+    return Path(config.invocation_params.dir)
 
 
 def _parse_count(value: str | None, source: str) -> int | None:

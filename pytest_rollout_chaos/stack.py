@@ -132,8 +132,15 @@ class ChaosStack:
         policies = [path for replica in self.started_replicas for path in replica.events_files()]
         return [*self.gym.events_files, *layer, *policies]
 
-    def reset(self, *, env_latency_ms_per_call: float = 0.0, env_latency_ms_per_item: float = 0.0) -> None:
-        """Undo whatever the last test left: restart dead servers, clear toxics and fault rules."""
+    def reset(
+        self,
+        *,
+        env_latency_ms_per_call: float = 0.0,
+        env_latency_ms_per_item: float = 0.0,
+        policy_seed: int | None = None,
+    ) -> None:
+        """Undo whatever the last test left: restart dead servers, clear toxics and fault rules; with
+        ``policy_seed``, restart every replica's sampling seeds from it (the tiny policy only)."""
         started = [replica.process for replica in self.started_replicas if replica.process is not None]
         for process in _unique([*self.servers().values(), *started]):
             if not process.is_running():
@@ -148,6 +155,9 @@ class ChaosStack:
             self.gym.use_policy_replicas(self.replicas_in_use)
         if env_latency_ms_per_call or env_latency_ms_per_item:
             self.gym.set_env_latency(per_call_ms=env_latency_ms_per_call, per_item_ms=env_latency_ms_per_item)
+        if policy_seed is not None:
+            for replica in self.started_replicas:
+                replica.reseed(policy_seed)
 
 
 def _unique(processes: Iterable[ManagedProcess]) -> list[ManagedProcess]:

@@ -36,7 +36,13 @@ LAYERS: Final = (
     ("scenario", ("scenario",)),
     ("engine", ("engine",)),
     ("report", ("report", "gate")),
-    ("plugin", ("", "plugin", "harness", "fixtures", "stash", "cli", "scenario_items", "default_run", "run_command")),
+    (
+        "plugin",
+        (
+            *("", "plugin", "harness", "fixtures", "stash", "fuzz"),
+            *("cli", "scenario_items", "default_run", "run_command"),
+        ),
+    ),
 )
 
 

@@ -38,6 +38,7 @@ class PolicyOptions:
     splice_prefix: bool = True
     ready_delay_s: float = 0.0
     replicas: int | None = None  # None: as many as the run starts (--rollout-chaos-policy-replicas)
+    seed: int | None = None  # None: the session's sequence of sampling seeds goes on
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -33,6 +33,13 @@ POLICY: Final = s.Section(
             "--rollout-chaos-policy-replicas says (skipped where the stack cannot have them); "
             "default: the run's",
         ),
+        s.Field(
+            "seed",
+            s.Integer(0),
+            "the tiny policy samples this scenario's unseeded requests from this seed, wherever it "
+            "runs in a session (skipped on vLLM and an external policy); default: the session's "
+            "sequence",
+        ),
     ),
     doc="policy server options",
 )

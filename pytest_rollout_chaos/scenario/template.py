@@ -28,6 +28,7 @@ stack:
     splice_prefix: true      # splice earlier turns' token ids into the next prompt
     ready_delay_s: 0         # the policy answers /health only after this long
     # replicas: 2            # policy servers behind the model server (default: the run's)
+    # seed: 7                # the tiny policy's sampling seeds for this scenario (default: the session's)
 
 workload:
   rows_per_task: 4

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.collectors import KNOWN_BUGS
+from fixtures.collectors import FOUND_BY_FUZZ, KNOWN_BUGS
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.invariants import registry as invariants
 from pytest_rollout_chaos.scenario.model import Scenario, load_scenario
@@ -170,7 +170,7 @@ def test_every_known_bug_collector_has_a_scenario_that_catches_it() -> None:
     modules = {
         path.stem for path in (REPO / "fixtures" / "collectors").glob("*.py") if not path.stem.startswith("_")
     }
-    assert set(CAUGHT_BY) == set(KNOWN_BUGS) == modules
+    assert set(CAUGHT_BY) == set(KNOWN_BUGS) == modules - set(FOUND_BY_FUZZ)
     for collector, (scenario, invariant) in CAUGHT_BY.items():
         assert KNOWN_BUGS[collector] == invariant, collector
         assert (CATALOG / f"{scenario}.chaos.yaml").exists(), scenario

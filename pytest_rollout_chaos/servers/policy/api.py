@@ -21,6 +21,7 @@ from pytest_rollout_chaos.servers.policy.chat import TemplateError, parse_tool_c
 from pytest_rollout_chaos.servers.policy.engine import Engine, Generation, SamplingParams
 from pytest_rollout_chaos.servers.policy.protocol import (
     MAX_LOGPROBS,
+    RESEED_ROUTE,
     ApiError,
     context_overflow,
     flag,
@@ -61,6 +62,7 @@ class PolicyApi:
             web.post("/inference/v1/generate", self._guarded(self.generate)),
             web.post("/tokenize", self._guarded(self.tokenize)),
             web.post("/detokenize", self._guarded(self.detokenize)),
+            web.post(RESEED_ROUTE, self._guarded(self.reseed)),
         ]
 
     @staticmethod
@@ -79,6 +81,14 @@ class PolicyApi:
                 return ApiError(message, status=500, kind="InternalServerError").response()
 
         return guarded
+
+    async def reseed(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Not vLLM's: the harness restarts the seeds of unseeded requests (``stack.policy.seed``)."""
+        seed = optional_int(body, "seed", minimum=0)
+        if seed is None:
+            raise ApiError("'seed' is required: a whole number >= 0")
+        self.engine.reseed(seed)
+        return {"seed": seed}
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(status=200)

@@ -118,6 +118,12 @@ class Engine:
         self._waiting.put(request)
         return await request.future
 
+    def reseed(self, seed: int) -> None:
+        """Start the sequence of seeds given to unseeded requests again from ``seed``: a scenario
+        that names its own seed samples the same tokens wherever it runs in a session."""
+        with self._seed_lock:
+            self._seeds = random.Random(seed)
+
     def close(self) -> None:
         """Stop the engine thread (pending requests fail)."""
         self._waiting.put(None)

@@ -12,6 +12,8 @@ from typing import Any, Final
 from aiohttp import web
 
 MAX_LOGPROBS: Final = 20  # vLLM's --max-logprobs default
+# Not vLLM's: where the tiny server takes a new seed for the requests that bring none.
+RESEED_ROUTE: Final = "/rollout-chaos/reseed"
 
 
 @dataclass(frozen=True, slots=True)

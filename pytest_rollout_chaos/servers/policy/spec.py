@@ -8,13 +8,16 @@ not start (``--rollout-chaos-policy-url``) is a ``PolicyServer.external``: no pr
 
 from __future__ import annotations
 
+import json
 import sys
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from pytest_rollout_chaos.history import EVENTS_FILE_ENV
 from pytest_rollout_chaos.servers import readiness
+from pytest_rollout_chaos.servers.policy.protocol import RESEED_ROUTE
 from pytest_rollout_chaos.servers.policy.vllm import VllmPython, vllm_policy_spec
 from pytest_rollout_chaos.servers.policy.vllm import locate as locate_vllm
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
@@ -76,6 +79,20 @@ class PolicyServer:
             f"the policy is an external server (--rollout-chaos-policy-url={self.base_url}), "
             "which this run did not start and cannot signal"
         )
+
+    def reseed(self, seed: int, *, timeout_s: float = 5.0) -> None:
+        """Restart the seeds the tiny server gives requests that bring none (``stack.policy.seed``).
+        vLLM and an external server have no such switch: the fit step keeps those scenarios away."""
+        if self.backend != "tiny":
+            raise ValueError(f"only the tiny policy can be reseeded, not the {self.backend} one")
+        request = urllib.request.Request(
+            self.url + RESEED_ROUTE,
+            data=json.dumps({"seed": seed}).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+            answer.read()
 
     def events_files(self) -> list[Path]:
         """The History events file the server writes, if it is ours and writes one."""

@@ -1,0 +1,191 @@
+"""Drawn variants of a scenario, as a trainer's batches vary, and the smaller draws a failing one shrinks to.
+
+A catalog scenario's workload has one shape: a few rows of one task, ids 0..N-1 in list order,
+faults firing at one fixed request. A collector bug can hide behind that shape. ``draw`` varies
+it along the dimensions below, each from the run's seed, the scenario's name and the draw's
+index (the same draw on every machine):
+
+- more rows per task (up to ``MAX_ROWS`` in all), a second task, the tasks interleaved or
+  shuffled group by group, ids that are offset or sparse instead of positions;
+- a slower environment (``stack.env_latency_ms_per_call``), so rows wait behind each other;
+- each fault firing at a neighbouring request (``on_request.nth``, ``after_completed``);
+- the tiny policy's own sampling seed (``stack.policy.seed``), so a draw samples the same tokens
+  wherever it runs and when its file is run again.
+
+A draw is a list of edits to the scenario's YAML document, so the format's own reader validates
+it (a draw the format refuses is never run) and a failing draw is written back as a file the user
+keeps. The scenario's ``expect:`` holds for every draw: the layout is not drawn where the scenario
+names rows by id (a fault's ``row``, ``expect.rollouts.aborted_rows``). ``smaller`` undoes one
+edit at a time (never the seed, which the failure may need), which is how a failing draw shrinks.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from pytest_rollout_chaos.scenario import vocabulary as v
+from pytest_rollout_chaos.scenario.model import Scenario, ScenarioFileError, parse_scenario
+
+MAX_ROWS: Final = 24  # rows in one drawn collection, so a draw runs in seconds on two cores
+SEED_PATH: Final = "stack.policy.seed"
+ENV_LATENCIES_MS: Final = (10.0, 25.0, 50.0)
+ATTEMPTS: Final = 5
+
+Edit = tuple[str, Any]  # ("workload.rows_per_task", 9): a dotted path in the document, its new value
+
+
+@dataclass(frozen=True, slots=True)
+class Draw:
+    """One variant of ``original``: its edits, the YAML document they give and the scenario it reads as."""
+
+    original: Scenario
+    index: int
+    edits: tuple[Edit, ...]
+    text: str
+    scenario: Scenario
+
+    @property
+    def name(self) -> str:
+        return self.scenario.name
+
+    def describe(self) -> list[str]:
+        """One line per edit: the path, what the scenario had, what the draw has."""
+        return [f"{path}: {_get(self.original, path)!r} -> {value!r}" for path, value in self.edits]
+
+
+def draw(original: Scenario, text: str, *, seed: int, index: int) -> Draw:
+    """Draw ``index`` of ``original`` (read from ``text``) under the run's ``seed``: the seed edit and
+    at least one other. ``DrawError`` when the scenario leaves nothing to vary."""
+    rng = random.Random(f"{seed}:{original.name}:{index}")
+    refused = ""
+    for _ in range(ATTEMPTS):
+        offered = [(path, value) for path, value in _dimensions(original, rng) if value is not None]
+        if not offered:
+            raise DrawError(f"{original.name}: nothing in this scenario can be varied")
+        chosen = [edit for edit in offered if rng.random() < 0.5] or [rng.choice(offered)]
+        try:
+            return _read(original, text, index, ((SEED_PATH, rng.randrange(2**31)), *chosen))
+        except DrawError as error:  # the format refused this combination: draw again
+            refused = str(error)
+    raise DrawError(f"{original.name}: {ATTEMPTS} draws in a row refused by the format, the last: {refused}")
+
+
+def smaller(current: Draw, text: str) -> Iterator[Draw]:
+    """``current`` with one of its edits undone, each in turn (the seed stays); a draw the format
+    refuses once an edit is undone is passed over."""
+    for undone in current.edits:
+        if undone[0] == SEED_PATH:
+            continue
+        try:
+            yield _read(current.original, text, current.index, tuple(e for e in current.edits if e != undone))
+        except DrawError:
+            continue
+
+
+def document(draw: Draw, *, source: Path, seed: int) -> str:
+    """The draw as a scenario file the user can keep and run, saying where it came from."""
+    header = [
+        f"# Drawn by --rollout-chaos-fuzz from {source} (run seed {seed}, draw {draw.index}):",
+        *(f"#   {line}" for line in draw.describe()),
+    ]
+    return "\n".join(header) + "\n" + draw.text
+
+
+class DrawError(ValueError):
+    """A draw that cannot be made or that the scenario format refuses."""
+
+
+def _read(original: Scenario, text: str, index: int, edits: tuple[Edit, ...]) -> Draw:
+    document = yaml.safe_load(text)
+    document["name"] = f"{original.name}-fuzz-{index}"
+    for path, value in edits:
+        _set(document, path, value)
+    drawn = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    try:
+        scenario = parse_scenario(drawn, original.path)
+    except ScenarioFileError as refused:  # it lists what the format refuses
+        raise DrawError(str(refused)) from refused
+    return Draw(original, index, edits, drawn, scenario)
+
+
+def _dimensions(scenario: Scenario, rng: random.Random) -> Iterator[tuple[str, Any]]:
+    workload = scenario.workload
+    tasks = list(workload.tasks)
+    others = [task for task in v.TASK_NAMES if task not in tasks]
+    per_row = len(tasks) * workload.generations_per_prompt
+    most = max(workload.rows_per_task, MAX_ROWS // (per_row * (2 if others else 1)))
+    if most > workload.rows_per_task:
+        yield "workload.rows_per_task", rng.randint(workload.rows_per_task + 1, most)
+    if others and workload.rows_per_task * (len(tasks) + 1) * workload.generations_per_prompt <= MAX_ROWS:
+        extra = rng.choice(others)
+        yield "workload.tasks", rng.choice([[*tasks, extra], [extra, *tasks]])
+    if _layout_free(scenario):
+        yield "workload.order", _other(rng, v.ROW_ORDERS, workload.order)
+        yield "workload.row_ids", _other(rng, v.ROW_IDS, workload.row_ids)
+    if not scenario.stack.env_latency_ms_per_call:
+        yield "stack.env_latency_ms_per_call", rng.choice(ENV_LATENCIES_MS)
+    for index, step in enumerate(scenario.faults):
+        if step.at.kind == "on_request" and step.at.nth is not None:
+            nth = _neighbour(rng, step.at.nth, lowest=1)
+            yield f"faults.{index}.at", {"on_request": {"server": step.at.server, "nth": nth}}
+        elif step.at.kind == "after_completed" and step.at.completed is not None:
+            yield f"faults.{index}.at", {"after_completed": _neighbour(rng, step.at.completed, lowest=1)}
+
+
+def _layout_free(scenario: Scenario) -> bool:
+    """Whether rows may be renumbered and reordered: nothing in the scenario names a row by its id."""
+    conditions = scenario.expect.rollouts
+    if conditions is not None and conditions.aborted_rows is not None:
+        return False
+    return not any("row" in step.params for step in scenario.faults)
+
+
+def _other(rng: random.Random, choices: Sequence[str], current: str) -> str:
+    return rng.choice([choice for choice in choices if choice != current])
+
+
+def _neighbour(rng: random.Random, value: int, *, lowest: int) -> int:
+    return rng.choice([n for n in range(max(lowest, value - 2), value + 3) if n != value])
+
+
+def _set(document: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    node: Any = document
+    for part in parents:
+        if isinstance(node, list):
+            node = node[int(part)]
+        else:
+            if node.get(part) is None:  # absent, or written empty (``stack:`` alone)
+                node[part] = {}
+            node = node[part]
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+_READERS: Final[dict[str, Callable[[Scenario], Any]]] = {
+    "workload.rows_per_task": lambda s: s.workload.rows_per_task,
+    "workload.tasks": lambda s: list(s.workload.tasks),
+    "workload.order": lambda s: s.workload.order,
+    "workload.row_ids": lambda s: s.workload.row_ids,
+    "stack.env_latency_ms_per_call": lambda s: s.stack.env_latency_ms_per_call,
+    SEED_PATH: lambda s: s.stack.policy.seed,
+}
+
+
+def _get(scenario: Scenario, path: str) -> Any:
+    """What ``scenario`` has at ``path``, as the draw's edit line shows it."""
+    if path in _READERS:
+        return _READERS[path](scenario)
+    _, index, _ = path.split(".")
+    at = scenario.faults[int(index)].at
+    if at.kind == "on_request":
+        return {"on_request": {"server": at.server, "nth": at.nth}}
+    return {"after_completed": at.completed}

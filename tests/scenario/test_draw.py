@@ -1,0 +1,97 @@
+"""Drawn variants of a scenario: the same draw everywhere, only edits the format accepts, the layout
+left alone where rows are named by id, shrinking one edit at a time, and a file that reads back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_rollout_chaos.scenario import parse_scenario
+from pytest_rollout_chaos.scenario.draw import SEED_PATH, Draw, DrawError, document, draw, smaller
+from pytest_rollout_chaos.scenario.model import Scenario, load_scenario
+
+CATALOG = Path(__file__).resolve().parents[2] / "scenarios"
+SCENARIOS = sorted(CATALOG.glob("*.chaos.yaml"))
+
+
+def _draws(path: Path, count: int = 8) -> tuple[Scenario, str, list[Draw]]:
+    scenario, text = load_scenario(path), path.read_text(encoding="utf-8")
+    return scenario, text, [draw(scenario, text, seed=0, index=index) for index in range(1, count + 1)]
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda path: path.name.removesuffix(".chaos.yaml"))
+def test_every_catalog_scenario_draws_valid_variants_that_keep_what_it_expects(path: Path) -> None:
+    scenario, _, made = _draws(path)
+    for one in made:
+        paths = [edit for edit, _ in one.edits]
+        assert paths[0] == SEED_PATH, one.edits
+        assert len(paths) >= 2, one.edits  # the seed and at least one more
+        assert one.scenario.name == f"{scenario.name}-fuzz-{one.index}"
+        assert one.scenario.expect == scenario.expect  # what it expects is never drawn
+        workload = one.scenario.workload
+        assert workload.generations_per_prompt == scenario.workload.generations_per_prompt
+        rows = workload.rows_per_task * len(workload.tasks) * workload.generations_per_prompt
+        original = scenario.workload
+        assert rows <= max(24, original.rows_per_task * len(original.tasks) * original.generations_per_prompt)
+        assert one.scenario.stack.policy.seed is not None
+
+
+def test_the_same_seed_and_index_draw_the_same_variant_and_another_seed_another() -> None:
+    path = CATALOG / "baseline.chaos.yaml"
+    scenario, text = load_scenario(path), path.read_text(encoding="utf-8")
+    first = draw(scenario, text, seed=3, index=2)
+    assert draw(scenario, text, seed=3, index=2).edits == first.edits
+    others = {draw(scenario, text, seed=seed, index=2).edits for seed in range(4, 12)}
+    assert first.edits not in others or len(others) > 1
+
+
+def test_the_layout_is_not_drawn_where_a_fault_names_a_row() -> None:
+    path = CATALOG / "nan-logprobs-nan.chaos.yaml"
+    scenario, _, made = _draws(path, count=20)
+    assert any("row" in step.params for step in scenario.faults)
+    for one in made:
+        assert one.scenario.workload.order == scenario.workload.order
+        assert one.scenario.workload.row_ids == scenario.workload.row_ids
+
+
+def test_a_scenario_with_nothing_to_vary_says_so() -> None:
+    text = """
+name: fixed
+description: every dimension already at its end
+stack: {env_latency_ms_per_call: 5}
+workload: {rows_per_task: 24, tasks: [calculator, echo]}
+faults:
+  - {kind: nan_logprobs, target: agent, row: 1}
+expect: {invariants: [accounted]}
+"""
+    with pytest.raises(DrawError, match="nothing in this scenario can be varied"):
+        draw(parse_scenario(text, Path("fixed.chaos.yaml")), text, seed=0, index=1)
+
+
+def test_smaller_draws_undo_one_edit_each_and_keep_the_seed() -> None:
+    path = CATALOG / "model-link-blackhole.chaos.yaml"
+    _, text, made = _draws(path, count=12)
+    widest = max(made, key=lambda one: len(one.edits))
+    assert len(widest.edits) >= 3, widest.edits
+    shrunk = list(smaller(widest, text))
+    assert len(shrunk) == len(widest.edits) - 1
+    for one in shrunk:
+        assert one.edits[0] == widest.edits[0]  # the seed stays
+        kept = [path for path, _ in one.edits]
+        assert len([path for path, _ in widest.edits if path not in kept]) == 1
+        assert one.scenario.name == widest.scenario.name
+
+
+def test_a_draw_written_out_reads_back_as_the_same_scenario(tmp_path: Path) -> None:
+    path = CATALOG / "one-row-hangs.chaos.yaml"
+    _, _, made = _draws(path, count=1)
+    written = tmp_path / f"{made[0].name}.chaos.yaml"
+    written.write_text(document(made[0], source=Path("scenarios/one-row-hangs.chaos.yaml"), seed=0))
+    again = load_scenario(written)
+    assert again.workload == made[0].scenario.workload
+    assert again.stack == made[0].scenario.stack
+    assert again.faults == made[0].scenario.faults
+    header = written.read_text().splitlines()
+    assert header[0].startswith("# Drawn by --rollout-chaos-fuzz from scenarios/one-row-hangs.chaos.yaml")
+    assert any(SEED_PATH in line for line in header[1:4])

@@ -1,0 +1,65 @@
+"""``--rollout-chaos-fuzz``: drawn variants find bugs the catalog's own workloads hide, shrink them, and
+write a scenario file that fails again on its own; the reference collector passes the same draws.
+
+The draws are fixed by the seed: ``baseline`` draw 2 under seed 5 has 20 rows and a slower
+environment, ``native-train-nan-logprobs`` draw 2 under seed 1 a 50 ms environment
+(``tests/scenario/test_draw.py`` checks what draws are made; here they are run).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.catalog._verdicts import run_catalog
+
+pytestmark = pytest.mark.slow  # child pytest runs with the whole stack
+
+BUFFER = "fixtures.collectors.rollout_buffer_sixteen:factory"
+DEADLINE = "fixtures.collectors.env_deadline_from_dev_box:factory"
+
+
+def _fuzz_args(out: Path, *, seed: int) -> list[str]:
+    return ["--rollout-chaos-fuzz=2", f"--rollout-chaos-seed={seed}", f"--rollout-chaos-fuzz-dir={out}"]
+
+
+@pytest.mark.parametrize(
+    ("target", "scenario", "seed", "kept"),
+    [
+        (BUFFER, "baseline", 5, "workload.rows_per_task"),
+        (DEADLINE, "native-train-nan-logprobs", 1, "stack.env_latency_ms_per_call"),
+    ],
+    ids=["rollout-buffer", "env-deadline"],
+)
+def test_a_draw_finds_the_bug_the_scenario_hides_and_its_shrunk_file_fails_again(
+    tmp_path: Path, target: str, scenario: str, seed: int, kept: str
+) -> None:
+    out = tmp_path / "fuzz"
+    args = _fuzz_args(out, seed=seed)
+    verdicts = run_catalog(tmp_path, target=target, scenarios=[scenario], stack_args=args)
+    assert verdicts[scenario].passed, f"{scenario} itself catches {target}: {verdicts[scenario].message}"
+    assert verdicts[f"{scenario}-fuzz-1"].passed, verdicts[f"{scenario}-fuzz-1"].message
+    found = verdicts[f"{scenario}-fuzz-2"]
+    assert found.skipped is None, found.skipped
+    assert not found.passed, f"draw 2 did not find {target}"
+    written = out / f"{scenario}-fuzz-2.chaos.yaml"
+    assert f"written to {written}" in found.message
+    assert "shrunk in" in found.message
+    header = [line for line in written.read_text().splitlines() if line.startswith("#   ")]
+    assert [line.split(":")[0].strip("# ") for line in header] == ["stack.policy.seed", kept], header
+    assert yaml.safe_load(written.read_text())["name"] == f"{scenario}-fuzz-2"
+    (tmp_path / "again").mkdir()
+    again = run_catalog(tmp_path / "again", target=target, files=[written])
+    assert not again[f"{scenario}-fuzz-2"].passed, "the written draw passes when run on its own"
+
+
+def test_the_reference_collector_passes_the_same_draws(tmp_path: Path) -> None:
+    args = [*_fuzz_args(tmp_path / "fuzz", seed=5)]
+    verdicts = run_catalog(tmp_path, target="reference", scenarios=["baseline"], stack_args=args)
+    assert set(verdicts) == {"baseline", "baseline-fuzz-1", "baseline-fuzz-2"}
+    assert all(result.passed for result in verdicts.values()), {
+        name: result.message for name, result in verdicts.items() if not result.passed
+    }
+    assert not (tmp_path / "fuzz").exists()
