@@ -1,4 +1,4 @@
-"""Targets for the ``verl`` adapter's fidelity tests (``tests.adapters._verl_variants:NAME``).
+"""Targets for the ``verl`` adapter's fidelity tests (``tests.collector.adapters._verl_variants:NAME``).
 
 verl 0.9.1 needs transformers 5, where ``apply_chat_template(tokenize=True)`` answers a
 ``BatchEncoding``; the recipe's ``_empty_result`` slices it as transformers 4's token-id list

@@ -25,5 +25,5 @@ class GenerationOnlySlimeCollector(slime.SlimeCollector):
 
 
 def generation_only(ctx: CollectorContext) -> Collector:
-    """``--rollout-chaos-target=tests.adapters._slime_broken:generation_only``."""
+    """``--rollout-chaos-target=tests.collector.adapters._slime_broken:generation_only``."""
     return GenerationOnlySlimeCollector(ctx)

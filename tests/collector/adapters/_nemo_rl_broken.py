@@ -83,5 +83,5 @@ class GenerationOnly(NemoRLCollector):
 
 
 def generation_only(ctx: CollectorContext) -> Collector:
-    """``--rollout-chaos-target=tests.adapters._nemo_rl_broken:generation_only``."""
+    """``--rollout-chaos-target=tests.collector.adapters._nemo_rl_broken:generation_only``."""
     return GenerationOnly(ctx)

@@ -1,6 +1,6 @@
 """The verl-recipe tree for the ``verl`` adapter's tests: unpacked once from ``tests/upstream``.
 
-``tests.adapters._trees`` finds and unpacks it, or skips saying why.
+``tests.collector.adapters._trees`` finds and unpacks it, or skips saying why.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 from pytest_rollout_chaos.collector.adapters import verl
 from pytest_rollout_chaos.collector.adapters.upstream import use_tree
-from tests.adapters._trees import pinned_tree
+from tests.collector.adapters._trees import pinned_tree
 
 RECIPE_TREE: Final = "verl-recipe-2cb1ae41"
 """verl-project/verl-recipe PR #80 (merged): the NeMo Gym recipe; the only verl tree there is."""

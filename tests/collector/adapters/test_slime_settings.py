@@ -14,9 +14,9 @@ import pytest
 
 from pytest_rollout_chaos.collector.adapters import slime
 from pytest_rollout_chaos.errors import CollectorTargetError
-from tests.adapters._settings_context import settings_context
-from tests.adapters._slime_trees import BASE, HEAD, unpack
-from tests.adapters._upstream_defaults import attributes_read, code_defaults
+from tests.collector.adapters._settings_context import settings_context
+from tests.collector.adapters._slime_trees import BASE, HEAD, unpack
+from tests.collector.adapters._upstream_defaults import attributes_read, code_defaults
 
 
 @pytest.fixture(scope="module", params=[BASE, HEAD])

@@ -18,13 +18,13 @@ from typing import Final
 
 import pytest
 
-from tests.adapters._nemo_rl_trees import HEAD as NEMO_RL_HEAD
-from tests.adapters._nemo_rl_trees import nemo_rl_tree
-from tests.adapters._slime_trees import HEAD as SLIME_HEAD
-from tests.adapters._slime_trees import cannot_import, unpack
-from tests.adapters._trees import pinned_tree
-from tests.adapters._verl_trees import RECIPE_TREE, VERL_DEPENDENCIES
 from tests.catalog._verdicts import run_catalog
+from tests.collector.adapters._nemo_rl_trees import HEAD as NEMO_RL_HEAD
+from tests.collector.adapters._nemo_rl_trees import nemo_rl_tree
+from tests.collector.adapters._slime_trees import HEAD as SLIME_HEAD
+from tests.collector.adapters._slime_trees import cannot_import, unpack
+from tests.collector.adapters._trees import pinned_tree
+from tests.collector.adapters._verl_trees import RECIPE_TREE, VERL_DEPENDENCIES
 
 pytestmark = pytest.mark.slow
 

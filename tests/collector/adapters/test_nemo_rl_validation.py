@@ -35,11 +35,11 @@ from pytest_rollout_chaos.collector.adapters.nemo_rl_interfaces import (
 )
 from pytest_rollout_chaos.collector.protocol import CollectionError, CollectorContext, CollectorSettings, Turn
 from pytest_rollout_chaos.history import History
-from tests.adapters._nemo_rl_val_trees import BASE, HEAD, nemo_rl_tree
 from tests.catalog._verdicts import CATALOG, ScenarioVerdicts, run_catalog
+from tests.collector.adapters._nemo_rl_val_trees import BASE, HEAD, nemo_rl_tree
 
 SCENARIO = "validation-batched-env"
-BROKEN = "tests.adapters._nemo_rl_val_broken:self_batching"
+BROKEN = "tests.collector.adapters._nemo_rl_val_broken:self_batching"
 Verdicts = dict[str, ScenarioVerdicts]
 
 

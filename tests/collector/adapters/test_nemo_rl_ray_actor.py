@@ -29,10 +29,10 @@ from pytest_rollout_chaos.collector.context import load_tokenizer
 from pytest_rollout_chaos.collector.gym_client import GymRequestError
 from pytest_rollout_chaos.collector.protocol import CollectorContext, CollectorSettings
 from pytest_rollout_chaos.history import History
-from tests.adapters import _actor_seen
-from tests.adapters._nemo_rl_trees import BASE, HEAD, nemo_rl_tree
-from tests.adapters._ray_session import RAY_ON, ray_session
 from tests.catalog._verdicts import REPO, run_catalog
+from tests.collector.adapters import _actor_seen
+from tests.collector.adapters._nemo_rl_trees import BASE, HEAD, nemo_rl_tree
+from tests.collector.adapters._ray_session import RAY_ON, ray_session
 
 __all__ = ["ray_session"]  # the fixture, used by name
 
@@ -280,7 +280,12 @@ def with_ray(tmp_path: Path, tree: Path, scenarios: list[str]) -> dict[str, Any]
         scratch,
         target="nemo_rl",
         scenarios=scenarios,
-        stack_args=[*RAY_ON, "-p", "tests.adapters._actor_seen", f"--rollout-chaos-upstream={tree}"],
+        stack_args=[
+            *RAY_ON,
+            "-p",
+            "tests.collector.adapters._actor_seen",
+            f"--rollout-chaos-upstream={tree}",
+        ],
     )
     seen = actors_seen(scratch / "junit-nemo_rl.xml")
     assert sorted(seen) == sorted(scenarios), f"scenarios with a record of their actors: {seen}"
@@ -295,7 +300,7 @@ def with_ray(tmp_path: Path, tree: Path, scenarios: list[str]) -> dict[str, Any]
 
 
 def actors_seen(junit: Path) -> dict[str, dict[str, Any]]:
-    """Per scenario, what ``tests.adapters._actor_seen`` recorded in the child's JUnit XML."""
+    """Per scenario, what ``tests.collector.adapters._actor_seen`` recorded in the child's JUnit XML."""
     seen = {}
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
         properties = {item.get("name", ""): item.get("value", "") for item in case.iter("property")}

@@ -1,6 +1,6 @@
 """The NeMo RL trees the ``nemo_rl`` adapter's tests drive: pinned ``git archive`` tarballs, unpacked.
 
-``tests.adapters._trees`` finds and unpacks them, or skips saying why.
+``tests.collector.adapters._trees`` finds and unpacks them, or skips saying why.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from tests.adapters._trees import pinned_tree
+from tests.collector.adapters._trees import pinned_tree
 
 BASE: Final = "nemo-rl-3eebe4da"
 """main just before PR #2394: a row the Gym never returned stays a ``None`` slot."""

@@ -15,8 +15,8 @@ import pytest
 
 from pytest_rollout_chaos.collector.adapters import skyrl
 from pytest_rollout_chaos.errors import CollectorTargetError
-from tests.adapters._settings_context import settings_context
-from tests.adapters._skyrl_trees import BASE, HEAD, importable, unpack
+from tests.collector.adapters._settings_context import settings_context
+from tests.collector.adapters._skyrl_trees import BASE, HEAD, importable, unpack
 
 # What the run fixes where SkyRL has a default of its own: the workload's shape and the stack.
 RUN_DEPARTURES = {

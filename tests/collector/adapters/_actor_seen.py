@@ -1,4 +1,5 @@
-"""A child pytest's plugin (``-p tests.adapters._actor_seen``): the Ray actors each scenario started.
+"""A child pytest's plugin (``-p tests.collector.adapters._actor_seen``): the Ray actors each scenario
+started.
 
 After each scenario the JUnit property ``ray_actors`` holds, as JSON, this process's pid and the
 ``ray.remote(...)`` events of the scenario's History (actor name, its pid and node), so that the

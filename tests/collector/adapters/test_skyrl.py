@@ -29,9 +29,9 @@ import pytest
 from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_env
 from pytest_rollout_chaos.engine.fit import unreachable
 from pytest_rollout_chaos.scenario.model import load_scenario
-from tests.adapters import _skyrl_trees as trees
-from tests.adapters._trees import REPO
 from tests.catalog._verdicts import CATALOG, run_catalog
+from tests.collector.adapters import _skyrl_trees as trees
+from tests.collector.adapters._trees import REPO
 
 
 # -- hand-made GeneratorOutputs: what the adapter reads back -----------------------------------------
@@ -224,7 +224,7 @@ def test_an_adapter_that_swallows_skyrls_exception_would_make_the_base_tree_look
     base tree, so the SkyRL gate (``test_gates``: base red by isolated_failures) fails for it."""
     verdicts = run_catalog(
         tmp_path,
-        target="tests.adapters._skyrl_trees:swallowing_factory",
+        target="tests.collector.adapters._skyrl_trees:swallowing_factory",
         scenarios=[trees.SCENARIO],
         stack_args=upstream(skyrl_trees[trees.BASE]),
     )[trees.SCENARIO]

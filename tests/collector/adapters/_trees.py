@@ -16,7 +16,7 @@ from typing import Final
 
 import pytest
 
-REPO: Final = Path(__file__).resolve().parents[2]
+REPO: Final = Path(__file__).resolve().parents[3]
 
 
 def upstream_dir() -> Path:

@@ -1,8 +1,9 @@
 """The slime trees the adapter is tested on, and a deliberately broken adapter that repairs slime.
 
-The trees are ``git archive``s of THUDM/slime (``tests.adapters._trees`` finds them): ``BASE`` is main
-just before PR #2078 (a bare ``asyncio.gather`` in ``generate_and_rm_group``), ``HEAD`` is the
-PR's head (``return_exceptions=True`` and a one-element ``list[Sample]`` placeholder per crash).
+The trees are ``git archive``s of THUDM/slime (``tests.collector.adapters._trees`` finds them):
+``BASE`` is main just before PR #2078 (a bare ``asyncio.gather`` in ``generate_and_rm_group``),
+``HEAD`` is the PR's head (``return_exceptions=True`` and a one-element ``list[Sample]``
+placeholder per crash).
 
 ``RepairingSlimeCollector`` is the adapter with one fault of its own: it runs each group itself
 and catches the group's exception, marking the group's unfinished samples aborted with reward 0
@@ -24,7 +25,7 @@ from typing import Any, Final
 
 from pytest_rollout_chaos.collector.adapters import slime
 from pytest_rollout_chaos.collector.protocol import Collector, CollectorContext
-from tests.adapters._trees import REPO, pinned_tree
+from tests.collector.adapters._trees import REPO, pinned_tree
 
 BASE: Final = "slime-fec3da9b"
 HEAD: Final = "slime-1bc255ed"
@@ -82,5 +83,5 @@ class RepairingSlimeCollector(slime.SlimeCollector):
 
 
 def repairing_factory(ctx: CollectorContext) -> Collector:
-    """``--rollout-chaos-target=tests.adapters._slime_trees:repairing_factory``."""
+    """``--rollout-chaos-target=tests.collector.adapters._slime_trees:repairing_factory``."""
     return RepairingSlimeCollector(ctx)

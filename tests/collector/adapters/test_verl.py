@@ -27,16 +27,16 @@ from pytest_rollout_chaos.collector.adapters import verl, verl_train_batch
 from pytest_rollout_chaos.collector.protocol import CollectorContext, Rollout
 from pytest_rollout_chaos.invariants.base import Observation
 from pytest_rollout_chaos.invariants.compose import check_all
-from tests.adapters._train_batch import NOT_READ
-from tests.adapters._verl_trees import verl_recipe, verl_recipe_tree
-from tests.adapters._verl_variants import (
+from tests.catalog._verdicts import ScenarioVerdicts, run_catalog
+from tests.collector._fake_gym import FakeGym, context, result_for, rows
+from tests.collector.adapters._train_batch import NOT_READ
+from tests.collector.adapters._verl_trees import verl_recipe, verl_recipe_tree
+from tests.collector.adapters._verl_variants import (
     GenerationOnly,
     HidesPlaceholder,
     OnTransformers4,
     looks_like_placeholder,
 )
-from tests.catalog._verdicts import ScenarioVerdicts, run_catalog
-from tests.collector._fake_gym import FakeGym, context, result_for, rows
 
 __all__ = ["verl_recipe", "verl_recipe_tree"]  # the fixtures, imported to be found
 
@@ -293,7 +293,7 @@ def test_on_the_stack_the_dummy_fails_turns_generated_and_hiding_it_would_pass(
     short = real["short-results"]
     assert short.invariants["accounted"] == "PASS", short.message
     assert short.invariants["no_silent_short_count"] == "PASS", short.message
-    variants = "tests.adapters._verl_variants"
+    variants = "tests.collector.adapters._verl_variants"
     faithful = verdicts_of(f"{variants}:on_transformers_4", [DRIFT], verl_recipe_tree, tmp_path / "t4")
     assert not faithful[DRIFT].passed
     assert faithful[DRIFT].invariants.get("turns_generated") == "FAIL", faithful[DRIFT].message

@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 
 from pytest_rollout_chaos.collector.adapters import slime
-from tests.adapters import _slime_trees as trees
-from tests.adapters._trees import REPO
 from tests.catalog._verdicts import run_catalog
+from tests.collector.adapters import _slime_trees as trees
+from tests.collector.adapters._trees import REPO
 
 
 # -- hand-made samples: what the adapter reads back --------------------------------------------------
@@ -264,7 +264,7 @@ def test_an_adapter_that_repairs_slime_would_make_the_base_tree_look_isolated(
     ``train_batch_sound`` sees them as the placeholders they are."""
     verdicts = run_catalog(
         tmp_path,
-        target="tests.adapters._slime_trees:repairing_factory",
+        target="tests.collector.adapters._slime_trees:repairing_factory",
         scenarios=[trees.SCENARIO],
         stack_args=upstream(slime_trees[trees.BASE]),
     )[trees.SCENARIO]
@@ -356,7 +356,7 @@ def test_an_adapter_that_stops_at_generation_is_caught(tmp_path: Path, slime_tre
     real = run_catalog(tmp_path / "real", target="slime", scenarios=scenarios, stack_args=stack)
     broken = run_catalog(
         tmp_path / "broken",
-        target="tests.adapters._slime_broken:generation_only",
+        target="tests.collector.adapters._slime_broken:generation_only",
         scenarios=scenarios,
         stack_args=stack,
     )

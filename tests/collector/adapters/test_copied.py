@@ -14,7 +14,7 @@ import pytest
 
 from pytest_rollout_chaos.collector.adapters.nemo_rl_train_batch import COPIED
 from pytest_rollout_chaos.errors import NotJudgedError
-from tests.adapters._trees import upstream_dir
+from tests.collector.adapters._trees import upstream_dir
 
 PINNED = ("nemo-rl-3eebe4da", "nemo-rl-964b609a", "nemo-rl-3069f281", "nemo-rl-c6a661e8")
 GRPO = "nemo_rl/algorithms/grpo.py"

@@ -26,10 +26,10 @@ import pytest
 
 from pytest_rollout_chaos.collector.adapters import nemo_rl, nemo_rl_ray, nemo_rl_train_batch
 from pytest_rollout_chaos.collector.protocol import Turn
-from tests.adapters._nemo_rl_trees import BASE, HEAD, nemo_rl_tree
-from tests.adapters._train_batch import NOT_READ, train_batch_summary
-from tests.adapters._trees import REPO
 from tests.catalog._verdicts import ScenarioVerdicts, run_catalog
+from tests.collector.adapters._nemo_rl_trees import BASE, HEAD, nemo_rl_tree
+from tests.collector.adapters._train_batch import NOT_READ, train_batch_summary
+from tests.collector.adapters._trees import REPO
 
 SCENARIO = "short-results"
 FIX_ERROR = "NeMo Gym returned only 4 rollouts but 6 were requested"
@@ -65,14 +65,14 @@ def gate_problems(base: ScenarioVerdicts, head: ScenarioVerdicts) -> list[str]:
 def test_an_adapter_that_checks_the_count_itself_makes_the_pre_fix_tree_look_fixed(
     tmp_path: Path, trees: dict[str, Path]
 ) -> None:
-    base = short_results(tmp_path, trees[BASE], "tests.adapters._nemo_rl_broken:count_checking")
+    base = short_results(tmp_path, trees[BASE], "tests.collector.adapters._nemo_rl_broken:count_checking")
     assert base.passed, base.message
     assert gate_problems(base, short_results(tmp_path, trees[HEAD])) != []
 
 
 @pytest.mark.slow
 def test_an_adapter_that_pads_missing_rows_hides_the_fix(tmp_path: Path, trees: dict[str, Path]) -> None:
-    target = "tests.adapters._nemo_rl_broken:padding"
+    target = "tests.collector.adapters._nemo_rl_broken:padding"
     base = short_results(tmp_path, trees[BASE], target)
     head = short_results(tmp_path, trees[HEAD], target)
     problems = gate_problems(base, head)
@@ -94,7 +94,7 @@ def test_rows_are_read_from_the_train_data_and_an_adapter_that_stops_at_the_roll
     real = train_batch_summary(tmp_path, target="nemo_rl", scenario="baseline", stack_args=stack)
     broken = train_batch_summary(
         tmp_path,
-        target="tests.adapters._nemo_rl_broken:generation_only",
+        target="tests.collector.adapters._nemo_rl_broken:generation_only",
         scenario="baseline",
         stack_args=stack,
     )

@@ -16,9 +16,9 @@ from pytest_rollout_chaos.collector.adapters import nemo_rl_settings
 from pytest_rollout_chaos.collector.adapters.trainer_settings import Setting, TrainerSettings
 from pytest_rollout_chaos.collector.protocol import CollectorContext
 from pytest_rollout_chaos.errors import CollectorTargetError
-from tests.adapters._settings_context import settings_context
-from tests.adapters._trees import pinned_tree
-from tests.adapters._upstream_defaults import code_defaults, config_keys, get_default
+from tests.collector.adapters._settings_context import settings_context
+from tests.collector.adapters._trees import pinned_tree
+from tests.collector.adapters._upstream_defaults import code_defaults, config_keys, get_default
 
 TREES = ("nemo-rl-3eebe4da", "nemo-rl-964b609a", "nemo-rl-3069f281", "nemo-rl-c6a661e8")
 

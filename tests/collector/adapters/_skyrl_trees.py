@@ -1,7 +1,7 @@
 """The SkyRL trees the adapter is tested on, and a deliberately broken adapter that swallows SkyRL's
 exception.
 
-The trees are ``git archive``s of NovaSky-AI/SkyRL (``tests.adapters._trees`` finds them):
+The trees are ``git archive``s of NovaSky-AI/SkyRL (``tests.collector.adapters._trees`` finds them):
 ``BASE`` is PR #1986's base (``SkyRLGymGenerator.generate`` gathers its rollouts with
 ``tqdm.gather``, so the first raising one aborts the step), ``HEAD`` the PR's head
 (``generator.skip_failed_rollouts``, off by default). SkyRL needs Python 3.12 and its own
@@ -25,7 +25,7 @@ from typing import Any, Final
 import pytest
 
 from pytest_rollout_chaos.collector.adapters import skyrl
-from tests.adapters._trees import pinned_tree
+from tests.collector.adapters._trees import pinned_tree
 
 BASE: Final = "skyrl-1ec7fae4"
 HEAD: Final = "skyrl-caf4ce6f"
@@ -98,5 +98,5 @@ class SwallowingSkyRLCollector(skyrl.SkyRLCollector):
 
 
 swallowing_factory = SwallowingSkyRLCollector
-"""``--rollout-chaos-target=tests.adapters._skyrl_trees:swallowing_factory`` (the class, so its
+"""``--rollout-chaos-target=tests.collector.adapters._skyrl_trees:swallowing_factory`` (the class, so its
 ``modes`` and ``reaches`` apply as the real adapter's do)."""

@@ -1,6 +1,6 @@
 """The NeMo RL trees validation mode is gated on: pinned ``git archive`` tarballs, unpacked.
 
-``tests.adapters._trees`` finds and unpacks them, or skips saying why (``grpo.validate`` pulls in
+``tests.collector.adapters._trees`` finds and unpacks them, or skips saying why (``grpo.validate`` pulls in
 more dependencies than the rollout code: its loggers and its dataloader).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from tests.adapters._trees import pinned_tree
+from tests.collector.adapters._trees import pinned_tree
 
 BASE: Final = "nemo-rl-3069f281"
 """main just before PR #2209: ``validate()`` steps the environment once per sample per turn."""

@@ -32,8 +32,8 @@ import pytest
 
 from pytest_rollout_chaos import cli
 from pytest_rollout_chaos.gate.compare import UNCHANGED
-from tests.adapters import _nemo_rl_trees, _nemo_rl_val_trees, _skyrl_trees
-from tests.adapters._trees import REPO, missing_modules, upstream_dir
+from tests.collector.adapters import _nemo_rl_trees, _nemo_rl_val_trees, _skyrl_trees
+from tests.collector.adapters._trees import REPO, missing_modules, upstream_dir
 
 pytestmark = pytest.mark.slow  # each gate is two catalog runs over real trainer code
 RUNS = ("--runs", "2")

@@ -18,7 +18,7 @@ import pytest
 
 from pytest_rollout_chaos.collector.adapters import verl
 from pytest_rollout_chaos.errors import CollectorTargetError
-from tests.adapters._settings_context import settings_context
+from tests.collector.adapters._settings_context import settings_context
 
 
 def verls_rollout_config() -> Any:
