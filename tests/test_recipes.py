@@ -280,7 +280,7 @@ def test_adding_an_invariant() -> None:
                 1, f"invariant {name!r} ({cls.__name__}) is in {cls.__module__}, not invariants/{name}.py"
             )
         # STANDING is held to both pages' standing list by tests/docs/test_docs.py. CHECKERS is what
-        # this walks; INTERFACE_NAMES is held to it by tests/invariants/test_compose.py, and the
+        # this walks; INTERFACE_NAMES is held to it by tests/invariants/test_registry.py, and the
         # sections of docs/invariants.md by tests/docs/test_docs.py.
         if name not in in_table:
             recipe.step(3, f"invariant {name!r} has no row in the invariants table of scenarios/README.md")

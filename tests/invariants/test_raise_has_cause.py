@@ -265,16 +265,6 @@ def test_its_fault_and_effect_names_are_the_scenario_formats() -> None:
 # -- it stands: judged on every scenario ----------------------------------------------------------
 
 
-def test_standing_invariants_follow_the_listed_ones_each_once() -> None:
-    assert set(registry.STANDING) <= set(registry.NAMES)
-    rest = tuple(name for name in registry.STANDING if name != "accounted")
-    assert registry.judged(["bounded", "accounted"]) == ("bounded", "accounted", *rest)
-    assert "raise_has_cause" in rest
-    assert registry.judged(["raise_has_cause", "bounded"])[:2] == ("raise_has_cause", "bounded")
-    assert registry.judged(["raise_has_cause", "bounded"]).count("raise_has_cause") == 1
-    assert registry.judged([]) == registry.STANDING
-
-
 def test_a_scenario_that_does_not_list_it_is_judged_by_it() -> None:
     scenario = load_scenario(SCENARIOS / "prefix-drift.chaos.yaml")
     assert "raise_has_cause" not in scenario.expect.invariants

@@ -7,11 +7,10 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_rollout_chaos.collector.protocol import Rollout
-from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.base import Status
 from pytest_rollout_chaos.invariants.train_batch_sound import TrainBatchSound
 from tests.invariants._builders import observe, rollout
-from tests.invariants.test_records import run_answered
+from tests.invariants._records import answered
 
 CHECK = TrainBatchSound()
 
@@ -23,13 +22,6 @@ def trained(index: int, **kwargs: Any) -> Rollout:
 def placeholder(index: int) -> Rollout:
     """What slime #2078 makes of a crashed trajectory: aborted, reward 0, nothing to train on."""
     return Rollout(index, "aborted", 0.0, [], "slime isolated the crash", in_train_batch=True)
-
-
-def answered(n: int, *, failed: tuple[int, ...] = ()) -> History:
-    history = History()
-    for row in range(n):
-        run_answered(history, row, status=500 if row in failed else 200)
-    return history
 
 
 def test_a_batch_of_generated_rows_passes_and_failed_rows_left_out_are_fine() -> None:

@@ -1,7 +1,10 @@
-"""NOT_JUDGED: an invariant that finds nothing of what it judges says so, with the reason, never PASS.
+"""What ``base`` asks of every invariant, held across the registry: NOT_JUDGED, with the reason, never
+PASS, when it finds nothing of what it judges; a raise judged by the claim checks; and the fault
+sentence every FAIL summary carries.
 
-One case per path on which an invariant used to PASS without having judged anything: no
-multi-turn rollout, no failure, no cancel, native style, no record, nothing handed back.
+NOT_JUDGED has one case per path on which an invariant used to PASS without having judged anything:
+no multi-turn rollout, no failure, no cancel, native style, no record, nothing handed back. The
+fault sentence names each fault and its target, and a restart its server, never "? on ?".
 """
 
 from __future__ import annotations
@@ -14,10 +17,9 @@ import pytest
 from pytest_rollout_chaos.collector.protocol import Rollout, Turn
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants import registry
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict
-from pytest_rollout_chaos.invariants.compose import worst
+from pytest_rollout_chaos.invariants.base import Observation, Status, faults_text
 from tests.invariants._builders import all_ok, observe, rollout
-from tests.invariants.test_records import answered, run_answered
+from tests.invariants._records import answered, run_answered
 
 ONE_TURN = [Turn([1, 5, 6], [7, 8, 2], [-0.1, -0.2, -0.3])]
 
@@ -98,14 +100,6 @@ def test_finding_nothing_to_judge_is_not_judged_with_the_reason(
     assert reason in verdict.summary
 
 
-def test_not_judged_is_never_the_best_of_a_merge() -> None:
-    not_judged = Status("NOT_JUDGED")
-    verdicts = [Verdict("a", Status.PASS, ""), Verdict("b", not_judged, "")]
-    assert worst(verdicts) is not_judged
-    assert worst([*verdicts, Verdict("c", Status.UNKNOWN, "")]) is Status.UNKNOWN
-    assert worst([*verdicts, Verdict("c", Status.FAIL, "")]) is Status.FAIL
-
-
 def test_a_raise_is_judged_by_the_claim_checks() -> None:
     """Raising hands the trainer nothing: what the claim checks guard is judged, and held."""
     history = History()
@@ -125,3 +119,15 @@ def test_every_invariant_says_not_judged_only_with_a_reason() -> None:
     for name, make, _ in CASES:
         verdict = registry.get(name).check(make())
         assert verdict.summary.strip(), name
+
+
+def test_every_fault_event_names_its_fault_and_target_or_server() -> None:
+    history = History()
+    history.append("fault", "info", "inject", {"fault": "kill", "target": "calculator_agent"})
+    history.append("fault", "info", "heal", {"fault": "kill", "target": "calculator_agent"})
+    history.append("fault", "info", "restart", {"server": "calculator_agent", "port": 4100})
+    text = faults_text(history)
+    assert text.startswith("faults: inject kill on calculator_agent at t=")
+    assert "; heal kill on calculator_agent at t=" in text
+    assert "; restart of calculator_agent at t=" in text
+    assert "?" not in text

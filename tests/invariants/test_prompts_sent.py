@@ -7,17 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from pytest_rollout_chaos.collector.prefix import SpliceError, splice
 from pytest_rollout_chaos.collector.protocol import Turn
 from pytest_rollout_chaos.history import History, fingerprint, logprob_digest
 from pytest_rollout_chaos.invariants.base import Status
 from pytest_rollout_chaos.invariants.prompts_sent import PromptsSent
-from pytest_rollout_chaos.invariants.rules import splice_owed
 from pytest_rollout_chaos.servers.faultlayer import rewrite
 from tests.invariants._builders import observe, rollout, turns
 
 LINK = "collector->agent:calculator_agent"
-EOS = 2
 
 
 def run_sent(history: History, row: int, sent: Sequence[Turn], *, recorded_ids: bool = True) -> None:
@@ -138,22 +135,6 @@ def test_nothing_to_hold_prompts_against_is_not_judged() -> None:
     assert judged(unrecorded, turns())[0] is Status.NOT_JUDGED
     raised = PromptsSent().check(observe(1, None, raised=RuntimeError("x")))
     assert raised.status is Status.PASS
-
-
-def test_the_splice_owed_is_the_reference_splice_where_the_prefix_ends_on_the_eos() -> None:
-    cases = [
-        ([1, 5, 2], [1, 6, 2, 9]),
-        ([1, 2, 7, 2], [1, 2, 8, 2, 9, 10]),
-        ([1, 5, 2], [1, 5, 3, 9]),  # no boundary
-        ([1, 5, 2], [1, 5, 2]),  # nothing after the boundary
-        ([], [4, 5]),
-    ]
-    for prefix, template in cases:
-        try:
-            expected: list[int] | None = splice(prefix, template, [EOS])
-        except SpliceError:
-            expected = None
-        assert splice_owed(prefix, template) == expected, (prefix, template)
 
 
 def test_a_drifted_answer_without_its_prompts_in_full_is_held_to_what_was_sent() -> None:

@@ -1,15 +1,16 @@
-"""``root_cause_visible`` holds an aborted rollout's error against what the History recorded as its
-row's failure: the HTTP status and body, the cut connection, the client's deadline, the fault."""
+"""``root_cause_visible``: a raise or an aborted rollout names its root cause, and an aborted rollout's
+error is held against what the History recorded as its row's failure: the HTTP status and body,
+the cut connection, the client's deadline, the fault."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from pytest_rollout_chaos.history import EventKind, History
 from pytest_rollout_chaos.invariants.base import Status, Verdict
-from pytest_rollout_chaos.invariants.causes import row_causes, significant, timeout_named
 from pytest_rollout_chaos.invariants.raise_has_cause import CLIENT_CLOSED
 from pytest_rollout_chaos.invariants.root_cause_visible import RootCauseVisible
 from tests.invariants._builders import all_ok, observe, rollout
@@ -104,11 +105,32 @@ def test_the_gym_clients_record_of_the_row_is_a_cause() -> None:
     assert with_row_1("row 1 aborted", failed).status is Status.FAIL
 
 
-def test_row_causes_and_words() -> None:
+def test_root_cause_visible_fails_a_bare_cancelled_error() -> None:
+    verdict = RootCauseVisible().check(observe(2, None, raised=asyncio.CancelledError()))
+    assert verdict.status is Status.FAIL
+    assert "root cause is hidden" in verdict.summary
+
+
+def test_root_cause_visible_looks_through_the_cause_chain() -> None:
+    raised = RuntimeError("")
+    raised.__cause__ = ConnectionRefusedError("agent-0 127.0.0.1:4000 refused")
+    assert RootCauseVisible().check(observe(2, None, raised=raised)).status is Status.PASS
+
+
+def test_root_cause_visible_checks_aborted_rollouts() -> None:
+    good = [rollout(0, "aborted", error="HTTP 500 from agent-0: ValueError('bad')")]
+    assert RootCauseVisible().check(observe(1, good)).status is Status.PASS
+    for hidden in (None, "", "CancelledError"):
+        bad = [rollout(0, "aborted", error=hidden)]
+        assert RootCauseVisible().check(observe(1, bad)).status is Status.FAIL
+    assert RootCauseVisible().check(observe(1, None)).status is Status.UNKNOWN
+
+
+def test_a_bare_cancelled_error_hides_nothing_when_the_collection_was_cancelled_from_outside() -> None:
     history = History()
-    history.append("agent", "info", "hook", {**RUN, "effect": "delay", "rule": "r2"})  # a delay is no failure
-    history.append("agent", "ok", "POST /run", {**RUN, "status": 200})
-    assert row_causes(history.events(), 1) == []
-    assert significant("HTTP 500 from http://127.0.0.1:9/run: Internal Server Error") == set()
-    assert timeout_named("deadline of 30 seconds passed")
-    assert not timeout_named("row 3 timed out")
+    bare = observe(2, None, history=history, raised=asyncio.CancelledError())
+    assert RootCauseVisible().check(bare).status is Status.FAIL
+    history.append("fault", "info", "inject", {"fault": "cancel", "target": "collector", "cancelled": True})
+    verdict = RootCauseVisible().check(bare)
+    assert verdict.status is Status.PASS
+    assert "cancelled from outside" in verdict.summary
