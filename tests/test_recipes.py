@@ -57,7 +57,7 @@ NAMED: Final = {
         "scenarios/README.md",
     ),
     (INVARIANT, 4): (
-        "tests/invariants/",
+        "tests/invariants/test_<name>.py",
         "fixtures/collectors/",
         "KNOWN_BUGS",
         "CAUGHT_BY",
@@ -272,7 +272,6 @@ def test_adding_a_fault() -> None:
 def test_adding_an_invariant() -> None:
     recipe = Recipe(INVARIANT)
     in_table = table_rows(between("scenarios/README.md", "\n## Invariants\n", "\n## Witnesses\n"))
-    tests = [path.read_text(encoding="utf-8") for path in (ROOT / "tests" / "invariants").glob("test_*.py")]
     for checker in invariants.CHECKERS:
         name, cls = checker.name, type(checker)
         if cls.__module__ != f"pytest_rollout_chaos.invariants.{name}":
@@ -284,8 +283,11 @@ def test_adding_an_invariant() -> None:
         # sections of docs/invariants.md by tests/docs/test_docs.py.
         if name not in in_table:
             recipe.step(3, f"invariant {name!r} has no row in the invariants table of scenarios/README.md")
-        if not any(mentions(text, cls.__name__) for text in tests):
-            recipe.step(4, f"invariant {name!r} ({cls.__name__}) is tested by no module of tests/invariants/")
+        test = f"tests/invariants/test_{cls.__module__.rsplit('.', 1)[-1]}.py"
+        if not (ROOT / test).is_file():
+            recipe.step(4, f"invariant {name!r} ({cls.__name__}) has no test: {test} is missing")
+        elif not mentions(read(test), cls.__name__):
+            recipe.step(4, f"{test}, the test of invariant {name!r}, never names {cls.__name__}")
         collectors = sorted(module for module, invariant in KNOWN_BUGS.items() if invariant == name)
         if not collectors and name not in NO_KNOWN_BUG:
             recipe.step(
