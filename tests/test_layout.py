@@ -20,7 +20,6 @@ TESTS: Final = Path(__file__).resolve().parent
 PACKAGE: Final = TESTS.parent / "pytest_rollout_chaos"
 SUITES: Final = frozenset(
     {
-        "adapters",
         "catalog",
         "ci",
         "docs",

@@ -24,11 +24,12 @@ from pytest_rollout_chaos.faults._toxic_fault import ToxicFault
 from pytest_rollout_chaos.invariants import registry as invariants
 from pytest_rollout_chaos.scenario.model import Scenario, load_scenario
 from pytest_rollout_chaos.servers.toxiproxy.toxics import TOXIC_TYPES
-from tests.adapters.test_gates import PAIRS
 from tests.catalog.test_catalog import CAUGHT_BY, DRIFT_SCENARIOS, REPLICA_SCENARIOS
+from tests.collector.adapters.test_gates import PAIRS
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 HERE: Final = "tests/test_recipes.py"
+ADAPTER_TESTS: Final = "tests/collector/adapters"
 
 FAULT: Final = "Adding a fault"
 INVARIANT: Final = "Adding an invariant"
@@ -56,7 +57,7 @@ NAMED: Final = {
         "scenarios/README.md",
     ),
     (INVARIANT, 4): (
-        "tests/invariants/",
+        "tests/invariants/test_<name>.py",
         "fixtures/collectors/",
         "KNOWN_BUGS",
         "CAUGHT_BY",
@@ -75,11 +76,11 @@ NAMED: Final = {
     (ADAPTER, 2): ("test_<trainer>_settings.py",),
     (ADAPTER, 3): ("targets.ADAPTERS", "docs/gating.md"),
     (ADAPTER, 4): (
-        "tests/adapters/",
+        "tests/collector/adapters/",
         "tests/upstream/",
         "SOURCES.md",
         "PAIRS",
-        "tests/adapters/test_gates.py",
+        "tests/collector/adapters/test_gates.py",
     ),
 }
 
@@ -101,7 +102,7 @@ NO_SCENARIO: Final = {
 # failing them, and why no known-bug collector does.
 NO_KNOWN_BUG: Final = {
     "train_batch_sound": (
-        "tests/adapters/test_slime.py",
+        "tests/collector/adapters/test_slime.py",
         "it judges the batch a trainer trains on; slime's own code, through the slime adapter, hands "
         "aborted placeholders to training there",
     ),
@@ -109,12 +110,13 @@ NO_KNOWN_BUG: Final = {
 # Catalog scenarios that no known-bug collector of tests/catalog/test_catalog.py fails, with the
 # test where another collector (a pinned trainer tree, a known-bug collector run elsewhere) does.
 FAILED_ELSEWHERE: Final = {
-    "verifier-exception-isolated": "tests/adapters/test_gates.py",  # SkyRL, the base of PR #1986
-    "model-link-reset": "tests/adapters/test_gates.py",  # slime, the head of PR #2078: a regression
-    "resources-exit-zero": "tests/adapters/test_gates.py",  # the same
-    "truncated-run-response": "tests/adapters/test_gates.py",  # the same
-    "group-nan-logprobs": "tests/adapters/test_groups.py",  # every trainer's pinned tree
-    "group-agent-killed": "tests/adapters/test_groups.py",  # the same
+    "verifier-exception-isolated": "tests/collector/adapters/test_gates.py",  # SkyRL, the base of PR #1986
+    # slime, the head of PR #2078: a regression
+    "model-link-reset": "tests/collector/adapters/test_gates.py",
+    "resources-exit-zero": "tests/collector/adapters/test_gates.py",  # the same
+    "truncated-run-response": "tests/collector/adapters/test_gates.py",  # the same
+    "group-nan-logprobs": "tests/collector/adapters/test_groups.py",  # every trainer's pinned tree
+    "group-agent-killed": "tests/collector/adapters/test_groups.py",  # the same
     "policy-nan-logprobs": "tests/integration/test_policy_faults.py",  # nan_silent
 }
 # The fault-free control, which every known-bug collector must pass (tests/catalog/test_catalog.py).
@@ -134,12 +136,12 @@ UNPROVEN: Final = {
     "latency-under-load": _NONE,
     "model-link-blackhole": _NONE,
     "model-malformed-json": _NONE,
-    "policy-503-storm": f"{_NONE} (SkyRL's PR #1986 moves it by chance only: tests/adapters/test_gates.py)",
+    "policy-503-storm": f"{_NONE} (SkyRL's PR #1986 moves it by chance only: {ADAPTER_TESTS}/test_gates.py)",
     "policy-not-ready-at-start": _NONE,
     "agent-actor-restarted": _NONE,
     "rollout-node-lost": _NONE,
 }
-# Trainers with no gate in PAIRS (tests/adapters/test_gates.py), and why.
+# Trainers with no gate in PAIRS (tests/collector/adapters/test_gates.py), and why.
 NO_GATE: Final = {
     "verl": "its NeMo Gym recipe is pinned at verl-recipe PR #80 alone: no upstream fix of it to gate yet",
 }
@@ -270,7 +272,6 @@ def test_adding_a_fault() -> None:
 def test_adding_an_invariant() -> None:
     recipe = Recipe(INVARIANT)
     in_table = table_rows(between("scenarios/README.md", "\n## Invariants\n", "\n## Witnesses\n"))
-    tests = [path.read_text(encoding="utf-8") for path in (ROOT / "tests" / "invariants").glob("test_*.py")]
     for checker in invariants.CHECKERS:
         name, cls = checker.name, type(checker)
         if cls.__module__ != f"pytest_rollout_chaos.invariants.{name}":
@@ -278,12 +279,15 @@ def test_adding_an_invariant() -> None:
                 1, f"invariant {name!r} ({cls.__name__}) is in {cls.__module__}, not invariants/{name}.py"
             )
         # STANDING is held to both pages' standing list by tests/docs/test_docs.py. CHECKERS is what
-        # this walks; INTERFACE_NAMES is held to it by tests/invariants/test_compose.py, and the
+        # this walks; INTERFACE_NAMES is held to it by tests/invariants/test_registry.py, and the
         # sections of docs/invariants.md by tests/docs/test_docs.py.
         if name not in in_table:
             recipe.step(3, f"invariant {name!r} has no row in the invariants table of scenarios/README.md")
-        if not any(mentions(text, cls.__name__) for text in tests):
-            recipe.step(4, f"invariant {name!r} ({cls.__name__}) is tested by no module of tests/invariants/")
+        test = f"tests/invariants/test_{cls.__module__.rsplit('.', 1)[-1]}.py"
+        if not (ROOT / test).is_file():
+            recipe.step(4, f"invariant {name!r} ({cls.__name__}) has no test: {test} is missing")
+        elif not mentions(read(test), cls.__name__):
+            recipe.step(4, f"{test}, the test of invariant {name!r}, never names {cls.__name__}")
         collectors = sorted(module for module, invariant in KNOWN_BUGS.items() if invariant == name)
         if not collectors and name not in NO_KNOWN_BUG:
             recipe.step(
@@ -357,7 +361,7 @@ def test_adding_an_adapter() -> None:
     in_gating = quoted(
         "\n".join(line for line in read("docs/gating.md").splitlines() if line.startswith("| `"))
     )
-    tests = [path.read_text(encoding="utf-8") for path in (ROOT / "tests" / "adapters").glob("test_*.py")]
+    tests = [path.read_text(encoding="utf-8") for path in (ROOT / ADAPTER_TESTS).glob("test_*.py")]
     trees = sorted(
         path.name.removesuffix(".tar.gz") for path in (ROOT / "tests" / "upstream").glob("*.tar.gz")
     )
@@ -365,13 +369,13 @@ def test_adding_an_adapter() -> None:
     gated = {targets.ADAPTERS.get(pair.target) for pair in PAIRS.values()}
     for name, trainer in targets.ADAPTERS.items():
         # Step 1 (the module, its factory, UPSTREAM and GYM_CLIENT) is held by tests/test_targets.py.
-        if not (ROOT / "tests" / "adapters" / f"test_{trainer}_settings.py").is_file():
-            recipe.step(2, f"adapter {name!r}: tests/adapters/test_{trainer}_settings.py is missing")
+        if not (ROOT / ADAPTER_TESTS / f"test_{trainer}_settings.py").is_file():
+            recipe.step(2, f"adapter {name!r}: {ADAPTER_TESTS}/test_{trainer}_settings.py is missing")
         # targets.ADAPTERS is what this walks.
         if name not in in_gating:
             recipe.step(3, f"adapter {name!r} is not named in the table of docs/gating.md")
         if not any(mentions(text, name) for text in tests):
-            recipe.step(4, f"adapter {name!r} is tested by no module of tests/adapters/")
+            recipe.step(4, f"adapter {name!r} is tested by no module of {ADAPTER_TESTS}/")
         prefix = trainer.replace("_", "-") + "-"
         own = [tree for tree in trees if tree.startswith(prefix)]
         if not own:
@@ -386,8 +390,8 @@ def test_adding_an_adapter() -> None:
         if trainer not in gated and trainer not in NO_GATE:
             recipe.step(
                 4,
-                f"adapter {name!r}: no gate of {trainer} in PAIRS of tests/adapters/test_gates.py (a catalog "
-                "scenario red on a pre-fix tree, green on the fixing tree)",
+                f"adapter {name!r}: no gate of {trainer} in PAIRS of {ADAPTER_TESTS}/test_gates.py (a "
+                "catalog scenario red on a pre-fix tree, green on the fixing tree)",
             )
     for trainer in NO_GATE:
         if trainer not in targets.TRAINERS or trainer in gated:

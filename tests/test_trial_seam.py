@@ -46,11 +46,11 @@ BARE_ON_PURPOSE: Final = {
     "tests/collector/_fake_gym.py": {"CollectorContext"},
     "tests/collector/test_reference_native.py": {"CollectorContext"},
     # an adapter's pieces (generation, env handles, the Ray seam) against a fake server, no stack
-    "tests/adapters/test_nemo_rl_validation.py": {"CollectorContext"},
+    "tests/collector/adapters/test_nemo_rl_validation.py": {"CollectorContext"},
     # what an adapter hands its trainer, read from its factory without collecting: no stack
-    "tests/adapters/_settings_context.py": {"CollectorContext"},
+    "tests/collector/adapters/_settings_context.py": {"CollectorContext"},
     # the NemoGym actor on a real Ray cluster, fed by a canned Gym client, no stack
-    "tests/adapters/test_nemo_rl_ray_actor.py": {"CollectorContext"},
+    "tests/collector/adapters/test_nemo_rl_ray_actor.py": {"CollectorContext"},
     # fault unit tests: each fault against a hand-written target, no stack
     "tests/faults/_netrig.py": {"FaultContext"},
     "tests/faults/_hooked.py": {"FaultContext"},

@@ -17,7 +17,7 @@ from pytest_rollout_chaos.invariants.base import Status
 from pytest_rollout_chaos.invariants.registry import STANDING
 from pytest_rollout_chaos.scenario import parse_scenario
 from tests.invariants._builders import rollout, rows, turns
-from tests.invariants.test_records import run_answered
+from tests.invariants._records import run_answered
 
 ONE_TURN = [Turn([1, 5, 6], [7, 8, 2], [-0.1, -0.2, -0.3])]
 FAULT = "faults:\n  - {kind: latency, target: agent->model, latency_ms: 1}\n"

@@ -7,24 +7,16 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_rollout_chaos.collector.protocol import Rollout
-from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.base import Observation, Status
 from pytest_rollout_chaos.invariants.groups_intact import GroupsIntact
 from tests.invariants._builders import observe, rollout
-from tests.invariants.test_records import run_answered
+from tests.invariants._records import answered, run_answered
 
 CHECK = GroupsIntact()
 
 
 def grouped(n: int, rollouts: list[Rollout | None] | None, *, size: int = 4, **kwargs: Any) -> Observation:
     return replace(observe(n, rollouts, **kwargs), generations_per_prompt=size)
-
-
-def answered(n: int, *, failed: tuple[int, ...] = ()) -> History:
-    history = History()
-    for row in range(n):
-        run_answered(history, row, status=500 if row in failed else 200)
-    return history
 
 
 def member(index: int, *, trained: bool = True, **kwargs: Any) -> Rollout:

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 from collections.abc import Sequence
 
 import pytest
 
 from pytest_rollout_chaos.collector import failures, results
 from pytest_rollout_chaos.collector.gym_client import GymRequestError
+from pytest_rollout_chaos.collector.prefix import SpliceError, splice
 from pytest_rollout_chaos.collector.protocol import Rollout, Turn
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
+from pytest_rollout_chaos.history import logprob_digest
 from pytest_rollout_chaos.invariants import rules
 from pytest_rollout_chaos.invariants.base import Observation, Status
 from pytest_rollout_chaos.invariants.finite_logprobs import FiniteLogprobs
@@ -22,6 +25,7 @@ from tests.collector._fake_gym import FakeGym, context, rows
 from tests.invariants._builders import observe, rollout, turns
 
 NAN = float("nan")
+EOS = 2
 
 
 def one_turn(*logprobs: object, tokens: int | None = None) -> list[Turn]:
@@ -218,3 +222,29 @@ def test_a_chain_bug_planted_in_the_collector_is_still_judged(monkeypatch: pytes
     verdict = RootCauseVisible().check(observe(1, None, raised=error))
     assert verdict.status is Status.PASS
     assert RootCauseVisible().check(observe(1, None, raised=chained("", ""))).status is Status.FAIL
+
+
+def test_digests_agree_within_the_tolerance_and_at_the_same_bad_position() -> None:
+    real = logprob_digest([-0.5, -1.25, -3.0])
+    assert rules.digests_agree(real, logprob_digest([-0.5000001, -1.25, -3.0]))
+    assert not rules.digests_agree(real, logprob_digest([-0.5, -1.25, 0.0]))
+    assert not rules.digests_agree(real, logprob_digest([-1.25, -0.5, -3.0])), "the same values, reordered"
+    assert not rules.digests_agree(real, logprob_digest([-0.5, -1.25]))
+    assert rules.digests_agree(logprob_digest([1.0, math.nan]), logprob_digest([2.0, math.inf]))
+    assert not rules.digests_agree(logprob_digest([1.0, math.nan]), logprob_digest([math.nan, 1.0]))
+
+
+def test_the_splice_owed_is_the_reference_splice_where_the_prefix_ends_on_the_eos() -> None:
+    cases = [
+        ([1, 5, 2], [1, 6, 2, 9]),
+        ([1, 2, 7, 2], [1, 2, 8, 2, 9, 10]),
+        ([1, 5, 2], [1, 5, 3, 9]),  # no boundary
+        ([1, 5, 2], [1, 5, 2]),  # nothing after the boundary
+        ([], [4, 5]),
+    ]
+    for prefix, template in cases:
+        try:
+            expected: list[int] | None = splice(prefix, template, [EOS])
+        except SpliceError:
+            expected = None
+        assert rules.splice_owed(prefix, template) == expected, (prefix, template)

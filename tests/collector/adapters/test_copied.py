@@ -1,0 +1,74 @@
+"""An adapter's copied upstream lines hold only on the trees they mirror: on a tree whose function
+changed the adapter declines (NOT_JUDGED), naming the function, the file and the line.
+
+Read from the pinned NeMo RL trees' ``grpo.py`` (no NeMo RL import: this runs in the plain project
+venv); a copy of one tree is edited the way upstream changes move the function.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from pytest_rollout_chaos.collector.adapters.nemo_rl_train_batch import COPIED
+from pytest_rollout_chaos.errors import NotJudgedError
+from tests.collector.adapters._trees import upstream_dir
+
+PINNED = ("nemo-rl-3eebe4da", "nemo-rl-964b609a", "nemo-rl-3069f281", "nemo-rl-c6a661e8")
+GRPO = "nemo_rl/algorithms/grpo.py"
+
+
+def _grpo(tree: str, into: Path) -> Path:
+    archive = upstream_dir() / f"{tree}.tar.gz"
+    if not archive.is_file():
+        pytest.skip(f"no {archive.name} in {upstream_dir()}")
+    with tarfile.open(archive) as unpacked:
+        member = unpacked.extractfile(f"{tree}/{GRPO}")
+        assert member is not None
+        path = into / tree / GRPO
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(member.read())
+    return path
+
+
+@pytest.mark.parametrize("tree", PINNED)
+def test_the_copy_holds_on_every_pinned_tree(tree: str, tmp_path: Path) -> None:
+    path = _grpo(tree, tmp_path)
+    assert COPIED.stale(path) is None
+    COPIED.require(path)
+
+
+def test_comments_blank_lines_and_a_moved_function_do_not_count_as_a_change(tmp_path: Path) -> None:
+    path = _grpo(PINNED[0], tmp_path)
+    source = path.read_text()
+    moved = "# a comment\n\n\ndef helper_added_above():\n    return 1\n\n\n" + source.replace(
+        "def grpo_train(", "def grpo_train(  # reformatted\n", 1
+    )
+    path.write_text(moved)
+    assert COPIED.stale(path) is None
+
+
+def test_a_changed_grpo_train_is_not_judged_naming_the_function_file_and_line(tmp_path: Path) -> None:
+    """What NeMo RL #3000 did, in small: a statement of grpo_train's body changes."""
+    path = _grpo(PINNED[0], tmp_path)
+    source = path.read_text()
+    at = source.index("def grpo_train(")
+    line = source[:at].count("\n") + 1
+    body = source.index("dynamic_sampling(", at)
+    path.write_text(source[:body] + "dynamic_sampling_v2(" + source[body + len("dynamic_sampling(") :])
+    why = COPIED.stale(path)
+    assert why is not None
+    assert why.startswith(f"grpo_train changed since the adapter's copy ({path}:{line}, fingerprint ")
+    assert "the copy mirrors NVIDIA-NeMo/RL 3eebe4da, 964b609a, 3069f281 and c6a661e8" in why
+    with pytest.raises(NotJudgedError, match="grpo_train changed since the adapter's copy"):
+        COPIED.require(path)
+
+
+def test_a_tree_without_the_function_is_not_judged(tmp_path: Path) -> None:
+    path = _grpo(PINNED[0], tmp_path)
+    path.write_text(path.read_text().replace("def grpo_train(", "def grpo_train_renamed(", 1))
+    assert COPIED.stale(path) == (
+        f"grpo_train is gone from nemo_rl.algorithms.grpo ({path}): the adapter runs lines copied from it"
+    )

@@ -1,0 +1,397 @@
+"""The ``skyrl`` adapter drives SkyRL's real ``SkyRLGymGenerator`` and tells its trees apart.
+
+On SkyRL before PR #1986, and at its head with ``generator.skip_failed_rollouts`` off (the
+default), one raising rollout takes the training step down, so ``verifier-exception-isolated``
+fails by ``isolated_failures``; with the flag on it passes (``test_gates`` pins both gates over
+both trees, the baseline passing on each). An
+adapter that swallowed SkyRL's exception would make the base tree pass too: the fidelity test
+shows that it does, so the gate is what catches such an adapter. With the flag on, a batch whose
+every rollout failed still raises: no batch of placeholders is handed on. GRPO groups go
+through SkyRL's own ``n_samples_per_prompt``, each copy of a prompt seeded from its own row; the
+verdicts on groups are pinned over twins of the catalog's group scenarios (which skip by reach).
+
+The fast tests read hand-made ``GeneratorOutput``s with no SkyRL at all; the slow ones unpack the
+pinned trees (``_skyrl_trees``) and run child pytest sessions on the full stack, skipping, with
+the reason, where this interpreter cannot run SkyRL (Python 3.12 and its dependencies).
+"""
+
+from __future__ import annotations
+
+import importlib
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_env
+from pytest_rollout_chaos.engine.fit import unreachable
+from pytest_rollout_chaos.scenario.model import load_scenario
+from tests.catalog._verdicts import CATALOG, run_catalog
+from tests.collector.adapters import _skyrl_trees as trees
+from tests.collector.adapters._trees import REPO
+
+
+# -- hand-made GeneratorOutputs: what the adapter reads back -----------------------------------------
+def two_turns(stop_reason: str = "stop") -> dict[str, Any]:
+    """Prompt [1, 2]; the model writes [10, 11], a tool answers [20], the model writes [12]."""
+    return {
+        "prompt_token_ids": [[1, 2]],
+        "response_ids": [[10, 11, 20, 12]],
+        "loss_masks": [[1, 1, 0, 1]],
+        "rollout_logprobs": [[-0.5, -0.25, 0.0, -1.0]],
+        "rewards": [[0.0, 0.0, 0.0, 1.0]],
+        "stop_reasons": [stop_reason],
+    }
+
+
+def test_each_run_of_loss_mask_one_is_a_turn_with_everything_before_it_as_its_prompt() -> None:
+    rollout = skyrl.rollout_of(two_turns(), 0, 7, skyrl.LoggedFailures())
+    assert (rollout.row_index, rollout.status, rollout.reward, rollout.error) == (7, "completed", 1.0, None)
+    assert [(t.prompt_token_ids, t.generation_token_ids, t.generation_log_probs) for t in rollout.turns] == [
+        ([1, 2], [10, 11], [-0.5, -0.25]),
+        ([1, 2, 10, 11, 20], [12], [-1.0]),
+    ]
+
+
+def test_a_float_reward_and_no_logprobs_are_read_as_they_are() -> None:
+    output = {**two_turns(), "rewards": [0.5], "rollout_logprobs": None}
+    rollout = skyrl.rollout_of(output, 0, 0, skyrl.LoggedFailures())
+    assert rollout.reward == 0.5
+    assert [turn.generation_log_probs for turn in rollout.turns] == [[], []]
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "status"), [("stop", "completed"), ("length", "truncated"), ("abort", "aborted")]
+)
+def test_stop_reasons_map_to_statuses(stop_reason: str, status: str) -> None:
+    rollout = skyrl.rollout_of(two_turns(stop_reason), 0, 3, skyrl.LoggedFailures())
+    assert rollout.status == status
+    assert (rollout.error is None) == (status != "aborted")
+    if status == "aborted":
+        assert rollout.error == "SkyRL handed back row 3 with stop_reason 'abort'"
+
+
+@dataclass
+class LogMessage:
+    """The part of a loguru message a sink reads."""
+
+    record: dict[str, Any]
+
+
+def test_a_placeholder_is_an_aborted_row_naming_what_skyrl_logged_for_that_rollout() -> None:
+    """PR #1986's placeholder is seen for what it is, never a healthy rollout."""
+    placeholder = {
+        "prompt_token_ids": [[1], [1]],
+        "response_ids": [[10], [1]],
+        "loss_masks": [[1], [0]],
+        "rollout_logprobs": [[-0.1], [0.0]],
+        "rewards": [[1.0], [0.0]],
+        "stop_reasons": ["stop", "rollout_error"],
+    }
+    failures = skyrl.LoggedFailures()
+    for index, cause in ((0, "ValueError: not this one"), (1, "GymRequestError: verifier crashed")):
+        failures.record(
+            LogMessage(
+                {"message": f"Rollout {index} failed with {cause}. Substituting a placeholder trajectory."}
+            )
+        )
+    rollout = skyrl.rollout_of(placeholder, 1, 9, failures)
+    assert (rollout.row_index, rollout.status, rollout.turns, rollout.reward) == (9, "aborted", [], 0.0)
+    assert rollout.error is not None
+    assert "placeholder trajectory (stop_reason='rollout_error'" in rollout.error
+    assert "rollout 1 failed with GymRequestError: verifier crashed" in rollout.error
+    assert "not this one" not in rollout.error
+    silent = skyrl.rollout_of(placeholder, 1, 9, skyrl.LoggedFailures()).error
+    assert silent is not None
+    assert "SkyRL logged no cause for it" in silent
+
+
+def test_rows_become_skyrl_prompts_and_sessions() -> None:
+    assert skyrl.messages_of({"responses_create_params": {"input": "hi there"}}) == [
+        {"role": "user", "content": "hi there"}
+    ]
+    with pytest.raises(ValueError, match=r"row 4 has no responses_create_params.input"):
+        skyrl.messages_of({"_rowidx": 4})
+    assert skyrl.session_id("12", 0) == "12_0"
+
+
+# -- GRPO groups: one SkyRL prompt per group, each of SkyRL's copies seeded from its own row ----------
+def grouped_rows(size: int = 4, prompts: int = 2) -> list[dict[str, Any]]:
+    """``prompts`` prompts, each ``size`` consecutive rows equal but for ``_rowidx``."""
+    return [
+        {"responses_create_params": {"input": f"question {p}"}, "task": "echo", "_rowidx": p * size + k}
+        for p in range(prompts)
+        for k in range(size)
+    ]
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """The two fields of SkyRL's ``TrajectoryID`` the hook reads."""
+
+    instance_id: str
+    repetition_id: int
+
+
+def test_a_group_is_one_prompt_whose_extras_carry_every_row() -> None:
+    prompts = skyrl.prompts_of(grouped_rows(), 4, {"shared": 1})
+    assert [prompt["uid"] for prompt in prompts] == ["0", "4"]
+    assert [row["_rowidx"] for row in prompts[1]["env_extras"][skyrl_env.ROWS]] == [4, 5, 6, 7]
+    assert prompts[1]["prompt"] == [{"role": "user", "content": "question 1"}]
+    assert prompts[1]["env_extras"]["shared"] == 1
+    one_each = skyrl.prompts_of(grouped_rows(), 1, {})
+    assert [prompt["uid"] for prompt in one_each] == [str(i) for i in range(8)]
+
+
+def test_each_sample_gets_the_row_of_its_repetition_and_its_trajectorys_session() -> None:
+    [_, second] = skyrl.prompts_of(grouped_rows(), 4, {})
+    own = skyrl.sample_extras(dict(second["env_extras"]), Trajectory("4", 2))
+    assert own[skyrl_env.ROW]["_rowidx"] == 6
+    assert own[skyrl_env.SESSION_ID] == "4_2"
+    with pytest.raises(ValueError, match=r"repetition_id outside the group of 4 rows"):
+        skyrl.sample_extras(dict(second["env_extras"]), Trajectory("4", 4))
+    with pytest.raises(ValueError, match=r"no trajectory_id for a prompt of 4 rows"):
+        skyrl.sample_extras(dict(second["env_extras"]), None)
+
+
+@pytest.fixture(params=[trees.BASE, trees.HEAD])
+def skyrl_tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One pinned tree's ``skyrl`` imported (by name), without the stack."""
+    with trees.importable(trees.unpack(request.param, tmp_path_factory.mktemp("skyrl"))):
+        yield request.param
+
+
+def test_skyrls_own_repetition_reaches_each_sample_its_own_row(skyrl_tree: str) -> None:
+    """SkyRL's ``prepare_generator_input`` copies one prompt's extras per sample; the generator's
+    ``_setup_env_extras`` (called by ``agent_loop`` with the sample's ``TrajectoryID``) then holds
+    the sample's own row, in row order, and the session id ``agent_loop`` gives the trajectory."""
+    utils: Any = importlib.import_module(skyrl.GENERATOR_UTILS_MODULE)
+    base: Any = importlib.import_module(skyrl.GENERATOR_MODULE).SkyRLGymGenerator
+    assert hasattr(base, skyrl.HOOK), f"{skyrl_tree} has no {skyrl.HOOK}"
+    batch, uids = utils.prepare_generator_input(
+        skyrl.prompts_of(grouped_rows(), 4, {}), 4, {}, None, "train", 0
+    )
+    assert uids == ["0"] * 4 + ["4"] * 4
+    generator_class = skyrl.generator_class(base)
+    generator: Any = object.__new__(generator_class)  # the hook reads nothing of the instance
+    seen = []
+    for extras, trajectory in zip(batch["env_extras"], batch["trajectory_ids"], strict=True):
+        own = generator._setup_env_extras(skyrl_env.ENV_ID, extras, None, trajectory)
+        assert own[skyrl_env.SESSION_ID] == f"{trajectory.instance_id}_{trajectory.repetition_id}"
+        seen.append(own[skyrl_env.ROW]["_rowidx"])
+    assert seen == list(range(8))
+
+
+@pytest.mark.parametrize(
+    ("scenario", "reaches"),
+    [
+        ("verifier-exception-isolated", True),  # the environment's /verify
+        ("policy-503-storm", True),  # every model call
+        ("trajectory-exception-isolated", False),  # a NeMo Gym agent's /run
+        ("policy-nan-logprobs", False),  # /v1/chat/completions, never called by SkyRL
+        ("short-results", False),  # the Gym client
+        ("group-trajectory-exception", False),  # the group scenarios: NeMo Gym agents
+        ("group-nan-logprobs", False),
+        ("group-agent-killed", False),
+    ],
+)
+def test_only_faults_on_skyrls_own_requests_reach_it(scenario: str, reaches: bool) -> None:
+    steps = load_scenario(CATALOG / f"{scenario}.chaos.yaml").faults
+    reasons = [unreachable(step, skyrl.SkyRLCollector.reaches) for step in steps]
+    assert all(reason is None for reason in reasons) == reaches, reasons
+
+
+# -- the real trees on the full stack ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def skyrl_trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The two pinned trees, unpacked; skip, saying why, where SkyRL cannot run."""
+    into = tmp_path_factory.mktemp("skyrl-trees")
+    return {name: trees.unpack(name, into) for name in (trees.BASE, trees.HEAD)}
+
+
+def upstream(tree: Path) -> list[str]:
+    return [f"--rollout-chaos-upstream={tree}"]
+
+
+@pytest.mark.slow
+def test_an_adapter_that_swallows_skyrls_exception_would_make_the_base_tree_look_fixed(
+    tmp_path: Path, skyrl_trees: dict[str, Path]
+) -> None:
+    """Fidelity: turning the raising rollout into a placeholder in the adapter hides the bug on the
+    base tree, so the SkyRL gate (``test_gates``: base red by isolated_failures) fails for it."""
+    verdicts = run_catalog(
+        tmp_path,
+        target="tests.collector.adapters._skyrl_trees:swallowing_factory",
+        scenarios=[trees.SCENARIO],
+        stack_args=upstream(skyrl_trees[trees.BASE]),
+    )[trees.SCENARIO]
+    assert verdicts.invariants["isolated_failures"] == "PASS", verdicts.message
+
+
+WHOLE_BATCH_TEST = textwrap.dedent(
+    """
+    import pytest
+
+    @pytest.mark.asyncio
+    @pytest.mark.chaos_fault("http_error", "policy", status=500, every=1)
+    async def test_every_rollout_fails(chaos_collector, chaos_gym):
+        with pytest.raises(RuntimeError, match="All 4 rollouts in the batch failed") as raised:
+            await chaos_collector.collect(chaos_gym.rows("calculator", 4), mode="train")
+        assert "500" in str(raised.value.__cause__), repr(raised.value.__cause__)
+
+    @pytest.mark.asyncio
+    @pytest.mark.chaos_fault("trajectory_exception", "resources", route="/verify", row=1,
+                             message="reward function crashed on row 1")
+    async def test_one_rollout_fails(chaos_collector, chaos_gym):
+        rollouts = await chaos_collector.collect(chaos_gym.rows("calculator", 4), mode="train")
+        assert [r.status for r in rollouts].count("aborted") == 1, rollouts
+        assert rollouts[1].status == "aborted" and not rollouts[1].turns
+        assert "reward function crashed on row 1" in rollouts[1].error, rollouts[1].error
+        assert all(r.turns for r in rollouts if r.status != "aborted")
+    """
+)
+
+
+@pytest.mark.slow
+def test_with_the_flag_on_a_batch_of_only_failures_raises_and_one_failure_is_a_placeholder(
+    pytester: pytest.Pytester, skyrl_trees: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makepyfile(test_flag_on=WHOLE_BATCH_TEST)
+    result = pytester.runpytest_subprocess(
+        "--rollout-chaos",
+        "--rollout-chaos-target=skyrl_skip_failed_rollouts",
+        *upstream(skyrl_trees[trees.HEAD]),
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore:client.loop property is deprecated:DeprecationWarning",
+        timeout=300,
+    )
+    result.assert_outcomes(passed=2)
+
+
+@pytest.mark.slow
+def test_the_flag_on_a_tree_without_it_is_a_usage_error_naming_the_pr(
+    pytester: pytest.Pytester, skyrl_trees: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    result = pytester.runpytest_subprocess(
+        "--rollout-chaos",
+        "--rollout-chaos-target=skyrl_skip_failed_rollouts",
+        *upstream(skyrl_trees[trees.BASE]),
+        "-p",
+        "no:cacheprovider",
+        str(CATALOG / "baseline.chaos.yaml"),
+        timeout=300,
+    )
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*generator.skip_failed_rollouts*PR #1986*--target skyrl*"])
+
+
+# -- GRPO groups on the full stack: the catalog's group scenarios and their twins on SkyRL's requests ---
+GROUP_TWINS = {
+    "skyrl-group-verifier-exception": """
+        name: skyrl-group-verifier-exception
+        description: >
+          group-trajectory-exception where SkyRL's loop goes: two prompts, four generations each,
+          and the verifier raises for one member (HTTP 500 on its /verify).
+        tags: [semantic, isolation, groups]
+        upstream: ["NovaSky-AI/SkyRL#1986", "THUDM/slime#2078"]
+        workload:
+          rows_per_task: 1
+          generations_per_prompt: 4
+          tasks: [calculator, echo]
+        faults:
+          - kind: trajectory_exception
+            target: resources
+            route: /verify
+            row: 1
+            message: "reward function crashed on row 1"
+        expect:
+          invariants: [groups_intact, isolated_failures, accounted, root_cause_visible, bounded,
+                       ends_promptly, quiet_after_end]
+          within_s: 30
+    """,
+    "skyrl-group-nan-logprobs": """
+        name: skyrl-group-nan-logprobs
+        description: >
+          group-nan-logprobs where SkyRL's loop goes: two prompts, four generations each, and the
+          policy answers one member's token-in, token-out calls with NaN logprobs on every attempt.
+        tags: [semantic, logprobs, groups]
+        upstream: ["NVIDIA-NeMo/RL#1885", "THUDM/slime#2078"]
+        workload:
+          rows_per_task: 1
+          generations_per_prompt: 4
+          tasks: [calculator, echo]
+        faults:
+          - kind: nan_logprobs
+            target: policy
+            route: /inference/v1/generate
+            row: 5
+            every: 1
+            shape: "nan"
+        expect:
+          invariants: [groups_intact, finite_logprobs, isolated_failures, bounded, ends_promptly]
+          within_s: 10
+    """,
+}
+CATALOG_GROUPS = ["group-trajectory-exception", "group-nan-logprobs", "group-agent-killed"]
+
+# SkyRL's verdicts that fail on groups of 4, by target and tree, with upstream's reasons:
+# - skyrl-group-verifier-exception, flag off (PR #1986's base): SkyRLGymGenerator.generate gathers
+#   the agent loops with tqdm.gather, so the one raising /verify takes the step down (the siblings
+#   run on): isolated_failures and raise_has_cause, as on verifier-exception-isolated. No train
+#   batch, so groups_intact holds.
+# - skyrl-group-verifier-exception, flag on (PR #1986's head): _substitute_failed_rollouts puts a
+#   placeholder (reward 0, loss mask [0]) in the failed rollout's place, its uid kept, and the
+#   trainer computes GRPO advantages by uid (trainer.py, compute_advantages_and_returns, index=
+#   uids): the placeholder's reward enters its three siblings' baseline. groups_intact fails.
+# - skyrl-group-nan-logprobs, flag off: RemoteInferenceClient._post parses each answer with orjson,
+#   which rejects a NaN literal, and retries an unparsable answer 30 times a second apart
+#   (_DATA_PLANE_RETRIES): the step stalls past the 10 s deadline (bounded, ends_promptly); no NaN
+#   is ever handed on. Nothing returned or raised, so groups_intact is not judged.
+GROUP_RUNS = {
+    ("skyrl", trees.BASE): {
+        "skyrl-group-verifier-exception": ({"isolated_failures", "raise_has_cause"}, "PASS"),
+        "skyrl-group-nan-logprobs": ({"bounded", "ends_promptly"}, "NOT_JUDGED"),
+    },
+    ("skyrl_skip_failed_rollouts", trees.HEAD): {
+        "skyrl-group-verifier-exception": ({"groups_intact"}, "FAIL"),
+    },
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("target", "tree"), sorted(GROUP_RUNS))
+def test_skyrl_meets_groups_as_its_own_n_samples_per_prompt_does(
+    target: str, tree: str, tmp_path: Path, skyrl_trees: dict[str, Path]
+) -> None:
+    """SkyRL makes each group from one prompt; the verdicts are its code's (``GROUP_RUNS``). The
+    catalog's group scenarios aim at NeMo Gym agents SkyRL never calls: they skip by reach."""
+    expected = GROUP_RUNS[(target, tree)]
+    files = []
+    for name in expected:
+        files.append(tmp_path / f"{name}.chaos.yaml")
+        files[-1].write_text(textwrap.dedent(GROUP_TWINS[name]).lstrip())
+    (tmp_path / "runs").mkdir()
+    verdicts = run_catalog(
+        tmp_path / "runs",
+        target=target,
+        scenarios=CATALOG_GROUPS,
+        files=files,
+        stack_args=upstream(skyrl_trees[tree]),
+    )
+    for name in CATALOG_GROUPS:
+        skipped = verdicts[name].skipped
+        assert skipped is not None, verdicts[name].message
+        assert "cannot reach the collector under test: it acts on" in skipped, skipped
+    for name, (failing, groups) in expected.items():
+        result = verdicts[name]
+        assert result.skipped is None, result.skipped
+        failed = {invariant for invariant, status in result.invariants.items() if status == "FAIL"}
+        assert failed == failing, f"{target} on {tree}, {name}:\n{result.message}"
+        assert result.invariants["groups_intact"] == groups, result.message

@@ -1,0 +1,80 @@
+"""The ``skyrl`` adapter starts from ``SkyRLTrainConfig()`` and sets only what the run fixes.
+
+Every field it sets is a field of SkyRL's config (on both pinned trees); the ones whose value
+differs from SkyRL's own default are exactly the run's (the policy, its model, the harness's
+turn and token limits, the workload's group size), and ``generator.skip_failed_rollouts`` keeps
+SkyRL's default unless the variant's name or the scenario asks.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+
+from pytest_rollout_chaos.collector.adapters import skyrl
+from pytest_rollout_chaos.errors import CollectorTargetError
+from tests.collector.adapters._settings_context import settings_context
+from tests.collector.adapters._skyrl_trees import BASE, HEAD, importable, unpack
+
+# What the run fixes where SkyRL has a default of its own: the workload's shape and the stack.
+RUN_DEPARTURES = {
+    "generator.max_turns",
+    "generator.n_samples_per_prompt",
+    "generator.sampling_params.max_generate_length",
+    "generator.inference_engine.external_proxy_url",
+    "generator.inference_engine.served_model_name",
+    "trainer.policy.model.path",
+}
+
+
+@pytest.fixture(params=[BASE, HEAD])
+def config_class(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    with importable(unpack(request.param, tmp_path_factory.mktemp("skyrl"))):
+        yield importlib.import_module(skyrl.CONFIG_MODULE).SkyRLTrainConfig
+
+
+def value_at(config: Any, key: str) -> Any:
+    for part in key.split("."):
+        config = getattr(config, part)
+    return config
+
+
+def test_only_the_runs_fields_differ_from_skyrls_defaults(config_class: Any) -> None:
+    defaults = config_class()
+    taken = skyrl.settings(settings_context(), policy_root="http://127.0.0.1:1", model_dir="/models/tiny")
+    differ = set()
+    for item in taken.items:
+        assert item.source == "run", item
+        if value_at(defaults, item.key) != item.value:  # an AttributeError: a field SkyRL lacks
+            differ.add(item.key)
+    assert differ == RUN_DEPARTURES
+    assert "generator.skip_failed_rollouts" not in {item.key for item in taken.items}
+
+
+def test_a_scenario_may_turn_on_skip_failed_rollouts() -> None:
+    ctx = settings_context(**{"skyrl.generator.skip_failed_rollouts": True})
+    taken = skyrl.settings(ctx, policy_root="http://127.0.0.1:1", model_dir="/m")
+    [asked] = [item for item in taken.items if item.source == "scenario"]
+    assert (asked.key, asked.value) == ("generator.skip_failed_rollouts", True)
+
+
+def test_a_field_the_adapter_does_not_set_is_an_error() -> None:
+    with pytest.raises(CollectorTargetError, match=r"no setting skyrl\.generator\.batched"):
+        skyrl.settings(
+            settings_context(**{"skyrl.generator.batched": True}), policy_root="http://x", model_dir="/m"
+        )
+
+
+def test_the_group_size_is_the_workloads_and_no_scenario_key() -> None:
+    taken = skyrl.settings(settings_context(), policy_root="http://x", model_dir="/m", n_samples_per_prompt=4)
+    [size] = [item for item in taken.items if item.key == skyrl.GROUP_SIZE]
+    assert (size.value, size.source) == (4, "run")
+    assert "generations_per_prompt" in size.where
+    with pytest.raises(CollectorTargetError, match=r"no setting skyrl\.generator\.n_samples_per_prompt"):
+        skyrl.settings(
+            settings_context(**{"skyrl.generator.n_samples_per_prompt": 2}),
+            policy_root="http://x",
+            model_dir="/m",
+        )

@@ -1,0 +1,91 @@
+"""``train_batch_sound`` over hand-built rollouts: what a collector says it hands to training is held
+to the rows requested and the fault layer's record of their ``/run`` answers."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from pytest_rollout_chaos.collector.protocol import Rollout
+from pytest_rollout_chaos.invariants.base import Status
+from pytest_rollout_chaos.invariants.train_batch_sound import TrainBatchSound
+from tests.invariants._builders import observe, rollout
+from tests.invariants._records import answered
+
+CHECK = TrainBatchSound()
+
+
+def trained(index: int, **kwargs: Any) -> Rollout:
+    return replace(rollout(index, **kwargs), in_train_batch=True)
+
+
+def placeholder(index: int) -> Rollout:
+    """What slime #2078 makes of a crashed trajectory: aborted, reward 0, nothing to train on."""
+    return Rollout(index, "aborted", 0.0, [], "slime isolated the crash", in_train_batch=True)
+
+
+def test_a_batch_of_generated_rows_passes_and_failed_rows_left_out_are_fine() -> None:
+    left_out = replace(rollout(1, status="aborted", turns=[], reward=0.0), in_train_batch=False)
+    result = CHECK.check(observe(2, [trained(0), left_out], history=answered(2, failed=(1,))))
+    assert result.status is Status.PASS
+    assert result.summary == (
+        "each of the 1 samples in the train batch is a generated row of its own against the record of "
+        "/run answers"
+    )
+
+
+def test_a_placeholder_counted_as_a_sample_fails_naming_its_reward() -> None:
+    result = CHECK.check(observe(2, [trained(0), placeholder(1)], history=answered(2, failed=(1,))))
+    assert result.status is Status.FAIL
+    assert result.evidence == (
+        "row 1 is in the train batch with reward 0.0, but it came back aborted (slime isolated the crash): "
+        "a placeholder counted as a sample",
+    )
+    assert "1 of the 2 samples in the train batch are no generation of their row" in result.summary
+
+
+def test_a_completed_sample_for_a_row_no_run_answered_fails() -> None:
+    result = CHECK.check(observe(2, [trained(0), trained(1, reward=0.0)], history=answered(2, failed=(1,))))
+    assert result.status is Status.FAIL
+    assert result.evidence == (
+        "row 1 is in the train batch with reward 0.0, but no /run of row 1 succeeded (HTTP 500): nothing "
+        "generated it",
+    )
+
+
+def test_a_row_twice_or_a_row_never_requested_fails() -> None:
+    twice = CHECK.check(observe(2, [trained(0), trained(0)], history=answered(2)))
+    assert twice.status is Status.FAIL
+    assert twice.evidence[0] == (
+        "row 0 is in the train batch with reward 1.0 2 times: one row, several samples"
+    )
+    stranger = CHECK.check(observe(1, [trained(0), trained(7)], history=answered(1)))
+    assert stranger.status is Status.FAIL
+    assert stranger.evidence == ("row 7 is in the train batch with reward 1.0, but no row 7 was requested",)
+
+
+def test_without_a_record_the_batch_is_still_held_to_its_rows() -> None:
+    assert CHECK.check(observe(1, [trained(0)])).status is Status.PASS
+    assert CHECK.check(observe(1, [placeholder(0)])).status is Status.FAIL
+
+
+def test_a_collector_that_does_not_say_trains_on_its_rollouts_not_aborted() -> None:
+    silent = CHECK.check(
+        observe(2, [rollout(0), rollout(1, status="aborted")], history=answered(2, failed=(1,)))
+    )
+    assert silent.status is Status.PASS
+    assert "1 samples in the train batch (the rollouts not aborted)" in silent.summary
+    made_up = CHECK.check(observe(2, [rollout(0), rollout(1, reward=0.0)], history=answered(2, failed=(1,))))
+    assert made_up.status is Status.FAIL
+    assert made_up.evidence[0].startswith("row 1 is in the train batch with reward 0.0, but no /run of row 1")
+
+
+def test_a_raise_holds_and_an_empty_batch_is_not_judged() -> None:
+    raised = CHECK.check(observe(2, None, raised=AttributeError("'list' object has no attribute 'x'")))
+    assert raised.status is Status.PASS
+    empty = CHECK.check(observe(2, [replace(rollout(0), in_train_batch=False), rollout(1, status="aborted")]))
+    assert empty.status is Status.NOT_JUDGED
+    assert empty.summary == (
+        "the train batch is empty: every rollout came back aborted or left out of training"
+    )
+    assert CHECK.check(observe(1, None)).status is Status.UNKNOWN
