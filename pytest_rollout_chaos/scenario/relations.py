@@ -9,7 +9,7 @@ fault step names a witness (``expect.witness``: what must have happened for it t
 anything), each witness must be one the workload can show, and ``expect.not_judged`` names only
 invariants the scenario lists (an unlisted one that finds nothing to judge is already silent).
 
-The rules read whatever of the file could be read (``spec.Parsed`` leaves out the keys that
+The rules read whatever of the file could be read (``mappings.Parsed`` leaves out the keys that
 were wrong), so one ``rollout-chaos validate`` shows every problem. A rule whose inputs are
 themselves wrong is skipped: those keys already carry their own problem.
 """
@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from pytest_rollout_chaos.scenario import mappings as m
 from pytest_rollout_chaos.scenario import params as p
 from pytest_rollout_chaos.scenario import spec as s
 from pytest_rollout_chaos.scenario import tables
@@ -55,7 +56,7 @@ class Shape:
     layout: tuple[str, str] = ("positions", "by_task")  # workload.row_ids and workload.order
 
     @classmethod
-    def of(cls, scenario: s.Parsed, *, policy_replicas: int = 1) -> Shape:
+    def of(cls, scenario: m.Parsed, *, policy_replicas: int = 1) -> Shape:
         """The shape of a (possibly partly wrong) scenario file; absent sections take their defaults,
         the policy's replicas the run's (``policy_replicas``)."""
         workload = _known_values(scenario, "workload", tables.WORKLOAD)
@@ -135,15 +136,15 @@ class Shape:
         return None if None in counts else max((count or 0 for count in counts), default=0)
 
 
-def check(scenario: s.Parsed, problems: s.Problems, *, policy_replicas: int = 1) -> None:
+def check(scenario: m.Parsed, problems: s.Problems, *, policy_replicas: int = 1) -> None:
     """Record every problem between the parts of ``scenario`` that could be read; ``policy[i]``
     targets against the replicas it asks for, else the run's ``policy_replicas``."""
     rules = _Rules(Shape.of(scenario, policy_replicas=policy_replicas), problems)
     for index, step in enumerate(scenario.part("faults") or ()):
-        if isinstance(step, s.Parsed):
+        if isinstance(step, m.Parsed):
             rules.step(step, f"faults[{index}]")
     expect = scenario.part("expect")
-    if isinstance(expect, s.Parsed):
+    if isinstance(expect, m.Parsed):
         rules.expect(expect)
         faults = scenario.part("faults")
         if faults is not None and not faults and "witness" not in expect.lines:
@@ -162,15 +163,15 @@ def _replicas(stack: Mapping[str, Any], policy_replicas: int) -> int | None:
     policy = stack["policy"]
     if policy is None:
         return policy_replicas
-    if not isinstance(policy, s.Parsed) or "replicas" in policy.bad:
+    if not isinstance(policy, m.Parsed) or "replicas" in policy.bad:
         return None
     replicas = policy.values.get("replicas")
     return policy_replicas if replicas is None else int(replicas)
 
 
-def _known_values(scenario: s.Parsed, key: str, table: s.Section) -> Mapping[str, Any]:
+def _known_values(scenario: m.Parsed, key: str, table: m.Section) -> Mapping[str, Any]:
     value = scenario.part(key)
-    if isinstance(value, s.Parsed):
+    if isinstance(value, m.Parsed):
         return value.values
     if scenario.known(key):  # not written: every key takes its default
         return {field.name: field.default for field in table.fields}
@@ -182,7 +183,7 @@ class _Rules:
     shape: Shape
     problems: s.Problems
 
-    def step(self, step: s.Parsed, field: str) -> None:
+    def step(self, step: m.Parsed, field: str) -> None:
         kind = step.values.get("kind")
         target = step.values.get("target")
         params: Mapping[str, Any] = step.values.get("params", {})
@@ -232,7 +233,7 @@ class _Rules:
                     f"{trigger.value} exceeds the workload's {total} rows, so it would never fire "
                     f"{shape.valid(1, total)}",
                 )
-        elif trigger.kind == "on_request" and isinstance(trigger.value, s.Parsed):
+        elif trigger.kind == "on_request" and isinstance(trigger.value, m.Parsed):
             request = trigger.value
             server = request.values.get("server")
             if not isinstance(server, str):
@@ -311,7 +312,7 @@ class _Rules:
             f"so it would fire only on a retry (valid: 1..{runs}{RETRY_HINT if fault else ''})",
         )
 
-    def expect(self, expect: s.Parsed) -> None:
+    def expect(self, expect: m.Parsed) -> None:
         lines = expect.lines
         if "raises" in lines and "rollouts" in lines:
             (first, first_line), (second, second_line) = sorted(
@@ -324,18 +325,18 @@ class _Rules:
                 "raises says the collector must fail, rollouts that it must return",
             )
         rollouts = expect.part("rollouts")
-        if isinstance(rollouts, s.Parsed):
+        if isinstance(rollouts, m.Parsed):
             self.counts(rollouts)
             self.conditions(rollouts)
         not_judged = expect.part("not_judged")
         listed = expect.values.get("invariants")
-        if isinstance(not_judged, s.Parsed) and listed is not None:
+        if isinstance(not_judged, m.Parsed) and listed is not None:
             self.not_judged(not_judged, listed, lines.get("invariants", expect.line))
         witness = expect.part("witness")
-        if isinstance(witness, s.Parsed):
+        if isinstance(witness, m.Parsed):
             self.witnesses(witness)
 
-    def not_judged(self, not_judged: s.Parsed, listed: Sequence[str], listed_line: int) -> None:
+    def not_judged(self, not_judged: m.Parsed, listed: Sequence[str], listed_line: int) -> None:
         """``expect.not_judged`` excuses only invariants the scenario lists."""
         for name in not_judged.values:
             if name not in listed:
@@ -346,7 +347,7 @@ class _Rules:
                     "does not list is not judged silently already; list it, or remove it here",
                 )
 
-    def witnesses(self, witness: s.Parsed) -> None:
+    def witnesses(self, witness: m.Parsed) -> None:
         """Each witness must be one the workload can show, as often as asked."""
         shape = self.shape
         total = shape.total
@@ -367,7 +368,7 @@ class _Rules:
                     f"(valid: 1..{len(shape.tasks)}; workload.tasks)",
                 )
 
-    def counts(self, rollouts: s.Parsed) -> None:
+    def counts(self, rollouts: m.Parsed) -> None:
         """Counts and rows of ``expect.rollouts`` against the workload."""
         shape = self.shape
         total = shape.total
@@ -389,7 +390,7 @@ class _Rules:
                     f"row {row} does not exist: the workload has {total} rows {shape.valid(0, total - 1)}",
                 )
 
-    def conditions(self, rollouts: s.Parsed) -> None:
+    def conditions(self, rollouts: m.Parsed) -> None:
         """Conditions of ``expect.rollouts`` that no outcome can meet together."""
         lines = rollouts.lines
         values = rollouts.values
