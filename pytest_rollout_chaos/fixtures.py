@@ -110,7 +110,7 @@ def chaos_ray(chaos_builder: StackBuilder) -> HostedStart | None:
     """With ``--rollout-chaos-ray``, the session's cluster (started or joined) and the ``start`` that puts
     each policy and Gym server in a Ray actor on its node; None when Ray is off. The cluster is
     closed after every server on it has stopped."""
-    from pytest_rollout_chaos.ray.cluster import RayClusterError
+    from pytest_rollout_chaos.ray.nodes import RayClusterError
 
     try:
         return chaos_builder.ray

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
+from pytest_rollout_chaos import options as _options
 from pytest_rollout_chaos import settings as _settings
 from pytest_rollout_chaos import targets
 from pytest_rollout_chaos.harness import ChaosHarness
@@ -185,7 +186,7 @@ def pytest_load_initial_conftests(
     default is given where the user set none (their ini or ``-o`` value always wins), and only when
     the plugin is enabled: without ``--rollout-chaos`` it stays inert for other suites.
     """
-    if not early_config.pluginmanager.has_plugin("asyncio") or not _settings.enabled_early(early_config):
+    if not early_config.pluginmanager.has_plugin("asyncio") or not _options.enabled_early(early_config):
         return
     parser.addini(
         ASYNCIO_LOOP_SCOPE_INI,
@@ -207,7 +208,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_rollout_chaos.servers.process import reaper
 
         reaper().watch_controller(controller)
-    settings = _settings.resolve(config)
+    settings = _options.resolve(config)
     config.stash[SETTINGS_KEY] = settings
     if settings.enabled and settings.upstream is not None:
         from pytest_rollout_chaos.collector.adapters.upstream import use_tree

@@ -28,7 +28,7 @@ ROOT: Final = Path(__file__).resolve().parent.parent
 # the package's own ``__init__``); a module belongs to the layer of its longest matching entry.
 LAYERS: Final = (
     ("base", ("errors", "history", "tokens", "http_client", "bundled", "extras", "version", "targets")),
-    ("servers", ("servers", "ray", "settings")),
+    ("servers", ("servers", "ray", "settings", "options")),
     ("collector", ("collector",)),
     ("invariants", ("invariants",)),
     ("faults", ("faults",)),

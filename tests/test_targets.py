@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from pytest_rollout_chaos import plugin, settings, targets
+from pytest_rollout_chaos import options, plugin, settings, targets
 from pytest_rollout_chaos.collector import adapters
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.target import load_factory
@@ -53,11 +53,11 @@ def test_the_option_help_the_gate_help_and_the_option_check_name_every_target() 
     command.add_arguments(parser)
     gate_help = parser.format_help()
     with pytest.raises(pytest.UsageError) as raised:
-        settings._validate_target("no-colon", "--rollout-chaos-target")
+        options._validate_target("no-colon", "--rollout-chaos-target")
     for name in targets.BUILTIN:
         assert name in help_text
         assert name in str(raised.value)
-        settings._validate_target(name, "--rollout-chaos-target")
+        options._validate_target(name, "--rollout-chaos-target")
     for name in targets.ADAPTERS:
         assert name in gate_help
 

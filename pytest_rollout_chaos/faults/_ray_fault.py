@@ -14,8 +14,8 @@ from typing import ClassVar
 from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.faults._process_fault import alive_pid, touched_servers
 from pytest_rollout_chaos.faults.base import Exposure, Family, FaultContext, Need, Targets, Touched
-from pytest_rollout_chaos.ray.cluster import RayClusterError
 from pytest_rollout_chaos.ray.hosted import RayHostedProcess
+from pytest_rollout_chaos.ray.nodes import RayClusterError
 from pytest_rollout_chaos.servers.process import ManagedProcess
 
 

@@ -25,7 +25,7 @@ from pytest_rollout_chaos.faults._process_fault import (
 )
 from pytest_rollout_chaos.faults._ray_fault import RayFault, hosted, not_removable_reason, on_same_node
 from pytest_rollout_chaos.faults.base import Exposure, FaultContext, Need, Touched
-from pytest_rollout_chaos.ray.cluster import RayClusterError
+from pytest_rollout_chaos.ray.nodes import RayClusterError
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,8 @@
 
 A local cluster is N real nodes on this machine, each on a loopback address of its own, as if on
 a machine of its own: node k on ``127.0.0.<k+2>`` (the head on 127.0.0.2), while pytest, its
-Toxiproxy and its fault layer stay on 127.0.0.1. Each node is one ``ray start --block`` child started
-through the supervisor: its own process group (raylet, agents, the head's GCS), its log, a
+Toxiproxy and its fault layer stay on 127.0.0.1. Each node is one ``ray start --block`` child (``nodes``)
+started through the supervisor: its own process group (raylet, agents, the head's GCS), its log, a
 deadline to come up, and the session reaper behind it. Ray's workers start sessions of their
 own; they die with their raylet, and the reaper also kills, with pytest, every process that
 names the cluster's temp dir (which lives under pytest's tmp path). Each node carries a custom
@@ -24,15 +24,10 @@ node reach them. Nodes of a joined cluster are not this run's to remove: ``node_
 from __future__ import annotations
 
 import contextlib
-import functools
-import ipaddress
-import json
 import logging
 import os
 import secrets
 import signal
-import socket
-import sys
 import tempfile
 import threading
 import time
@@ -41,50 +36,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from pytest_rollout_chaos.errors import ChaosError
 from pytest_rollout_chaos.ray.mode import RayMode
-from pytest_rollout_chaos.servers import readiness
+from pytest_rollout_chaos.ray.nodes import (
+    LOOPBACK,
+    NODE_READY_TIMEOUT_S,
+    NodeSlot,
+    RayClusterError,
+    check_bindable,
+    check_reachable,
+    is_this_machine,
+    node_address,
+    node_spec,
+)
 from pytest_rollout_chaos.servers.ports import free_port
-from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec, reaper
+from pytest_rollout_chaos.servers.process import ManagedProcess, reaper
 from pytest_rollout_chaos.servers.procfs import descendant_pids, group_pids
 
 _logger = logging.getLogger(__name__)
 
-NODE_CPUS: Final = 1
-OBJECT_STORE_BYTES: Final = 80 * 1024 * 1024  # Ray's floor is 75 MiB; the servers put nothing there
-NODE_READY_TIMEOUT_S: Final = 90.0
 NODE_GONE_TIMEOUT_S: Final = 30.0  # until the GCS has marked a removed node dead
 # Ray names unix sockets under its temp dir (``session_<date>_<pid>/sockets/plasma_store``, 62 more
 # characters); their paths may not exceed 107 bytes.
 MAX_TEMP_DIR_CHARS: Final = 44
-# A lost node is declared dead after about period x threshold (Ray's defaults take 15 s and more).
-HEALTH_CHECK: Final = {
-    "health_check_period_ms": 1000,
-    "health_check_timeout_ms": 2000,
-    "health_check_failure_threshold": 4,
-}
-RESOURCE_PREFIX: Final = "chaos_node_"
-# Node k of local:N runs on 127.0.0.<k + FIRST_NODE_HOST>; 127.0.0.1 stays pytest's own.
-FIRST_NODE_HOST: Final = 2
-LOOPBACK: Final = "127.0.0.1"
-REACH_TIMEOUT_S: Final = 5.0  # for every node of a joined cluster on another machine to answer
-
-
-class RayClusterError(ChaosError):
-    """The cluster could not be started, joined or changed."""
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSlot:
-    """One place servers are put: node ``index`` of the cluster."""
-
-    index: int
-    node_id: str = ""  # joined clusters: the Ray node id; local ones: read when needed
-    address: str = ""  # the node's IP address, where its servers listen
-
-    @property
-    def resource(self) -> str:
-        return f"{RESOURCE_PREFIX}{self.index}"
 
 
 class RayCluster:
@@ -171,7 +144,7 @@ class RayCluster:
     # -- nodes of a local cluster -----------------------------------------------------------------
     def start_node(self, index: int) -> None:
         """Start node ``index`` (``ray start --block``; the head for 0) and wait until it runs."""
-        spec = _node_spec(index, self.address, self.dirs.for_ray, self._env)
+        spec = node_spec(index, self.address, self.dirs.for_ray, self._env)
         process = ManagedProcess(spec, self.dirs.logs, run_id=self.dirs.run_id)
         process.start()
         with self._lock:
@@ -345,56 +318,6 @@ def _start_local(
     return cluster
 
 
-def _node_spec(index: int, address: str, temp_dir: Path, env: dict[str, str]) -> ServerSpec:
-    argv = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block", "--disable-usage-stats"]
-    if index == 0:
-        argv += [
-            "--head",
-            f"--port={address.rpartition(':')[2]}",
-            "--include-dashboard=false",
-            f"--temp-dir={temp_dir}",
-            f"--system-config={json.dumps(HEALTH_CHECK)}",
-        ]
-    else:
-        argv.append(f"--address={address}")
-    argv += [
-        f"--node-ip-address={node_address(index)}",
-        f"--num-cpus={NODE_CPUS}",
-        f"--object-store-memory={OBJECT_STORE_BYTES}",
-        f"--resources={json.dumps({NodeSlot(index).resource: 1})}",
-    ]
-    return ServerSpec(
-        name=f"ray-node-{index}",
-        argv=tuple(argv),
-        probe=readiness.log_line("Ray runtime started"),
-        env=env,
-        ready_timeout_s=NODE_READY_TIMEOUT_S,
-        stop_timeout_s=3.0,  # a node that takes longer to leave is killed, as its processes would be
-        hint="run `ray start --head --block` by hand; is Ray installed "
-        "(pip install 'pytest-rollout-chaos[ray]')?",
-    )
-
-
-def node_address(index: int) -> str:
-    """The loopback address node ``index`` of ``local:N`` runs on: 127.0.0.2 for the head, then .3, ..."""
-    return f"127.0.0.{FIRST_NODE_HOST + index}"
-
-
-def check_bindable(mode: RayMode, addresses: Sequence[str]) -> None:
-    """``RayClusterError`` naming the first of ``addresses`` this machine cannot listen on."""
-    for index, address in enumerate(addresses):
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-                probe.bind((address, 0))
-        except OSError as error:
-            raise RayClusterError(
-                f"--rollout-chaos-ray={mode.describe()}: node {index} runs on the loopback address "
-                f"{address}, which this machine cannot listen on ({error}); local:N puts node k on "
-                f"127.0.0.<k+{FIRST_NODE_HOST}>, which Linux routes to loopback by itself (elsewhere add "
-                f"the address to the loopback interface, e.g. `ifconfig lo0 alias {address}`)"
-            ) from None
-
-
 def _connect(address: str, *, node_ip: str | None = None) -> None:
     import ray
 
@@ -454,52 +377,6 @@ def _join(
         for index, node in enumerate(nodes)
     ]
     return RayCluster(mode, slots, mode.address, dirs=dirs, env=env, saved_env=saved, driver_address=driver)
-
-
-def check_reachable(
-    mode: RayMode, nodes: Sequence[Mapping[str, Any]], timeout_s: float = REACH_TIMEOUT_S
-) -> None:
-    """``RayClusterError`` naming each node (as ``ray.nodes()`` lists them) whose address does not
-    answer a TCP connection to its raylet within ``timeout_s``; all are tried at once."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def problem(node: Mapping[str, Any]) -> str | None:
-        host, port = str(node.get("NodeManagerAddress", "")), int(node.get("NodeManagerPort") or 0)
-        try:
-            with socket.create_connection((host, port), timeout=timeout_s):
-                return None
-        except OSError as error:
-            return f"node {str(node.get('NodeID', ''))[:8]} at {host}:{port}: {error or type(error).__name__}"
-
-    with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
-        problems = [text for text in pool.map(problem, nodes) if text is not None]
-    if problems:
-        raise RayClusterError(
-            f"--rollout-chaos-ray={mode.describe()}: the cluster has nodes on other machines whose "
-            f"addresses do not answer from this one within {timeout_s:g}s: {'; '.join(problems)}. "
-            "The servers on a node listen on its address, and this machine's proxies must reach them "
-            "there (and the node must reach this machine's address): open those ports, or leave the "
-            "node out of the cluster"
-        )
-
-
-def is_this_machine(address: str) -> bool:
-    """Whether ``address`` is this machine's: any loopback address, or one of its own."""
-    with contextlib.suppress(ValueError):
-        if ipaddress.ip_address(address).is_loopback:
-            return True
-    return address in _local_addresses()
-
-
-@functools.cache
-def _local_addresses() -> frozenset[str]:
-    addresses = {"127.0.0.1", "localhost", socket.gethostname()}
-    with contextlib.suppress(OSError):
-        addresses.update(str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None))
-    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outgoing interface
-        addresses.add(probe.getsockname()[0])
-    return frozenset(str(address) for address in addresses)
 
 
 def _naming(paths: set[Path]) -> list[int]:

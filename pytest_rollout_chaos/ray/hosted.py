@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from pytest_rollout_chaos.errors import ServerStartError
-from pytest_rollout_chaos.ray.cluster import NodeSlot, RayCluster
+from pytest_rollout_chaos.ray.cluster import RayCluster
 from pytest_rollout_chaos.ray.host import ServerHost
+from pytest_rollout_chaos.ray.nodes import NodeSlot
 from pytest_rollout_chaos.servers.gym.stack import HEAD_NAME, MODEL_NAME, RESOURCES_NAME
 from pytest_rollout_chaos.servers.nemo_gym.stack import ENV_NAME
 from pytest_rollout_chaos.servers.policy.replicas import POLICY, replica_of

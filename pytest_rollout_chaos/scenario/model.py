@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from pytest_rollout_chaos.errors import ScenarioError
+from pytest_rollout_chaos.scenario import mappings as m
 from pytest_rollout_chaos.scenario import relations, tables
 from pytest_rollout_chaos.scenario import spec as s
 from pytest_rollout_chaos.scenario import vocabulary as v
@@ -217,7 +218,7 @@ def parse_scenario(text: str, path: Path, *, policy_replicas: int = 1) -> Scenar
         raise ScenarioFileError(
             (s.Problem(path, 1, "(top level)", f"the file is empty (valid keys: {valid})"),)
         )
-    parsed: s.Parsed | None
+    parsed: m.Parsed | None
     try:
         parsed = tables.SCENARIO.parse(root, "", problems)
     except s.Rejected as rejected:
@@ -229,7 +230,7 @@ def parse_scenario(text: str, path: Path, *, policy_replicas: int = 1) -> Scenar
     return _build(parsed, path)
 
 
-def _build(parsed: s.Parsed, path: Path) -> Scenario:
+def _build(parsed: m.Parsed, path: Path) -> Scenario:
     stack = parsed["stack"]
     workload = parsed["workload"]
     expect = parsed["expect"]
@@ -247,7 +248,7 @@ def _build(parsed: s.Parsed, path: Path) -> Scenario:
     )
 
 
-def _stack(parsed: s.Parsed) -> StackSpec:
+def _stack(parsed: m.Parsed) -> StackSpec:
     policy = parsed["policy"]
     return StackSpec(
         servers=tuple(parsed["servers"]),
@@ -259,14 +260,14 @@ def _stack(parsed: s.Parsed) -> StackSpec:
     )
 
 
-def _workload(parsed: s.Parsed) -> Workload:
+def _workload(parsed: m.Parsed) -> Workload:
     values = dict(parsed.values)
     values["tasks"] = tuple(values["tasks"])
     values["trainer_config"] = types.MappingProxyType(dict(values["trainer_config"] or {}))
     return Workload(**values)
 
 
-def _step(parsed: s.Parsed) -> FaultStep:
+def _step(parsed: m.Parsed) -> FaultStep:
     kind, value, _ = parsed["at"]
     if kind == "after_completed":
         trigger = Trigger("after_completed", completed=value)
@@ -287,7 +288,7 @@ def _step(parsed: s.Parsed) -> FaultStep:
     )
 
 
-def _expectation(parsed: s.Parsed) -> Expectation:
+def _expectation(parsed: m.Parsed) -> Expectation:
     raises = parsed["raises"]
     rollouts = parsed["rollouts"]
     conditions = None

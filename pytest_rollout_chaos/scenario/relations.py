@@ -1,15 +1,14 @@
 """Rules that relate one part of a scenario file to another, checked in the same pass as the fields.
 
-The workload fixes the rows: ``len(tasks) x rows_per_task x generations_per_prompt`` of them,
-task by task, with ``_rowidx`` 0..N-1 (as ``engine.run.build_rows`` makes them). The stack
-fixes which servers run. A fault's target, ``row``, ``nth`` and trigger, and the counts of
-``expect.rollouts``, must fit those, and ``expect`` must not contradict itself: such a
-scenario could pass only by never testing what it says. For the same reason a scenario with no
-fault step names a witness (``expect.witness``: what must have happened for it to test
-anything), each witness must be one the workload can show, and ``expect.not_judged`` names only
-invariants the scenario lists (an unlisted one that finds nothing to judge is already silent).
+The workload fixes the rows and the stack the servers (``shape.Shape``). A fault's target,
+``row``, ``nth`` and trigger, and the counts of ``expect.rollouts``, must fit those, and
+``expect`` must not contradict itself: such a scenario could pass only by never testing what it
+says. For the same reason a scenario with no fault step names a witness (``expect.witness``: what
+must have happened for it to test anything), each witness must be one the workload can show, and
+``expect.not_judged`` names only invariants the scenario lists (an unlisted one that finds nothing
+to judge is already silent).
 
-The rules read whatever of the file could be read (``spec.Parsed`` leaves out the keys that
+The rules read whatever of the file could be read (``mappings.Parsed`` leaves out the keys that
 were wrong), so one ``rollout-chaos validate`` shows every problem. A rule whose inputs are
 themselves wrong is skipped: those keys already carry their own problem.
 """
@@ -20,14 +19,14 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from pytest_rollout_chaos.scenario import mappings as m
 from pytest_rollout_chaos.scenario import params as p
 from pytest_rollout_chaos.scenario import spec as s
-from pytest_rollout_chaos.scenario import tables
 from pytest_rollout_chaos.scenario import vocabulary as v
+from pytest_rollout_chaos.scenario.shape import DEFAULT_LAYOUT, TASK_OF_AGENT, Shape
 from pytest_rollout_chaos.scenario.steps import ParsedTrigger
 
 RUN_ROUTE: Final = "/run"
-TASK_OF_AGENT: Final = dict(zip(v.AGENT_INSTANCES, v.TASK_NAMES, strict=True))
 # Targets that are not servers of ``stack.servers``: nothing has to be started for them.
 _NOT_STARTED: Final = (v.COLLECTOR, v.GYM_CLIENT)
 RETRY_HINT: Final = "; to aim at a retry, give the fault a row: nth then counts that row's attempts"
@@ -39,111 +38,15 @@ _NEVER_IN_STYLE: Final = {
 }
 
 
-DEFAULT_LAYOUT: Final = ("positions", "by_task")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Shape:
-    """What the workload and the stack fix; ``None`` where the file leaves it unknown."""
-
-    tasks: tuple[str, ...] | None
-    rows_per_task: int | None
-    generations_per_prompt: int | None
-    style: str | None
-    servers: tuple[str, ...] | None
-    replicas: int | None = 1  # the policy replicas the scenario runs with
-    layout: tuple[str, str] = ("positions", "by_task")  # workload.row_ids and workload.order
-
-    @classmethod
-    def of(cls, scenario: s.Parsed, *, policy_replicas: int = 1) -> Shape:
-        """The shape of a (possibly partly wrong) scenario file; absent sections take their defaults,
-        the policy's replicas the run's (``policy_replicas``)."""
-        workload = _known_values(scenario, "workload", tables.WORKLOAD)
-        stack = _known_values(scenario, "stack", tables.STACK)
-        tasks = workload.get("tasks")
-        servers = stack.get("servers")
-        return cls(
-            tasks=tuple(tasks) if tasks is not None else None,
-            rows_per_task=workload.get("rows_per_task"),
-            generations_per_prompt=workload.get("generations_per_prompt"),
-            style=workload.get("style"),
-            servers=tuple(servers) if servers is not None else None,
-            replicas=_replicas(stack, policy_replicas),
-            layout=(workload.get("row_ids") or "positions", workload.get("order") or "by_task"),
-        )
-
-    @classmethod
-    def for_rows(cls, total: int, tasks: Sequence[str]) -> Shape:
-        """A gym-style workload of ``total`` rows spread evenly over ``tasks``, every server started."""
-        if not tasks or total % len(tasks):
-            raise ValueError(f"{total} rows cannot be spread evenly over the tasks {list(tasks)}")
-        return cls(tuple(tasks), total // len(tasks), 1, "gym", v.SERVERS)
-
-    @property
-    def total(self) -> int | None:
-        """The rows requested (and rollouts owed)."""
-        if self.tasks is None or self.rows_per_task is None or self.generations_per_prompt is None:
-            return None
-        return len(self.tasks) * self.rows_per_task * self.generations_per_prompt
-
-    def valid(self, low: int, high: int) -> str:
-        """``(valid: 0..3; rows = tasks x rows_per_task x generations_per_prompt = 1 x 4 x 1)``."""
-        sizes = f"{len(self.tasks or ())} x {self.rows_per_task} x {self.generations_per_prompt}"
-        return f"(valid: {low}..{high}; rows = tasks x rows_per_task x generations_per_prompt = {sizes})"
-
-    def rows_of(self, target: str) -> range | None:
-        """The ``_rowidx`` values requests to ``target`` can carry: an agent instance gets its task's."""
-        total = self.total
-        if total is None:
-            return None
-        if target not in TASK_OF_AGENT:
-            return range(total)
-        if self.tasks is None:
-            return None
-        task = TASK_OF_AGENT[target]
-        if task not in self.tasks:
-            return range(0)
-        block = total // len(self.tasks)
-        start = self.tasks.index(task) * block
-        return range(start, start + block)
-
-    def task_of(self, row: int) -> str | None:
-        """The task whose rows include ``row``."""
-        total = self.total
-        if total is None or self.tasks is None or not 0 <= row < total:
-            return None
-        return self.tasks[row // (total // len(self.tasks))]
-
-    def runs_to(self, server: str) -> int | None:
-        """``/run`` requests the collector sends ``server`` when nothing is retried: one per row it
-        serves, none in native style; ``None`` for a server that is not an agent, or when unknown."""
-        if server != "agent" and server not in TASK_OF_AGENT:
-            return None
-        if self.style is None:
-            return None
-        if self.style != "gym":
-            return 0
-        rows = self.rows_of(server)
-        return None if rows is None else len(rows)
-
-    def runs_per_fault(self, target: str) -> int | None:
-        """``runs_to`` as a fault's ``nth`` counts them: a fault on ``agent`` is armed on every agent
-        instance, and each instance counts only its own requests."""
-        if target != "agent" or self.tasks is None:
-            return self.runs_to(target)
-        counts = [self.runs_to(agent) for agent, task in TASK_OF_AGENT.items() if task in self.tasks]
-        return None if None in counts else max((count or 0 for count in counts), default=0)
-
-
-def check(scenario: s.Parsed, problems: s.Problems, *, policy_replicas: int = 1) -> None:
+def check(scenario: m.Parsed, problems: s.Problems, *, policy_replicas: int = 1) -> None:
     """Record every problem between the parts of ``scenario`` that could be read; ``policy[i]``
     targets against the replicas it asks for, else the run's ``policy_replicas``."""
     rules = _Rules(Shape.of(scenario, policy_replicas=policy_replicas), problems)
     for index, step in enumerate(scenario.part("faults") or ()):
-        if isinstance(step, s.Parsed):
+        if isinstance(step, m.Parsed):
             rules.step(step, f"faults[{index}]")
     expect = scenario.part("expect")
-    if isinstance(expect, s.Parsed):
+    if isinstance(expect, m.Parsed):
         rules.expect(expect)
         faults = scenario.part("faults")
         if faults is not None and not faults and "witness" not in expect.lines:
@@ -155,34 +58,12 @@ def check(scenario: s.Parsed, problems: s.Problems, *, policy_replicas: int = 1)
             )
 
 
-def _replicas(stack: Mapping[str, Any], policy_replicas: int) -> int | None:
-    """The scenario's own ``stack.policy.replicas``, else the run's; None where it is unreadable."""
-    if "policy" not in stack:
-        return None  # a stack section with problems
-    policy = stack["policy"]
-    if policy is None:
-        return policy_replicas
-    if not isinstance(policy, s.Parsed) or "replicas" in policy.bad:
-        return None
-    replicas = policy.values.get("replicas")
-    return policy_replicas if replicas is None else int(replicas)
-
-
-def _known_values(scenario: s.Parsed, key: str, table: s.Section) -> Mapping[str, Any]:
-    value = scenario.part(key)
-    if isinstance(value, s.Parsed):
-        return value.values
-    if scenario.known(key):  # not written: every key takes its default
-        return {field.name: field.default for field in table.fields}
-    return {}
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Rules:
     shape: Shape
     problems: s.Problems
 
-    def step(self, step: s.Parsed, field: str) -> None:
+    def step(self, step: m.Parsed, field: str) -> None:
         kind = step.values.get("kind")
         target = step.values.get("target")
         params: Mapping[str, Any] = step.values.get("params", {})
@@ -232,7 +113,7 @@ class _Rules:
                     f"{trigger.value} exceeds the workload's {total} rows, so it would never fire "
                     f"{shape.valid(1, total)}",
                 )
-        elif trigger.kind == "on_request" and isinstance(trigger.value, s.Parsed):
+        elif trigger.kind == "on_request" and isinstance(trigger.value, m.Parsed):
             request = trigger.value
             server = request.values.get("server")
             if not isinstance(server, str):
@@ -311,7 +192,7 @@ class _Rules:
             f"so it would fire only on a retry (valid: 1..{runs}{RETRY_HINT if fault else ''})",
         )
 
-    def expect(self, expect: s.Parsed) -> None:
+    def expect(self, expect: m.Parsed) -> None:
         lines = expect.lines
         if "raises" in lines and "rollouts" in lines:
             (first, first_line), (second, second_line) = sorted(
@@ -324,18 +205,18 @@ class _Rules:
                 "raises says the collector must fail, rollouts that it must return",
             )
         rollouts = expect.part("rollouts")
-        if isinstance(rollouts, s.Parsed):
+        if isinstance(rollouts, m.Parsed):
             self.counts(rollouts)
             self.conditions(rollouts)
         not_judged = expect.part("not_judged")
         listed = expect.values.get("invariants")
-        if isinstance(not_judged, s.Parsed) and listed is not None:
+        if isinstance(not_judged, m.Parsed) and listed is not None:
             self.not_judged(not_judged, listed, lines.get("invariants", expect.line))
         witness = expect.part("witness")
-        if isinstance(witness, s.Parsed):
+        if isinstance(witness, m.Parsed):
             self.witnesses(witness)
 
-    def not_judged(self, not_judged: s.Parsed, listed: Sequence[str], listed_line: int) -> None:
+    def not_judged(self, not_judged: m.Parsed, listed: Sequence[str], listed_line: int) -> None:
         """``expect.not_judged`` excuses only invariants the scenario lists."""
         for name in not_judged.values:
             if name not in listed:
@@ -346,7 +227,7 @@ class _Rules:
                     "does not list is not judged silently already; list it, or remove it here",
                 )
 
-    def witnesses(self, witness: s.Parsed) -> None:
+    def witnesses(self, witness: m.Parsed) -> None:
         """Each witness must be one the workload can show, as often as asked."""
         shape = self.shape
         total = shape.total
@@ -367,7 +248,7 @@ class _Rules:
                     f"(valid: 1..{len(shape.tasks)}; workload.tasks)",
                 )
 
-    def counts(self, rollouts: s.Parsed) -> None:
+    def counts(self, rollouts: m.Parsed) -> None:
         """Counts and rows of ``expect.rollouts`` against the workload."""
         shape = self.shape
         total = shape.total
@@ -389,7 +270,7 @@ class _Rules:
                     f"row {row} does not exist: the workload has {total} rows {shape.valid(0, total - 1)}",
                 )
 
-    def conditions(self, rollouts: s.Parsed) -> None:
+    def conditions(self, rollouts: m.Parsed) -> None:
         """Conditions of ``expect.rollouts`` that no outcome can meet together."""
         lines = rollouts.lines
         values = rollouts.values

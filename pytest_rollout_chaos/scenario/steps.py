@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from pytest_rollout_chaos.scenario import mappings as m
 from pytest_rollout_chaos.scenario import params as p
 from pytest_rollout_chaos.scenario import spec as s
 from pytest_rollout_chaos.scenario import vocabulary as v
@@ -18,10 +19,10 @@ from pytest_rollout_chaos.scenario import vocabulary as v
 SERVER_NAMES = v.SERVERS + v.AGENT_INSTANCES
 TRIGGER_HELP = "start, after_completed: N, after_s: T, on_request: {server: NAME, nth: N}"
 
-ON_REQUEST = s.Section(
+ON_REQUEST = m.Section(
     (
-        s.Field("server", s.Choice(SERVER_NAMES, "server"), "the server whose request fires the fault", True),
-        s.Field("nth", s.Integer(1), "fire on this request to that server (1 = the first)", default=1),
+        m.Field("server", s.Choice(SERVER_NAMES, "server"), "the server whose request fires the fault", True),
+        m.Field("nth", s.Integer(1), "fire on this request to that server (1 = the first)", default=1),
     )
 )
 _TRIGGER_VALUES: dict[str, s.Spec] = {
@@ -94,11 +95,11 @@ class TriggerSpec:
 
 
 _COMMON = (
-    s.Field("kind", s.Choice(v.FAULT_KINDS, "fault kind"), "the fault kind", True),
-    s.Field("target", s.Text(), "the server or link the fault acts on", True),
-    s.Field("at", TriggerSpec(), f"when to inject: {TRIGGER_HELP}", default="start"),
-    s.Field("duration_s", s.Number(0.0, exclusive=True), "heal after this long (default: at the end)"),
-    s.Field(
+    m.Field("kind", s.Choice(v.FAULT_KINDS, "fault kind"), "the fault kind", True),
+    m.Field("target", s.Text(), "the server or link the fault acts on", True),
+    m.Field("at", TriggerSpec(), f"when to inject: {TRIGGER_HELP}", default="start"),
+    m.Field("duration_s", s.Number(0.0, exclusive=True), "heal after this long (default: at the end)"),
+    m.Field(
         "expect_hits",
         s.Integer(0),
         "exactly how many requests the fault must touch (default: at least one; 0 for a fault meant "
@@ -112,7 +113,7 @@ _COMMON_DOCS = {field.name: field.doc for field in _COMMON}
 class FaultStepSpec:
     """One entry of ``faults``; parses to a ``Parsed`` whose values include ``params``."""
 
-    def parse(self, node: yaml.Node, field: str, problems: s.Problems) -> s.Parsed:
+    def parse(self, node: yaml.Node, field: str, problems: s.Problems) -> m.Parsed:
         """The step, or ``Rejected`` whose ``partial`` is a ``Parsed`` of the keys that were fine.
 
         A wrong ``kind`` leaves its target and parameters unknowable, but ``at`` and
@@ -160,7 +161,7 @@ class _StepReader:
     bad: set[str] = dataclasses.field(default_factory=set)
     parts: dict[str, Any] = dataclasses.field(default_factory=dict)
 
-    def read(self) -> s.Parsed:
+    def read(self) -> m.Parsed:
         read, doubtful = s.readable_items(self.node, self.field, self.problems)
         self.items = {key: (key_node, value_node) for key, key_node, value_node in read}
         self.bad = set(doubtful or ())
@@ -187,7 +188,7 @@ class _StepReader:
             self.parameters.pop(key, None)
         self.values["params"] = self.parameters
         lines = {key: s.line_of(key_node) for key, (key_node, _) in self.items.items()}
-        parsed = s.Parsed(self.values, s.line_of(self.node), lines, frozenset(self.bad), self.parts)
+        parsed = m.Parsed(self.values, s.line_of(self.node), lines, frozenset(self.bad), self.parts)
         if self.bad or doubtful is not None:
             raise s.Rejected(parsed)
         return parsed

@@ -2,7 +2,7 @@
 
 Everything drawn comes from the same tables the validator uses (the fault registry's
 parameters, the targets of each kind) and keeps within the bounds the workload sets
-(``relations.Shape``: rows a target receives, ``/run`` requests an agent gets), so a drawn
+(``shape.Shape``: rows a target receives, ``/run`` requests an agent gets), so a drawn
 schedule validates by construction; the property tests of the runner use these to search for
 schedules that break a collector. Hypothesis comes with the ``[fuzz]`` extra.
 """
@@ -28,7 +28,7 @@ from pytest_rollout_chaos.scenario import params as p
 from pytest_rollout_chaos.scenario import spec as s
 from pytest_rollout_chaos.scenario import vocabulary as v
 from pytest_rollout_chaos.scenario.model import FaultStep, Trigger
-from pytest_rollout_chaos.scenario.relations import Shape
+from pytest_rollout_chaos.scenario.shape import Shape
 
 _DEFAULT_TASKS = (v.TASK_NAMES[0],)
 _SPAN = 1000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_rollout_chaos import options
 from pytest_rollout_chaos import settings as s
 from tests.conftest import INNER_ASYNCIO_INI
 
@@ -40,7 +41,7 @@ def test_help_lists_every_option_in_the_group(pytester: pytest.Pytester) -> None
 
 def test_defaults(pytester: pytest.Pytester) -> None:
     config = pytester.parseconfigure()
-    settings = s.resolve(config)
+    settings = options.resolve(config)
     assert settings.enabled is False
     assert settings.target == "reference"
     assert settings.backend == "tiny"
@@ -66,7 +67,7 @@ def test_command_line_values(pytester: pytest.Pytester) -> None:
         "--rollout-chaos-report=out/report.html",
         "--rollout-chaos-json=out/results.json",
     )
-    settings = s.resolve(config)
+    settings = options.resolve(config)
     assert settings.enabled is True
     assert settings.target == "my_pkg.chaos:make"
     assert settings.backend == "vllm"
@@ -95,7 +96,7 @@ def test_ini_twins_and_option_precedence(pytester: pytest.Pytester) -> None:
         asyncio_default_fixture_loop_scope = "function"
         """
     )
-    settings = s.resolve(pytester.parseconfigure())
+    settings = options.resolve(pytester.parseconfigure())
     assert settings.enabled is True
     assert settings.target == "nemo_rl"
     assert settings.backend == "vllm"
@@ -105,7 +106,9 @@ def test_ini_twins_and_option_precedence(pytester: pytest.Pytester) -> None:
     assert settings.seed == 7
     assert settings.report == pytester.path / "report.html"
     assert settings.json_report == pytester.path / "results.json"
-    overridden = s.resolve(pytester.parseconfigure("--rollout-chaos-seed=9", "--rollout-chaos-backend=tiny"))
+    overridden = options.resolve(
+        pytester.parseconfigure("--rollout-chaos-seed=9", "--rollout-chaos-backend=tiny")
+    )
     assert overridden.seed == 9
     assert overridden.backend == "tiny"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_rollout_chaos import options
 from pytest_rollout_chaos import settings as s
 from tests.conftest import INNER_ASYNCIO_INI
 
@@ -25,12 +26,12 @@ expect:
 
 
 def test_one_replica_by_default_the_option_and_its_ini_twin(pytester: pytest.Pytester) -> None:
-    assert s.resolve(pytester.parseconfigure()).policy_replicas == 1
-    assert s.resolve(pytester.parseconfigure("--rollout-chaos-policy-replicas=3")).policy_replicas == 3
+    assert options.resolve(pytester.parseconfigure()).policy_replicas == 1
+    assert options.resolve(pytester.parseconfigure("--rollout-chaos-policy-replicas=3")).policy_replicas == 3
     pytester.makeini(f"[pytest]\n{s.OPT_POLICY_REPLICAS} = 2\n" + INNER_ASYNCIO_INI)
-    assert s.resolve(pytester.parseconfigure()).policy_replicas == 2
+    assert options.resolve(pytester.parseconfigure()).policy_replicas == 2
     # the command line wins over the ini file
-    assert s.resolve(pytester.parseconfigure("--rollout-chaos-policy-replicas=4")).policy_replicas == 4
+    assert options.resolve(pytester.parseconfigure("--rollout-chaos-policy-replicas=4")).policy_replicas == 4
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from typing import ClassVar
 
 import pytest
 
+from pytest_rollout_chaos import options
 from pytest_rollout_chaos import settings as s
 from tests.conftest import INNER_ASYNCIO_INI
 
@@ -118,7 +119,7 @@ def test_option_ini_twin_and_help(pytester: pytest.Pytester) -> None:
     ],
 )
 def test_url_with_or_without_v1(pytester: pytest.Pytester, given: str, root: str) -> None:
-    settings = s.resolve(pytester.parseconfigure(f"--rollout-chaos-policy-url={given}"))
+    settings = options.resolve(pytester.parseconfigure(f"--rollout-chaos-policy-url={given}"))
     assert settings.policy_url == root
     assert settings.policy_ready_timeout_s == s.DEFAULT_POLICY_READY_TIMEOUT_S
 
@@ -128,14 +129,14 @@ def test_ini_twin_option_precedence_and_header(pytester: pytest.Pytester) -> Non
         f"[pytest]\n{s.OPT_POLICY_URL} = http://10.0.0.7:8000/v1\n"
         f"{s.INI_POLICY_READY_TIMEOUT} = 300\n{INNER_ASYNCIO_INI}"
     )
-    settings = s.resolve(pytester.parseconfigure())
+    settings = options.resolve(pytester.parseconfigure())
     assert settings.policy_url == "http://10.0.0.7:8000"
     assert settings.policy_ready_timeout_s == 300.0
     assert "policy=http://10.0.0.7:8000 (external)" in settings.header_line()
     assert "backend=" not in settings.header_line()
-    option = s.resolve(pytester.parseconfigure("--rollout-chaos-policy-url=http://127.0.0.1:9000"))
+    option = options.resolve(pytester.parseconfigure("--rollout-chaos-policy-url=http://127.0.0.1:9000"))
     assert option.policy_url == "http://127.0.0.1:9000"
-    assert s.resolve(pytester.parseconfigure(f"-o{s.OPT_POLICY_URL}=")).policy_url is None
+    assert options.resolve(pytester.parseconfigure(f"-o{s.OPT_POLICY_URL}=")).policy_url is None
 
 
 @pytest.mark.parametrize(

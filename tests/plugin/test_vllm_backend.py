@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos import bundled, options
 from pytest_rollout_chaos import settings as s
 from pytest_rollout_chaos.servers.policy import gpus
 from pytest_rollout_chaos.servers.policy.vllm import VLLM_PYTHON_ENV, probe
@@ -99,10 +99,10 @@ def test_without_the_flag_or_with_tiny_nothing_is_checked(pytester: pytest.Pytes
 def test_option_ini_twin_and_help(pytester: pytest.Pytester) -> None:
     python = make_fake_vllm_python(pytester.path / "venv")
     pytester.makeini(f"[pytest]\n{s.OPT_VLLM_PYTHON} = venv/bin/python\n{INNER_ASYNCIO_INI}")
-    assert s.resolve(pytester.parseconfigure()).vllm_python == python
+    assert options.resolve(pytester.parseconfigure()).vllm_python == python
     other = pytester.path / "other"
     make_fake_vllm_python(other)
-    resolved = s.resolve(pytester.parseconfigure(f"--rollout-chaos-vllm-python={other}/bin/python"))
+    resolved = options.resolve(pytester.parseconfigure(f"--rollout-chaos-vllm-python={other}/bin/python"))
     assert resolved.vllm_python == other / "bin" / "python"
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(["*--rollout-chaos-vllm-python=PATH*", f"*{s.OPT_VLLM_PYTHON} (*"])

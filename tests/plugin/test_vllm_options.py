@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rollout_chaos import settings as s
+from pytest_rollout_chaos import options
 from pytest_rollout_chaos.report.run_info import describe_run
 from pytest_rollout_chaos.servers.policy import gpus
 from tests.conftest import INNER_ASYNCIO_INI
@@ -24,9 +24,9 @@ def test_vllm_args_are_shell_split_and_the_option_wins_over_its_ini_twin(pyteste
         "rollout_chaos_vllm_args = --max-model-len 512 --chat-template-content-format 'string'\n"
         + INNER_ASYNCIO_INI
     )
-    from_ini = s.resolve(pytester.parseconfigure())
+    from_ini = options.resolve(pytester.parseconfigure())
     assert from_ini.vllm_args == ("--max-model-len", "512", "--chat-template-content-format", "string")
-    given = s.resolve(pytester.parseconfigure("--rollout-chaos-vllm-args=-tp 2 --dtype bfloat16"))
+    given = options.resolve(pytester.parseconfigure("--rollout-chaos-vllm-args=-tp 2 --dtype bfloat16"))
     assert given.vllm_args == ("-tp", "2", "--dtype", "bfloat16")
     assert "vllm-args=-tp 2 --dtype bfloat16" in given.header_line()
 
@@ -110,13 +110,13 @@ def test_a_model_id_is_found_in_the_local_hf_cache(
     snapshot = _cached_model(hub, "Qwen/Qwen2.5-0.5B-Instruct")
     monkeypatch.setenv("HF_HUB_CACHE", str(hub))
     config = pytester.parseconfigure("--rollout-chaos-model=Qwen/Qwen2.5-0.5B-Instruct")
-    settings = s.resolve(config)
+    settings = options.resolve(config)
     assert settings.model == snapshot
     assert settings.model_id == "Qwen/Qwen2.5-0.5B-Instruct"
     assert f"model=Qwen/Qwen2.5-0.5B-Instruct ({snapshot})" in settings.header_line()
     assert describe_run(config, settings).model == f"Qwen/Qwen2.5-0.5B-Instruct ({snapshot})"
     directory = pytester.mkdir("Qwen")  # a directory of that name wins over the cache
-    assert s.resolve(pytester.parseconfigure(f"--rollout-chaos-model={directory}")).model_id == ""
+    assert options.resolve(pytester.parseconfigure(f"--rollout-chaos-model={directory}")).model_id == ""
 
 
 def test_a_model_id_not_in_the_cache_is_a_usage_error_saying_where_it_looked(

@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-from pytest_rollout_chaos.ray.cluster import (
+from pytest_rollout_chaos.ray.mode import RayMode, parse
+from pytest_rollout_chaos.ray.nodes import (
     RayClusterError,
     check_bindable,
     check_reachable,
     is_this_machine,
     node_address,
 )
-from pytest_rollout_chaos.ray.mode import RayMode, parse
 
 JOINED = RayMode("address", address="10.0.0.1:6379")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos.scenario import ScenarioFileError, parse_scenario
-from pytest_rollout_chaos.scenario.relations import Shape
+from pytest_rollout_chaos.scenario.shape import Shape
 from tests._invariant_names import INTERFACE_NAMES
 from tests.scenario._broken import MANY, RETRY, ROWS_2, many_problems
 

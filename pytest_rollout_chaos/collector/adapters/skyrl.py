@@ -21,7 +21,7 @@ of every model call; that function itself is not called, because its module impo
 ``skyrl_gym`` environment registered with ``skyrl_gym.register``): SkyRL has no NeMo Gym
 environment, so it seeds a session, runs tool calls and verifies on the stack's resources server
 through the ``collector->resources`` link. The rows' tool lists are not rendered: SkyRL's
-generator templates the messages alone. One generator hook, for groups (below).
+generator templates the messages alone. One generator hook, for groups (``skyrl_prompts``).
 
 **Settings.** Upstream's defaults (``SkyRLTrainConfig()``), except what the scenario's run sets
 for every collector: ``generator.max_turns`` (``ctx.settings.max_turns``),
@@ -32,26 +32,6 @@ model's context) and ``temperature``; ``n_samples_per_prompt`` is the workload's
 ``generator.skip_failed_rollouts`` (SkyRL PR #1986) stays at its default, off;
 ``--rollout-chaos-target=skyrl_skip_failed_rollouts`` turns it on, and on a tree without the
 setting that target is a usage error, as SkyRL's structured config rejects an unknown key.
-
-**Groups.** The workload lays each prompt's group out as ``n`` consecutive rows, equal but for
-``_rowidx``. SkyRL gets one prompt per group (``uid`` = the group's first ``_rowidx``) and makes
-the group itself: ``prepare_generator_input`` repeats the prompt ``n_samples_per_prompt`` times,
-deep-copying its ``env_extras``, and gives each copy a ``TrajectoryID`` (the ``uid``, repetition
-0..n-1); ``generate`` hands each ``agent_loop`` its own, in the same order as the rows. The
-environment seeds its session from its row (``_rowidx``), which one prompt's extras cannot give
-every sample, so the prompt's extras carry the whole group's rows and the generator is SkyRL's
-``SkyRLGymGenerator`` with one hook filled in: ``_setup_env_extras`` (SkyRL's subclass hook,
-a no-op upstream, called with the sample's ``TrajectoryID`` just before ``skyrl_gym.make``)
-picks row ``repetition_id`` of the group and the session id ``agent_loop`` uses. On a tree
-without the hook a workload of groups skips, saying so. The rows of a group differ only in
-``_rowidx``, so the samples' environments behave alike; only the servers' records tell them apart.
-
-**Reading ``GeneratorOutput`` back** (one Rollout per row, in row order): ``stop_reasons``
-``stop`` is completed, ``length`` truncated, ``rollout_error`` (PR #1986's placeholder) aborted
-with what SkyRL logged for that rollout, any other reason aborted naming it. Each run of
-loss-mask 1 in ``response_ids`` is one turn's generation, its logprobs the matching
-``rollout_logprobs``, its prompt ``prompt_token_ids`` plus every response token before it. The
-reward is the sum of the token-level ``rewards`` (a float reward is taken as it is).
 
 What the two pinned trees show: before PR #1986, and after it with the flag off, the first
 raising rollout (the verifier's HTTP 500 in ``verifier-exception-isolated``, a policy 503 in
@@ -68,7 +48,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -76,6 +55,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from pytest_rollout_chaos.collector.adapters import skyrl_env
+from pytest_rollout_chaos.collector.adapters.skyrl_output import LoggedFailures, rollout_of
+from pytest_rollout_chaos.collector.adapters.skyrl_prompts import HOOK, generator_class, prompts_of
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.failures import root_cause
@@ -84,9 +65,7 @@ from pytest_rollout_chaos.collector.protocol import (
     CollectorContext,
     Mode,
     Rollout,
-    RolloutStatus,
     Row,
-    Turn,
     row_index,
 )
 from pytest_rollout_chaos.errors import CollectorTargetError
@@ -98,9 +77,7 @@ SERVER_UTILS_MODULE: Final = "skyrl.backends.skyrl_train.inference_servers.utils
 GENERATOR_UTILS_MODULE: Final = "skyrl.train.generators.utils"
 CONFIG_MODULE: Final = "skyrl.train.config"
 SKIP_FAILED: Final = "skip_failed_rollouts"
-PLACEHOLDER_STOP_REASON: Final = "rollout_error"
 GROUP_SIZE: Final = "generator.n_samples_per_prompt"
-HOOK: Final = "_setup_env_extras"
 GROUPS_UNSUPPORTED: Final = (
     f"this SkyRL tree's SkyRLGymGenerator has no {HOOK} hook, through which each of SkyRL's "
     "copies of a prompt gets its own row of the group (its TrajectoryID's repetition_id) to seed "
@@ -118,8 +95,6 @@ STOOD_IN: Final = (
 )
 """What of the trainer's path to ``generate`` is stood in; every other line is SkyRL's."""
 SOURCE: Final = "collector"
-_FAILED_ROLLOUT = re.compile(r"^Rollout (\d+) failed with (.*?)\. Substituting a placeholder", re.DOTALL)
-_STATUS: Final[dict[str, RolloutStatus]] = {"stop": "completed", "length": "truncated"}
 
 
 def use_skyrl_gym() -> None:
@@ -174,7 +149,8 @@ UPSTREAM_SKIP_FAILED = _SkyRLUpstream(
 
 
 class SkyRLCollector:
-    """SkyRL's generator over the stack (module docstring: what is real, the settings, the mapping)."""
+    """SkyRL's generator over the stack (module docstring: what is real, the settings;
+    ``skyrl_output``: the mapping)."""
 
     modes = ("train",)
     reaches: ClassVar[Mapping[str, tuple[str, ...] | None]] = {
@@ -292,8 +268,8 @@ class SkyRLCollector:
         )
 
     def generator_input(self, rows: Sequence[Row], config: Any, size: int = 1) -> Any:
-        """``prepare_generator_input`` over one SkyRL prompt per group of ``size`` rows (module
-        docstring: groups), as the trainer's step builds it."""
+        """``prepare_generator_input`` over one SkyRL prompt per group of ``size`` rows
+        (``skyrl_prompts``: groups), as the trainer's step builds it."""
         utils: Any = importlib.import_module(GENERATOR_UTILS_MODULE)
         engine_utils: Any = importlib.import_module(ENGINE_UTILS_MODULE)
         extras: dict[str, Any] = {
@@ -313,78 +289,6 @@ class SkyRLCollector:
             0,
         )
         return batch
-
-
-def prompts_of(rows: Sequence[Row], size: int, extras: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One SkyRL prompt per group of ``size`` consecutive rows: the group's first row's messages,
-    ``uid`` its ``_rowidx``, and ``extras`` with the group's rows in order (``skyrl_env.ROWS``);
-    the row and session of repetition 0 are set too, what a generator without the hook uses."""
-    prompts: list[dict[str, Any]] = []
-    for start in range(0, len(rows), size):
-        group = [dict(row) for row in rows[start : start + size]]
-        uid = str(row_index(rows[start], start))
-        prompts.append(
-            {
-                "prompt": messages_of(group[0]),
-                "env_class": skyrl_env.ENV_ID,
-                "env_extras": {
-                    **extras,
-                    skyrl_env.ROWS: group,
-                    skyrl_env.ROW: group[0],
-                    skyrl_env.SESSION_ID: session_id(uid, 0),
-                },
-                "uid": uid,
-            }
-        )
-    return prompts
-
-
-_GENERATORS: dict[type, type] = {}
-
-
-def generator_class(base: type) -> type:
-    """SkyRL's ``SkyRLGymGenerator`` (``base``) with its ``_setup_env_extras`` hook filled in: each
-    sample's extras get its own row of the group and ``agent_loop``'s session id (STOOD_IN)."""
-    if not hasattr(base, HOOK):
-        return base
-    made = _GENERATORS.get(base)
-    if made is None:
-
-        def _setup_env_extras(
-            self: Any, env_class: str, env_extras: dict[str, Any], sampling_params: Any, trajectory_id: Any
-        ) -> dict[str, Any]:
-            given = getattr(base, HOOK)(self, env_class, env_extras, sampling_params, trajectory_id)
-            return sample_extras(given, trajectory_id)
-
-        made = type(
-            "RolloutChaosSkyRLGymGenerator", (base,), {HOOK: _setup_env_extras, "__module__": __name__}
-        )
-        _GENERATORS[base] = made
-    return made
-
-
-def sample_extras(extras: dict[str, Any], trajectory_id: Any) -> dict[str, Any]:
-    """One sample's extras: row ``trajectory_id.repetition_id`` of its prompt's group
-    (``skyrl_env.ROWS``) and the session id SkyRL's ``agent_loop`` gives that trajectory."""
-    rows = extras.get(skyrl_env.ROWS)
-    if rows is None:
-        return extras
-    if trajectory_id is None:
-        raise ValueError(
-            f"SkyRL handed {HOOK} no trajectory_id for a prompt of {len(rows)} rows; the adapter "
-            "needs its repetition_id to give the sample its own row (prepare_generator_input sets it)"
-        )
-    repetition = int(trajectory_id.repetition_id)
-    if not 0 <= repetition < len(rows):
-        raise ValueError(
-            f"trajectory {trajectory_id.instance_id}_{repetition}: repetition_id outside the group of "
-            f"{len(rows)} rows (generator.n_samples_per_prompt differs from the workload's group size)"
-        )
-    return {
-        **extras,
-        skyrl_env.ROW: rows[repetition],
-        skyrl_env.SESSION_ID: session_id(str(trajectory_id.instance_id), repetition),
-    }
 
 
 KNOWN: Final = (
@@ -435,93 +339,3 @@ class SkipFailedRolloutsCollector(SkyRLCollector):
 factory = SkyRLCollector
 """``--rollout-chaos-target=skyrl``; the class is its own factory, so its ``modes`` and ``reaches``
 skip early."""
-
-
-def session_id(uid: str, repetition: int) -> str:
-    """The ``session_id`` SkyRL's ``agent_loop`` gives a trajectory: its ``TrajectoryID``
-    (the prompt's ``uid``, the sample's ``repetition_id``) as ``instance_id_repetition_id``."""
-    return f"{uid}_{repetition}"
-
-
-def messages_of(row: Row) -> list[dict[str, Any]]:
-    """The row's input as chat messages (SkyRL's ``prompt``)."""
-    params = row.get("responses_create_params")
-    given = params.get("input") if isinstance(params, dict) else None
-    if isinstance(given, str):
-        return [{"role": "user", "content": given}]
-    if isinstance(given, list):
-        return [
-            {"role": str(item.get("role", "user")), "content": item.get("content", "")}
-            for item in given
-            if isinstance(item, dict)
-        ]
-    raise ValueError(f"row {row.get('_rowidx')!r} has no responses_create_params.input")
-
-
-def rollout_of(output: Any, position: int, index: int, failures: LoggedFailures) -> Rollout:
-    """Row ``position`` of SkyRL's ``GeneratorOutput`` as a Rollout (module docstring: the mapping)."""
-    stop_reason = output["stop_reasons"][position]
-    response = list(output["response_ids"][position])
-    mask = list(output["loss_masks"][position])
-    all_logprobs = output["rollout_logprobs"]
-    logprobs = list(all_logprobs[position]) if all_logprobs is not None else []
-    prompt = list(output["prompt_token_ids"][position])
-    reward = output["rewards"][position]
-    turns = [
-        Turn(prompt + response[:start], response[start:end], logprobs[start:end])
-        for start, end in mask_runs(mask)
-    ]
-    total = float(sum(reward)) if isinstance(reward, list) else float(reward)
-    status = _STATUS.get(stop_reason, "aborted")
-    error = None
-    if stop_reason == PLACEHOLDER_STOP_REASON:
-        cause = failures.about(position)
-        error = (
-            f"SkyRL replaced row {index} by a placeholder trajectory (stop_reason={stop_reason!r}, "
-            f"{len(response)} response token, loss mask {mask}, reward {total}): "
-            + (f"rollout {position} failed with {cause}" if cause else "SkyRL logged no cause for it")
-        )
-    elif status == "aborted":
-        error = f"SkyRL handed back row {index} with stop_reason {stop_reason!r}"
-    return Rollout(row_index=index, status=status, reward=total, turns=turns, error=error)
-
-
-def mask_runs(mask: Sequence[int]) -> list[tuple[int, int]]:
-    """``[start, end)`` of each run of ones: the model's generations inside a SkyRL response."""
-    runs = []
-    start: int | None = None
-    for position, flag in enumerate([*mask, 0]):
-        if flag and start is None:
-            start = position
-        elif not flag and start is not None:
-            runs.append((start, position))
-            start = None
-    return runs
-
-
-class LoggedFailures:
-    """What SkyRL's generator logs (loguru) about each failed rollout while a batch runs."""
-
-    def __init__(self) -> None:
-        self.causes: dict[int, str] = {}
-
-    def listening(self) -> Any:
-        loguru: Any = importlib.import_module("loguru")
-        failures = self
-
-        class Listening:
-            def __enter__(self) -> None:
-                self.sink = loguru.logger.add(failures.record, level="WARNING", format="{message}")
-
-            def __exit__(self, *exc: object) -> None:
-                loguru.logger.remove(self.sink)
-
-        return Listening()
-
-    def record(self, message: Any) -> None:
-        found = _FAILED_ROLLOUT.match(str(message.record["message"]))
-        if found is not None:
-            self.causes.setdefault(int(found.group(1)), found.group(2))
-
-    def about(self, position: int) -> str | None:
-        return self.causes.get(position)

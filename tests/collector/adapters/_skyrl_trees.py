@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import skyrl
+from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_output
 from tests.collector.adapters._trees import pinned_tree
 
 BASE: Final = "skyrl-1ec7fae4"
@@ -86,7 +86,7 @@ class SwallowingSkyRLCollector(skyrl.SkyRLCollector):
                 return module.TrajectoryOutput(
                     response_ids=[pad],
                     reward=[0.0],
-                    stop_reason=skyrl.PLACEHOLDER_STOP_REASON,
+                    stop_reason=skyrl_output.PLACEHOLDER_STOP_REASON,
                     loss_mask=[0],
                     prompt_ids=[pad],
                     rollout_logprobs=[0.0],

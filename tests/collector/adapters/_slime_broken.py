@@ -13,15 +13,17 @@ from __future__ import annotations
 from argparse import Namespace
 from typing import Any
 
-from pytest_rollout_chaos.collector.adapters import slime
+from pytest_rollout_chaos.collector.adapters import slime, slime_train_data
 from pytest_rollout_chaos.collector.protocol import Collector, CollectorContext, Rollout
 
 
 class GenerationOnlySlimeCollector(slime.SlimeCollector):
     """BROKEN ON PURPOSE: reads the groups of ``generate_and_rm_group``, never slime's train data."""
 
-    def read(self, args: Namespace, finished: list[list[Any]], crashes: slime.CrashLog) -> list[Rollout]:
-        return [slime.read_back(element, crashes) for group in finished for element in group]
+    def read(
+        self, args: Namespace, finished: list[list[Any]], crashes: slime_train_data.CrashLog
+    ) -> list[Rollout]:
+        return [slime_train_data.read_back(element, crashes) for group in finished for element in group]
 
 
 def generation_only(ctx: CollectorContext) -> Collector:

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from pytest_rollout_chaos.collector.adapters import slime
+from pytest_rollout_chaos.collector.adapters import slime, slime_imports
 from pytest_rollout_chaos.collector.protocol import Collector, CollectorContext
 from tests.collector.adapters._trees import REPO, pinned_tree
 
@@ -63,7 +63,7 @@ class RepairingSlimeCollector(slime.SlimeCollector):
     """BROKEN ON PURPOSE: catches each group's exception and aborts its samples itself."""
 
     async def step(self, state: Any, samples: list[list[Any]]) -> list[list[Any]]:
-        rollout = importlib.import_module(slime.ROLLOUT_MODULE)
+        rollout = importlib.import_module(slime_imports.ROLLOUT_MODULE)
 
         async def guarded(group: list[Any]) -> list[Any]:
             try:

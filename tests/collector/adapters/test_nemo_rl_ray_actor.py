@@ -226,8 +226,8 @@ async def test_the_gym_clients_error_crosses_ray_to_the_caller(ray_session: Any,
 
 _DETECT = """
 import inspect, json, sys
-from pytest_rollout_chaos.collector.adapters import nemo_rl, nemo_rl_actor
-trainer = nemo_rl.load_trainer()
+from pytest_rollout_chaos.collector.adapters import nemo_rl_actor, nemo_rl_trainer
+trainer = nemo_rl_trainer.load_trainer()
 plain = trainer.remote_class.__ray_metadata__.modified_class.__ray_actor_class__
 actor = nemo_rl_actor.actor_class(plain)
 print(json.dumps({

@@ -112,9 +112,9 @@ from pathlib import Path
 from pytest_rollout_chaos.collector.adapters.upstream import use_tree
 use_tree(Path(sys.argv[1]))
 from nemo_rl.distributed.batched_data_dict import BatchedDataDict
-from pytest_rollout_chaos.collector.adapters import nemo_rl
+from pytest_rollout_chaos.collector.adapters import nemo_rl_trainer
 rows = [{"q": q, "_rowidx": 3 * p + g} for p, q in enumerate("ab") for g in range(3)]
-batch = nemo_rl.input_batch(BatchedDataDict, rows)
+batch = nemo_rl_trainer.input_batch(BatchedDataDict, rows)
 env = batch["extra_env_info"]
 print(json.dumps([[row["q"], row["_rowidx"]] for row in env] + [len({id(row) for row in env})]))
 """

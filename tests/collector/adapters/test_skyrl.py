@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_env
+from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_env, skyrl_output, skyrl_prompts
 from pytest_rollout_chaos.engine.fit import unreachable
 from pytest_rollout_chaos.scenario.model import load_scenario
 from tests.catalog._verdicts import CATALOG, run_catalog
@@ -48,7 +48,7 @@ def two_turns(stop_reason: str = "stop") -> dict[str, Any]:
 
 
 def test_each_run_of_loss_mask_one_is_a_turn_with_everything_before_it_as_its_prompt() -> None:
-    rollout = skyrl.rollout_of(two_turns(), 0, 7, skyrl.LoggedFailures())
+    rollout = skyrl_output.rollout_of(two_turns(), 0, 7, skyrl_output.LoggedFailures())
     assert (rollout.row_index, rollout.status, rollout.reward, rollout.error) == (7, "completed", 1.0, None)
     assert [(t.prompt_token_ids, t.generation_token_ids, t.generation_log_probs) for t in rollout.turns] == [
         ([1, 2], [10, 11], [-0.5, -0.25]),
@@ -58,7 +58,7 @@ def test_each_run_of_loss_mask_one_is_a_turn_with_everything_before_it_as_its_pr
 
 def test_a_float_reward_and_no_logprobs_are_read_as_they_are() -> None:
     output = {**two_turns(), "rewards": [0.5], "rollout_logprobs": None}
-    rollout = skyrl.rollout_of(output, 0, 0, skyrl.LoggedFailures())
+    rollout = skyrl_output.rollout_of(output, 0, 0, skyrl_output.LoggedFailures())
     assert rollout.reward == 0.5
     assert [turn.generation_log_probs for turn in rollout.turns] == [[], []]
 
@@ -67,7 +67,7 @@ def test_a_float_reward_and_no_logprobs_are_read_as_they_are() -> None:
     ("stop_reason", "status"), [("stop", "completed"), ("length", "truncated"), ("abort", "aborted")]
 )
 def test_stop_reasons_map_to_statuses(stop_reason: str, status: str) -> None:
-    rollout = skyrl.rollout_of(two_turns(stop_reason), 0, 3, skyrl.LoggedFailures())
+    rollout = skyrl_output.rollout_of(two_turns(stop_reason), 0, 3, skyrl_output.LoggedFailures())
     assert rollout.status == status
     assert (rollout.error is None) == (status != "aborted")
     if status == "aborted":
@@ -91,31 +91,31 @@ def test_a_placeholder_is_an_aborted_row_naming_what_skyrl_logged_for_that_rollo
         "rewards": [[1.0], [0.0]],
         "stop_reasons": ["stop", "rollout_error"],
     }
-    failures = skyrl.LoggedFailures()
+    failures = skyrl_output.LoggedFailures()
     for index, cause in ((0, "ValueError: not this one"), (1, "GymRequestError: verifier crashed")):
         failures.record(
             LogMessage(
                 {"message": f"Rollout {index} failed with {cause}. Substituting a placeholder trajectory."}
             )
         )
-    rollout = skyrl.rollout_of(placeholder, 1, 9, failures)
+    rollout = skyrl_output.rollout_of(placeholder, 1, 9, failures)
     assert (rollout.row_index, rollout.status, rollout.turns, rollout.reward) == (9, "aborted", [], 0.0)
     assert rollout.error is not None
     assert "placeholder trajectory (stop_reason='rollout_error'" in rollout.error
     assert "rollout 1 failed with GymRequestError: verifier crashed" in rollout.error
     assert "not this one" not in rollout.error
-    silent = skyrl.rollout_of(placeholder, 1, 9, skyrl.LoggedFailures()).error
+    silent = skyrl_output.rollout_of(placeholder, 1, 9, skyrl_output.LoggedFailures()).error
     assert silent is not None
     assert "SkyRL logged no cause for it" in silent
 
 
 def test_rows_become_skyrl_prompts_and_sessions() -> None:
-    assert skyrl.messages_of({"responses_create_params": {"input": "hi there"}}) == [
+    assert skyrl_prompts.messages_of({"responses_create_params": {"input": "hi there"}}) == [
         {"role": "user", "content": "hi there"}
     ]
     with pytest.raises(ValueError, match=r"row 4 has no responses_create_params.input"):
-        skyrl.messages_of({"_rowidx": 4})
-    assert skyrl.session_id("12", 0) == "12_0"
+        skyrl_prompts.messages_of({"_rowidx": 4})
+    assert skyrl_prompts.session_id("12", 0) == "12_0"
 
 
 # -- GRPO groups: one SkyRL prompt per group, each of SkyRL's copies seeded from its own row ----------
@@ -137,24 +137,24 @@ class Trajectory:
 
 
 def test_a_group_is_one_prompt_whose_extras_carry_every_row() -> None:
-    prompts = skyrl.prompts_of(grouped_rows(), 4, {"shared": 1})
+    prompts = skyrl_prompts.prompts_of(grouped_rows(), 4, {"shared": 1})
     assert [prompt["uid"] for prompt in prompts] == ["0", "4"]
     assert [row["_rowidx"] for row in prompts[1]["env_extras"][skyrl_env.ROWS]] == [4, 5, 6, 7]
     assert prompts[1]["prompt"] == [{"role": "user", "content": "question 1"}]
     assert prompts[1]["env_extras"]["shared"] == 1
-    one_each = skyrl.prompts_of(grouped_rows(), 1, {})
+    one_each = skyrl_prompts.prompts_of(grouped_rows(), 1, {})
     assert [prompt["uid"] for prompt in one_each] == [str(i) for i in range(8)]
 
 
 def test_each_sample_gets_the_row_of_its_repetition_and_its_trajectorys_session() -> None:
-    [_, second] = skyrl.prompts_of(grouped_rows(), 4, {})
-    own = skyrl.sample_extras(dict(second["env_extras"]), Trajectory("4", 2))
+    [_, second] = skyrl_prompts.prompts_of(grouped_rows(), 4, {})
+    own = skyrl_prompts.sample_extras(dict(second["env_extras"]), Trajectory("4", 2))
     assert own[skyrl_env.ROW]["_rowidx"] == 6
     assert own[skyrl_env.SESSION_ID] == "4_2"
     with pytest.raises(ValueError, match=r"repetition_id outside the group of 4 rows"):
-        skyrl.sample_extras(dict(second["env_extras"]), Trajectory("4", 4))
+        skyrl_prompts.sample_extras(dict(second["env_extras"]), Trajectory("4", 4))
     with pytest.raises(ValueError, match=r"no trajectory_id for a prompt of 4 rows"):
-        skyrl.sample_extras(dict(second["env_extras"]), None)
+        skyrl_prompts.sample_extras(dict(second["env_extras"]), None)
 
 
 @pytest.fixture(params=[trees.BASE, trees.HEAD])
@@ -170,12 +170,12 @@ def test_skyrls_own_repetition_reaches_each_sample_its_own_row(skyrl_tree: str) 
     the sample's own row, in row order, and the session id ``agent_loop`` gives the trajectory."""
     utils: Any = importlib.import_module(skyrl.GENERATOR_UTILS_MODULE)
     base: Any = importlib.import_module(skyrl.GENERATOR_MODULE).SkyRLGymGenerator
-    assert hasattr(base, skyrl.HOOK), f"{skyrl_tree} has no {skyrl.HOOK}"
+    assert hasattr(base, skyrl_prompts.HOOK), f"{skyrl_tree} has no {skyrl_prompts.HOOK}"
     batch, uids = utils.prepare_generator_input(
-        skyrl.prompts_of(grouped_rows(), 4, {}), 4, {}, None, "train", 0
+        skyrl_prompts.prompts_of(grouped_rows(), 4, {}), 4, {}, None, "train", 0
     )
     assert uids == ["0"] * 4 + ["4"] * 4
-    generator_class = skyrl.generator_class(base)
+    generator_class = skyrl_prompts.generator_class(base)
     generator: Any = object.__new__(generator_class)  # the hook reads nothing of the instance
     seen = []
     for extras, trajectory in zip(batch["env_extras"], batch["trajectory_ids"], strict=True):

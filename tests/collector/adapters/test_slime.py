@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import slime
+from pytest_rollout_chaos.collector.adapters import slime, slime_imports, slime_train_data
 from tests.catalog._verdicts import run_catalog
 from tests.collector.adapters import _slime_trees as trees
 from tests.collector.adapters._trees import REPO
@@ -70,7 +70,7 @@ def two_turns(index: int = 0, status: Status = Status.COMPLETED) -> FakeSample:
 
 
 def test_each_run_of_loss_mask_one_is_a_turn_with_everything_before_it_as_its_prompt() -> None:
-    turns = slime.turns_of(two_turns())
+    turns = slime_train_data.turns_of(two_turns())
     assert [(t.prompt_token_ids, t.generation_token_ids, t.generation_log_probs) for t in turns] == [
         ([1, 2], [10, 11], [-0.5, -0.25]),
         ([1, 2, 10, 11, 20], [12], [-1.0]),
@@ -79,7 +79,7 @@ def test_each_run_of_loss_mask_one_is_a_turn_with_everything_before_it_as_its_pr
 
 def test_no_loss_mask_means_the_whole_response_is_one_generation() -> None:
     sample = FakeSample(index=0, tokens=[1, 2, 3], response_length=1, rollout_log_probs=[-0.1])
-    turns = slime.turns_of(sample)
+    turns = slime_train_data.turns_of(sample)
     assert [(t.prompt_token_ids, t.generation_token_ids) for t in turns] == [([1, 2], [3])]
 
 
@@ -94,7 +94,7 @@ def test_no_loss_mask_means_the_whole_response_is_one_generation() -> None:
     ],
 )
 def test_sample_status_maps_to_the_rollout_status(status: Status, expected: str) -> None:
-    rollout = slime.read_back(two_turns(3, status), slime.CrashLog())
+    rollout = slime_train_data.read_back(two_turns(3, status), slime_train_data.CrashLog())
     assert (rollout.row_index, rollout.status, rollout.reward) == (3, expected, 1.0)
     assert (rollout.error is None) == (expected != "aborted")
     assert len(rollout.turns) == 2
@@ -103,7 +103,7 @@ def test_sample_status_maps_to_the_rollout_status(status: Status, expected: str)
 def test_an_aborted_sample_carries_slimes_abort_reason() -> None:
     sample = two_turns(1, Status.ABORTED)
     sample.metadata["abort_reason"] = "wall_clock_timeout"
-    assert slime.read_back(sample, slime.CrashLog()).error == "wall_clock_timeout"
+    assert slime_train_data.read_back(sample, slime_train_data.CrashLog()).error == "wall_clock_timeout"
 
 
 def test_a_list_placeholder_is_an_aborted_row_naming_the_shape_and_slimes_logged_cause() -> None:
@@ -112,14 +112,14 @@ def test_a_list_placeholder_is_an_aborted_row_naming_the_shape_and_slimes_logged
         index=2, tokens=[0, 0], response_length=1, loss_mask=[0], rollout_log_probs=[0.0], reward=0.0
     )
     placeholder.status = Status.ABORTED
-    crashes = slime.CrashLog()
+    crashes = slime_train_data.CrashLog()
     crashes.records.append(
         _record("trajectory crashed, isolating idx=%s: %r", 12, RuntimeError("not this row"))
     )
     crashes.records.append(
         _record("trajectory crashed, isolating idx=%s: %r", 2, RuntimeError("tool parser crashed"))
     )
-    rollout = slime.read_back([placeholder], crashes)
+    rollout = slime_train_data.read_back([placeholder], crashes)
     assert (rollout.row_index, rollout.status, rollout.turns) == (2, "aborted", [])
     assert rollout.error is not None
     assert "1-element list[Sample]" in rollout.error
@@ -130,7 +130,7 @@ def test_a_list_placeholder_is_an_aborted_row_naming_the_shape_and_slimes_logged
 
 def test_a_placeholder_slime_logged_nothing_about_says_so() -> None:
     placeholder = FakeSample(index=4, status=Status.ABORTED)
-    error = slime.read_back([placeholder], slime.CrashLog()).error
+    error = slime_train_data.read_back([placeholder], slime_train_data.CrashLog()).error
     assert error is not None
     assert "slime logged no cause for it" in error
 
@@ -138,7 +138,7 @@ def test_a_placeholder_slime_logged_nothing_about_says_so() -> None:
 def _record(message: str, *args: object) -> Any:
     import logging
 
-    return logging.LogRecord(slime.ROLLOUT_MODULE, logging.ERROR, __file__, 1, message, args, None)
+    return logging.LogRecord(slime_imports.ROLLOUT_MODULE, logging.ERROR, __file__, 1, message, args, None)
 
 
 def train_data(*samples: FakeSample) -> dict[str, Any]:
@@ -161,7 +161,7 @@ def test_rollouts_are_read_from_the_train_data_with_the_raw_reward_in_the_train_
     data["raw_reward"] = [1.0, 0.5]
     data["truncated"] = [0, 1]
     data["loss_masks"][1] = [1, 0, 0, 0]  # slime's train data, not the sample, is what counts
-    rollouts = slime.read_train_data(data, [[first], [second]], slime.CrashLog())
+    rollouts = slime_train_data.read_train_data(data, [[first], [second]], slime_train_data.CrashLog())
     assert [(r.row_index, r.status, r.reward, r.in_train_batch) for r in rollouts] == [
         (0, "completed", 1.0, True),
         (1, "truncated", 0.5, True),
@@ -175,7 +175,9 @@ def test_a_placeholder_in_the_train_data_is_an_aborted_sample_in_the_train_batch
         index=0, tokens=[0, 0], response_length=1, loss_mask=[0], rollout_log_probs=[0.0], reward=0.0
     )
     placeholder.status = Status.ABORTED
-    (rollout,) = slime.read_train_data(train_data(placeholder), [[[placeholder]]], slime.CrashLog())
+    (rollout,) = slime_train_data.read_train_data(
+        train_data(placeholder), [[[placeholder]]], slime_train_data.CrashLog()
+    )
     assert (rollout.row_index, rollout.status, rollout.reward, rollout.in_train_batch) == (
         0,
         "aborted",
@@ -188,7 +190,9 @@ def test_a_placeholder_in_the_train_data_is_an_aborted_sample_in_the_train_batch
 
 def test_a_row_slime_left_out_of_the_train_data_is_aborted_out_of_the_batch() -> None:
     kept, dropped = two_turns(0), two_turns(1)
-    rollouts = slime.read_train_data(train_data(kept), [[kept], [dropped]], slime.CrashLog())
+    rollouts = slime_train_data.read_train_data(
+        train_data(kept), [[kept], [dropped]], slime_train_data.CrashLog()
+    )
     assert [(r.row_index, r.status, r.in_train_batch) for r in rollouts] == [
         (0, "completed", True),
         (1, "aborted", False),
@@ -211,7 +215,7 @@ def test_uneven_groups_are_an_error_naming_the_sizes() -> None:
 
 def test_stubs_only_what_cannot_be_imported_as_slime_builds_them(monkeypatch: pytest.MonkeyPatch) -> None:
     missing = ("sglang_router", "transformers", "sglang")
-    for name in (*slime.STUBBED, *slime.SGLANG_MODULES):
+    for name in (*slime_imports.STUBBED, *slime_imports.SGLANG_MODULES):
         monkeypatch.delitem(sys.modules, name, raising=False)
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
@@ -221,8 +225,8 @@ def test_stubs_only_what_cannot_be_imported_as_slime_builds_them(monkeypatch: py
     )
     monkeypatch.setitem(sys.modules, "ray", sys.modules.get("ray") or object())  # "importable"
     try:
-        stubbed = slime.install_stubs()
-        assert stubbed == ["sglang_router", "transformers", *slime.SGLANG_MODULES]
+        stubbed = slime_imports.install_stubs()
+        assert stubbed == ["sglang_router", "transformers", *slime_imports.SGLANG_MODULES]
         assert sys.modules["sglang_router"].__version__ == "0.2.3"
         transformers = sys.modules["transformers"]
         assert type(transformers.AutoTokenizer.from_pretrained("x")) is object
@@ -234,7 +238,7 @@ def test_stubs_only_what_cannot_be_imported_as_slime_builds_them(monkeypatch: py
         with pytest.raises(RuntimeError, match="sglang is stubbed"):
             sys.modules["sglang.srt.utils"].kill_process_tree(1)
     finally:
-        for name in ("sglang_router", "transformers", *slime.SGLANG_MODULES):
+        for name in ("sglang_router", "transformers", *slime_imports.SGLANG_MODULES):
             sys.modules.pop(name, None)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import verl
+from pytest_rollout_chaos.collector.adapters import verl_settings
 from pytest_rollout_chaos.errors import CollectorTargetError
 from tests.collector.adapters._settings_context import settings_context
 
@@ -45,7 +45,7 @@ def test_every_setting_is_verls_own_default_but_the_recipes_estimator() -> None:
     rollout, trainer = verls_rollout_config(), verls_trainer_config()
     OmegaConf: Any = importlib.import_module("omegaconf").OmegaConf
     wrong = []
-    for item in verl.settings(settings_context()).items:
+    for item in verl_settings.settings(settings_context()).items:
         if item.key == "algorithm.adv_estimator":
             assert (item.value, item.source) == ("grpo", "run")
             assert OmegaConf.select(trainer, item.key) == "gae"
@@ -65,26 +65,28 @@ def test_every_setting_is_verls_own_default_but_the_recipes_estimator() -> None:
 
 def test_the_manager_config_is_the_settings_nested() -> None:
     ctx = settings_context(**{"verl.actor_rollout_ref.rollout.temperature": 0.5})
-    taken = verl.settings(ctx)
+    taken = verl_settings.settings(ctx)
     rollout = {item.key: item for item in taken.items}["actor_rollout_ref.rollout.temperature"]
     assert (rollout.value, rollout.source) == (0.5, "scenario")
 
 
 def test_a_key_the_manager_is_not_given_is_an_error() -> None:
     with pytest.raises(CollectorTargetError, match=r"no setting verl\.actor_rollout_ref\.rollout\.n "):
-        verl.settings(settings_context(**{"verl.actor_rollout_ref.rollout.n": 4}))
+        verl_settings.settings(settings_context(**{"verl.actor_rollout_ref.rollout.n": 4}))
 
 
 def test_the_group_size_is_verls_default_n_for_one_generation_and_the_workloads_otherwise() -> None:
     upstream = verls_rollout_config()
-    single = {item.key: item for item in verl.settings(settings_context()).items}
+    single = {item.key: item for item in verl_settings.settings(settings_context()).items}
     assert single["actor_rollout_ref.rollout.n"].value == upstream.n == 1
     assert single["actor_rollout_ref.rollout.n"].source == "upstream default"
-    grouped = {item.key: item for item in verl.settings(settings_context(), n=4).items}
+    grouped = {item.key: item for item in verl_settings.settings(settings_context(), n=4).items}
     assert (grouped["actor_rollout_ref.rollout.n"].value, grouped["actor_rollout_ref.rollout.n"].source) == (
         4,
         "run",
     )
-    validating = {item.key: item for item in verl.settings(settings_context(), validate=True, n=4).items}
+    validating = {
+        item.key: item for item in verl_settings.settings(settings_context(), validate=True, n=4).items
+    }
     assert validating["actor_rollout_ref.rollout.val_kwargs.n"].value == 4
     assert upstream.val_kwargs.n == 1
