@@ -106,5 +106,6 @@ def _found(made: Draw, smallest: Draw, runs: int, path: Path) -> str:
     if smallest is not made:
         lines.append(f"shrunk in {runs} more run(s) to the smallest draw that still fails:")
         lines += [f"  {line}" for line in smallest.describe()]
-    lines.append(f"written to {path}; run it again: pytest --rollout-chaos {path}")
+    shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+    lines.append(f"written to {shown}; run it again: pytest --rollout-chaos {shown}")
     return "\n".join(lines)

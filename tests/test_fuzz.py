@@ -55,7 +55,7 @@ def test_a_draw_finds_the_bug_the_scenario_hides_and_its_shrunk_file_fails_again
     assert found.skipped is None, found.skipped
     assert not found.passed, f"draw 2 did not find {target}"
     written = out / f"{scenario}-fuzz-2.chaos.yaml"
-    assert f"written to {written}" in found.message
+    assert f"written to {written}; run it again: pytest --rollout-chaos {written}" in found.message
     assert ("shrunk in" in found.message) == shrinks, found.message
     header = [line for line in written.read_text().splitlines() if line.startswith("#   ")]
     assert [line.split(":")[0].strip("# ") for line in header] == ["stack.policy.seed", kept], header
