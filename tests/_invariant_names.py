@@ -29,4 +29,5 @@ INTERFACE_NAMES = (
     "outage_fails_collection",
     "groups_intact",
     "rows_unchanged",
+    "concurrency_bounded",
 )

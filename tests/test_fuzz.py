@@ -1,9 +1,10 @@
 """``--rollout-chaos-fuzz``: drawn variants find bugs the catalog's own workloads hide, shrink them, and
 write a scenario file that fails again on its own; the reference collector passes the same draws.
 
-The draws are fixed by the seed: ``baseline`` draw 2 under seed 5 has 20 rows and a slower
-environment, ``native-train-nan-logprobs`` draw 2 under seed 1 a 50 ms environment
-(``tests/scenario/test_draw.py`` checks what draws are made; here they are run).
+The draws are fixed by the seed (``tests/scenario/test_draw.py`` checks how draws are made; here
+they are run). Draw 2 of each: ``baseline`` under seed 7 has 20 rows and a slower environment;
+``native-train-nan-logprobs`` under seed 1 a 50 ms environment; ``one-row-hangs`` under seed 2 a
+concurrency limit of one and a slower environment. Draw 1 of each shows none of the three bugs.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.slow  # child pytest runs with the whole stack
 
 BUFFER = "fixtures.collectors.rollout_buffer_sixteen:factory"
 DEADLINE = "fixtures.collectors.env_deadline_from_dev_box:factory"
+QUEUED = "fixtures.collectors.deadline_from_collect_start:factory"
 
 
 def _fuzz_args(out: Path, *, seed: int) -> list[str]:
@@ -37,10 +39,11 @@ class Case(NamedTuple):
 @pytest.mark.parametrize(
     "case",
     [
-        Case(BUFFER, "baseline", 5, "workload.rows_per_task", True),  # drawn with a slower environment too
+        Case(BUFFER, "baseline", 7, "workload.rows_per_task", True),  # drawn with a slower environment too
         Case(DEADLINE, "native-train-nan-logprobs", 1, "stack.env_latency_ms_per_call", False),
+        Case(QUEUED, "one-row-hangs", 2, "workload.max_concurrency", True),  # a limit of one
     ],
-    ids=["rollout-buffer", "env-deadline"],
+    ids=["rollout-buffer", "env-deadline", "deadline-from-collect-start"],
 )
 def test_a_draw_finds_the_bug_the_scenario_hides_and_its_shrunk_file_fails_again(
     tmp_path: Path, case: Case
@@ -65,10 +68,13 @@ def test_a_draw_finds_the_bug_the_scenario_hides_and_its_shrunk_file_fails_again
     assert not again[f"{scenario}-fuzz-2"].passed, "the written draw passes when run on its own"
 
 
-def test_the_reference_collector_passes_the_same_draws(tmp_path: Path) -> None:
-    args = [*_fuzz_args(tmp_path / "fuzz", seed=5)]
-    verdicts = run_catalog(tmp_path, target="reference", scenarios=["baseline"], stack_args=args)
-    assert set(verdicts) == {"baseline", "baseline-fuzz-1", "baseline-fuzz-2"}
+@pytest.mark.parametrize(
+    ("scenario", "seed"), [("baseline", 7), ("native-train-nan-logprobs", 1), ("one-row-hangs", 2)]
+)
+def test_the_reference_collector_passes_the_same_draws(tmp_path: Path, scenario: str, seed: int) -> None:
+    args = _fuzz_args(tmp_path / "fuzz", seed=seed)
+    verdicts = run_catalog(tmp_path, target="reference", scenarios=[scenario], stack_args=args)
+    assert set(verdicts) == {scenario, f"{scenario}-fuzz-1", f"{scenario}-fuzz-2"}
     assert all(result.passed for result in verdicts.values()), {
         name: result.message for name, result in verdicts.items() if not result.passed
     }

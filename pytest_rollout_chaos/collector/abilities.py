@@ -8,7 +8,9 @@ A collector (or its class, or its factory) may declare, as attributes:
 - ``max_group_size`` with ``max_group_size_why``: the largest GRPO group it takes, and why (a
   SkyRL tree without the hook that tells a group's copies apart takes one row per prompt);
 - ``reaches``: the fault targets its own requests meet, each with the routes it requests there
-  (``None``: any route); a collector that sends every row through the Gym stack leaves it out.
+  (``None``: any route); a collector that sends every row through the Gym stack leaves it out;
+- ``honours_max_concurrency = True``: it keeps at most ``CollectorSettings.max_concurrency`` rows
+  in flight, which ``concurrency_bounded`` then holds it to.
 
 The fit step (``engine.fit``) asks ``unsupported`` before the collection starts, so a collector
 never skips from inside ``collect`` after the faults are armed. A declaration of the wrong shape is
@@ -23,6 +25,7 @@ from typing import Final
 from pytest_rollout_chaos.collector.protocol import (
     MODES,
     STYLES,
+    CollectorSettings,
     Mode,
     Style,
     supported_modes,
@@ -99,3 +102,9 @@ def declared_reach(collector: object) -> Reach | None:
 def _owner(collector: object) -> str:
     owner = collector if isinstance(collector, type) else type(collector)
     return owner.__name__
+
+
+def concurrency_limit(collector: object, settings: CollectorSettings) -> int | None:
+    """The rows ``collector`` keeps in flight at most: the settings' ``max_concurrency`` when it
+    declares it honours it (``honours_max_concurrency = True``), else None (no limit declared)."""
+    return settings.max_concurrency if getattr(collector, "honours_max_concurrency", False) is True else None

@@ -24,7 +24,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from pytest_rollout_chaos.collector import native, readiness, results
 from pytest_rollout_chaos.collector.failures import all_or_first_error, is_unreachable, root_cause
@@ -50,6 +50,10 @@ LIKELY_SHORT_CAUSE = "an agent server was killed (OOM?) or the Gym client droppe
 
 class ReferenceCollector:
     """The built-in collector; both styles record ``collect``/``rollout``/``retry`` events."""
+
+    honours_max_concurrency: ClassVar[bool] = (
+        True  # gym style: one permit per row's /run (``concurrency_bounded``)
+    )
 
     def __init__(self, ctx: CollectorContext) -> None:
         self.ctx = ctx

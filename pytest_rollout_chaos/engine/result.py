@@ -26,6 +26,7 @@ class ScenarioResult:
     rows: list[dict[str, Any]]  # as handed to collect (a copy taken before)
     history: History
     rows_after: list[dict[str, Any]] | None = None  # the rows collect was given, as it left them
+    concurrency_limit: int | None = None  # the rows the collector declares it keeps in flight at most
     rollouts: list[Rollout] | None = None
     raised: BaseException | None = None
     timed_out: bool = False

@@ -24,7 +24,7 @@ import traceback
 from typing import Any, Final, cast
 
 from pytest_rollout_chaos import acting
-from pytest_rollout_chaos.collector import contract
+from pytest_rollout_chaos.collector import abilities, contract
 from pytest_rollout_chaos.collector.adapters import trainer_settings
 from pytest_rollout_chaos.collector.protocol import CollectorFactory, CollectorSettings, Rollout
 from pytest_rollout_chaos.collector.target import load_factory
@@ -158,7 +158,10 @@ def collector_settings(scenario: Scenario) -> CollectorSettings:
         style=scenario.workload.style,
         trainer_config=scenario.workload.trainer_config,
     )
-    tokens = scenario.workload.max_output_tokens
+    workload = scenario.workload
+    if workload.max_concurrency is not None:
+        settings = dataclasses.replace(settings, max_concurrency=workload.max_concurrency)
+    tokens = workload.max_output_tokens
     return settings if tokens is None else dataclasses.replace(settings, max_new_tokens=tokens)
 
 
@@ -207,6 +210,7 @@ async def execute(
         unfit = fit.collector_unfit(scenario, collector)  # what the collector built declares
         if unfit is not None:
             raise CannotRunHere(unfit)
+        result.concurrency_limit = abilities.concurrency_limit(collector, trial.collector.settings)
         started = time.monotonic()
         loading = await _policy_loading(scenario, stack, history)
         await schedule.start()  # every ``at: start`` fault is armed before the collector runs
@@ -285,6 +289,8 @@ def judge(result: ScenarioResult) -> None:
         collect_timeout_s=settings.collect_timeout_s,
         generations_per_prompt=scenario.workload.generations_per_prompt,
         rows_after=result.rows_after,
+        style=scenario.workload.style,
+        max_concurrency=result.concurrency_limit,
     )
     result.verdicts = check_all(observation, judged(scenario.expect.invariants))
     result.witnesses = look(result.history, scenario.expect.witness)

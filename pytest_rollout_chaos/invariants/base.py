@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from pytest_rollout_chaos.collector.protocol import Mode, Rollout, Row, row_index
+from pytest_rollout_chaos.collector.protocol import Mode, Rollout, Row, Style, row_index
 from pytest_rollout_chaos.history import Event, History
 
 EVIDENCE_LIMIT = 12
@@ -90,6 +90,8 @@ class Observation:
     collect_timeout_s: float | None = None
     generations_per_prompt: int = 1
     rows_after: Sequence[Row] | None = None  # the rows as ``collect`` left them; None: not kept
+    style: Style = "gym"
+    max_concurrency: int | None = None  # the rows the collector declares it keeps in flight at most
 
     @property
     def requested(self) -> list[int]:

@@ -22,6 +22,7 @@ from pytest_rollout_chaos.invariants.base import Checker
 from pytest_rollout_chaos.invariants.batched_env_eval import BatchedEnvEval
 from pytest_rollout_chaos.invariants.bounded import Bounded
 from pytest_rollout_chaos.invariants.cancel_honoured import CancelHonoured
+from pytest_rollout_chaos.invariants.concurrency_bounded import ConcurrencyBounded
 from pytest_rollout_chaos.invariants.corroborated import Corroborated
 from pytest_rollout_chaos.invariants.ends_promptly import EndsPromptly
 from pytest_rollout_chaos.invariants.finite_logprobs import FiniteLogprobs
@@ -67,6 +68,7 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     OutageFailsCollection(),
     GroupsIntact(),
     RowsUnchanged(),
+    ConcurrencyBounded(),
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)
@@ -83,6 +85,7 @@ STANDING: Final[tuple[str, ...]] = (
     "train_batch_sound",
     "groups_intact",
     "rows_unchanged",
+    "concurrency_bounded",
     "raise_has_cause",
 )
 

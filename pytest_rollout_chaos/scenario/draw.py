@@ -7,6 +7,7 @@ index (the same draw on every machine):
 
 - more rows per task (up to ``MAX_ROWS`` in all), a second task, the tasks interleaved or
   shuffled group by group, ids that are offset or sparse instead of positions;
+- a concurrency limit below the rows (``workload.max_concurrency``), so rows queue behind others;
 - a slower environment (``stack.env_latency_ms_per_call``), so rows wait behind each other;
 - each fault firing at a neighbouring request (``on_request.nth``, ``after_completed``);
 - the tiny policy's own sampling seed (``stack.policy.seed``), so a draw samples the same tokens
@@ -125,6 +126,9 @@ def _dimensions(scenario: Scenario, rng: random.Random) -> Iterator[tuple[str, A
     if others and workload.rows_per_task * (len(tasks) + 1) * workload.generations_per_prompt <= MAX_ROWS:
         extra = rng.choice(others)
         yield "workload.tasks", rng.choice([[*tasks, extra], [extra, *tasks]])
+    rows = workload.rows_per_task * per_row
+    if workload.max_concurrency is None and rows > 1:
+        yield "workload.max_concurrency", rng.randint(1, rows - 1)
     if _layout_free(scenario):
         yield "workload.order", _other(rng, v.ROW_ORDERS, workload.order)
         yield "workload.row_ids", _other(rng, v.ROW_IDS, workload.row_ids)
@@ -175,6 +179,7 @@ _READERS: Final[dict[str, Callable[[Scenario], Any]]] = {
     "workload.tasks": lambda s: list(s.workload.tasks),
     "workload.order": lambda s: s.workload.order,
     "workload.row_ids": lambda s: s.workload.row_ids,
+    "workload.max_concurrency": lambda s: s.workload.max_concurrency,
     "stack.env_latency_ms_per_call": lambda s: s.stack.env_latency_ms_per_call,
     SEED_PATH: lambda s: s.stack.policy.seed,
 }

@@ -60,6 +60,7 @@ class Workload:
     style: Style = "gym"
     tasks: tuple[str, ...] = (v.TASK_NAMES[0],)
     max_output_tokens: int | None = None  # None: the stack's default limit
+    max_concurrency: int | None = None  # None: the collector's own limit
     row_ids: v.RowIds = "positions"
     order: v.RowOrder = "by_task"
     trainer_config: Mapping[str, Any] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))

@@ -109,6 +109,12 @@ WORKLOAD: Final = m.Section(
             default="by_task",
         ),
         m.Field(
+            "max_concurrency",
+            s.Integer(1),
+            "rows the collector may have in flight at once (its CollectorSettings.max_concurrency), "
+            "so rows beyond it queue behind the others; default: the collector's own (16)",
+        ),
+        m.Field(
             "max_output_tokens",
             s.Integer(1),
             "the token limit of each generation: every row's responses_create_params.max_output_tokens "

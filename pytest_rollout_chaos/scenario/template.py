@@ -37,6 +37,7 @@ workload:
   style: gym                 # gym (rows go to agent servers) | native
   tasks: [calculator]
   # max_output_tokens: 16    # the token limit of each generation (omit: the stack's)
+  # max_concurrency: 4       # rows the collector may have in flight at once (omit: its own)
 
 faults:                      # kinds and their parameters: rollout-chaos schema
   - kind: latency

@@ -50,6 +50,7 @@ CAUGHT_BY = {
     "placeholder_in_group": ("group-trajectory-exception", "groups_intact"),
     "retry_edits_caller_rows": ("nan-logprobs-nan", "rows_unchanged"),
     "task_batched_answers": ("workload-out-of-order", "turns_generated"),
+    "permit_released_twice": ("workload-queued-behind-concurrency", "concurrency_bounded"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
 # that must judge FAIL); that collector's own scenario is in CAUGHT_BY.

@@ -29,7 +29,7 @@ PACKAGE: Final = Path(pytest_rollout_chaos.__file__).parent
 COLLECTOR: Final = "pytest_rollout_chaos.collector"
 ALLOWED: Final = {
     f"{COLLECTOR}.protocol": frozenset(
-        {"Collector", "Mode", "Rollout", "RolloutStatus", "Row", "Turn", "row_index"}
+        {"Collector", "Mode", "Rollout", "RolloutStatus", "Row", "Style", "Turn", "row_index"}
     ),
 }
 RULES: Final = "pytest_rollout_chaos.invariants.rules"
@@ -137,7 +137,7 @@ def test_the_reference_collector_keeps_its_own_copies_of_the_rules() -> None:
             "def f():\n    from pytest_rollout_chaos.collector.protocol import CollectorSettings\n",
             [
                 "line 2: CollectorSettings from pytest_rollout_chaos.collector.protocol "
-                "(allowed: Collector, Mode, Rollout, RolloutStatus, Row, Turn, row_index)"
+                "(allowed: Collector, Mode, Rollout, RolloutStatus, Row, Style, Turn, row_index)"
             ],
         ),
         (

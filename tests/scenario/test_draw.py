@@ -60,7 +60,7 @@ def test_a_scenario_with_nothing_to_vary_says_so() -> None:
 name: fixed
 description: every dimension already at its end
 stack: {env_latency_ms_per_call: 5}
-workload: {rows_per_task: 24, tasks: [calculator, echo]}
+workload: {rows_per_task: 24, tasks: [calculator, echo], max_concurrency: 8}
 faults:
   - {kind: nan_logprobs, target: agent, row: 1}
 expect: {invariants: [accounted]}
