@@ -139,8 +139,9 @@ class ChaosStack:
         env_latency_ms_per_item: float = 0.0,
         policy_seed: int | None = None,
     ) -> None:
-        """Undo whatever the last test left: restart dead servers, clear toxics and fault rules; with
-        ``policy_seed``, restart every replica's sampling seeds from it (the tiny policy only)."""
+        """Undo whatever the last test left: restart dead servers, clear toxics and fault rules; give
+        the tiny policy's unseeded requests seeds from ``policy_seed``, or from the session's sequence
+        where the last seeded scenario left it (None)."""
         started = [replica.process for replica in self.started_replicas if replica.process is not None]
         for process in _unique([*self.servers().values(), *started]):
             if not process.is_running():
@@ -155,8 +156,8 @@ class ChaosStack:
             self.gym.use_policy_replicas(self.replicas_in_use)
         if env_latency_ms_per_call or env_latency_ms_per_item:
             self.gym.set_env_latency(per_call_ms=env_latency_ms_per_call, per_item_ms=env_latency_ms_per_item)
-        if policy_seed is not None:
-            for replica in self.started_replicas:
+        for replica in self.started_replicas:
+            if replica.backend == "tiny":
                 replica.reseed(policy_seed)
 
 

@@ -7,8 +7,7 @@
   Ray fault an actor); real NeMo Gym's resources server scoring every attempt alike
   (``stack.rescore_bonus``); a server exit that cannot reach the collector (``hidden_exit``); the
   model's own drift that real vLLM's strict tool calling prevents (``drift_prevented``); a policy
-  restart (``ready_delay_s``) on a policy this run did not start; a sampling seed
-  (``stack.policy.seed``) for a policy other than the tiny one.
+  restart (``ready_delay_s``) on a policy this run did not start.
 - **the collector's declared abilities** (``collector.abilities``): styles, modes, the pairs of
   them it cannot combine, the largest group it takes.
 - **its reach.** A collector that runs its own loop declares ``reaches``; a fault aimed elsewhere,
@@ -127,13 +126,6 @@ def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
     hidden = hidden_exit(scenario, stack) or drift_prevented(scenario, stack)
     if hidden is not None:
         return hidden
-    seed = scenario.stack.policy.seed
-    others = sorted({replica.backend for replica in stack.started_replicas} - {"tiny"})
-    if seed is not None and others:
-        return (
-            f"stack.policy.seed={seed} restarts the tiny policy's sampling seeds; the {others[0]} policy "
-            "samples unseeded requests from its own generator"
-        )
     delay_s = scenario.stack.policy.ready_delay_s
     unmanaged = stack.unmanaged()
     if delay_s > 0 and "policy" in unmanaged:

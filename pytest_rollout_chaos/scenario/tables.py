@@ -38,8 +38,8 @@ POLICY: Final = m.Section(
             "seed",
             s.Integer(0),
             "the tiny policy samples this scenario's unseeded requests from this seed, wherever it "
-            "runs in a session (skipped on vLLM and an external policy); default: the session's "
-            "sequence",
+            "runs in a session (vLLM and an external policy sample from their own generators); "
+            "default: the session's sequence",
         ),
     ),
     doc="policy server options",

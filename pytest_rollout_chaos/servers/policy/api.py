@@ -83,10 +83,9 @@ class PolicyApi:
         return guarded
 
     async def reseed(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Not vLLM's: the harness restarts the seeds of unseeded requests (``stack.policy.seed``)."""
+        """Not vLLM's: the harness gives unseeded requests a scenario's own seeds
+        (``stack.policy.seed``), or the session's again (``seed`` null)."""
         seed = optional_int(body, "seed", minimum=0)
-        if seed is None:
-            raise ApiError("'seed' is required: a whole number >= 0")
         self.engine.reseed(seed)
         return {"seed": seed}
 

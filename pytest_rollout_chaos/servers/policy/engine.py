@@ -98,7 +98,8 @@ class Engine:
         # decode step reads the cache through plain views; a finished row is refilled by the last.
         self._active: list[_Request] = []
         self._waiting: queue.Queue[_Request | None] = queue.Queue()
-        self._seeds = random.Random(seed)
+        self._session_seeds = random.Random(seed)
+        self._seeds = self._session_seeds
         self._seed_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="policy-engine", daemon=True)
         self._thread.start()
@@ -118,11 +119,12 @@ class Engine:
         self._waiting.put(request)
         return await request.future
 
-    def reseed(self, seed: int) -> None:
-        """Start the sequence of seeds given to unseeded requests again from ``seed``: a scenario
-        that names its own seed samples the same tokens wherever it runs in a session."""
+    def reseed(self, seed: int | None) -> None:
+        """Give unseeded requests their seeds from a sequence of ``seed``'s own (a scenario that names
+        its seed samples the same tokens wherever it runs in a session), or, with None, from the
+        session's sequence again, where it was left: a seeded scenario shifts no other's samples."""
         with self._seed_lock:
-            self._seeds = random.Random(seed)
+            self._seeds = self._session_seeds if seed is None else random.Random(seed)
 
     def close(self) -> None:
         """Stop the engine thread (pending requests fail)."""

@@ -80,9 +80,10 @@ class PolicyServer:
             "which this run did not start and cannot signal"
         )
 
-    def reseed(self, seed: int, *, timeout_s: float = 5.0) -> None:
-        """Restart the seeds the tiny server gives requests that bring none (``stack.policy.seed``).
-        vLLM and an external server have no such switch: the fit step keeps those scenarios away."""
+    def reseed(self, seed: int | None, *, timeout_s: float = 5.0) -> None:
+        """The seeds the tiny server gives requests that bring none: from ``seed`` (``stack.policy.seed``),
+        or the session's sequence again (None). vLLM and an external server have no such switch: the
+        fit step keeps seeded scenarios away from them."""
         if self.backend != "tiny":
             raise ValueError(f"only the tiny policy can be reseeded, not the {self.backend} one")
         request = urllib.request.Request(

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos.servers.policy.protocol import RESEED_ROUTE
 from pytest_rollout_chaos.servers.policy.spec import tiny_policy_spec
 from pytest_rollout_chaos.servers.process import ManagedProcess
 from tests.integration.policy import _conformance as conformance
@@ -189,3 +190,41 @@ def test_min_tokens_keeps_eos_from_ending_the_generation_early(server: Server) -
     body["sampling_params"] = {**body["sampling_params"], "min_tokens": ended + 2}
     _, held = post(server.url + "/inference/v1/generate", body)
     assert len(held["choices"][0]["token_ids"]) >= ended + 2, (free, held)
+
+
+def _sampled(server: Server) -> str:
+    """One unseeded, sampled completion: its text depends on the seed the server gives it."""
+    body = {"model": server.model, "prompt": "Once upon a time", "max_tokens": 12, "temperature": 1.0}
+    status, payload = post(server.url + "/v1/completions", body)
+    assert status == 200, payload
+    return str(payload["choices"][0]["text"])
+
+
+def _reseed(server: Server, seed: int | None) -> None:
+    status, payload = post(server.url + RESEED_ROUTE, {"seed": seed})
+    assert status == 200, payload
+
+
+def test_a_scenario_seed_repeats_its_samples_and_leaves_the_session_sequence_where_it_was(
+    tmp_path: Path,
+) -> None:
+    model_dir = bundled.tiny_model_dir()
+    twin = ManagedProcess(tiny_policy_spec(model_dir, name="policy-twin", seed=3), tmp_path)
+    process = ManagedProcess(tiny_policy_spec(model_dir, name="policy-seeded", seed=3), tmp_path)
+    try:
+        twin.start()
+        process.start()
+        plain = Server(twin.url, "tiny-llama", model_dir)
+        seeded = Server(process.url, "tiny-llama", model_dir)
+        session = [_sampled(plain) for _ in range(3)]  # what the session's sequence gives, untouched
+        first = _sampled(seeded)
+        _reseed(seeded, 7)
+        scenario = [_sampled(seeded) for _ in range(2)]
+        _reseed(seeded, 7)
+        assert [_sampled(seeded) for _ in range(2)] == scenario  # the same seed, the same samples
+        _reseed(seeded, None)
+        assert [first, _sampled(seeded), _sampled(seeded)] == session  # the session went on where it was
+        assert scenario != session[1:]
+    finally:
+        process.stop()
+        twin.stop()
