@@ -50,8 +50,11 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
 # (outage_as_aborted: agent-killed-stays-down), the ones whose bug shows only against the fault
 # layer's record of the prompts sent (eos_doubled: prefix-drift) or of each attempt's reward
 # (reward_first_attempt: nan-logprobs-retry-rewards), the one whose bug needs GRPO groups (below),
-# the one judged against the engine's copy of the rows (retry_edits_caller_rows: nan-logprobs-nan)
-# and the one whose bug needs tasks interleaved (task_batched_answers: workload-out-of-order).
+# the one judged against the engine's copy of the rows (retry_edits_caller_rows: nan-logprobs-nan),
+# the one whose bug needs tasks interleaved (task_batched_answers: workload-out-of-order), the one
+# judged against the layer's record of the /runs in flight (permit_released_twice:
+# workload-queued-behind-concurrency) and the one whose bug needs a cancel while a row hangs
+# (drains_before_cancel: collection-cancelled-while-a-row-hangs).
 ELSEWHERE = {
     "per_sample_env",
     "mixed_env_batch",
@@ -64,6 +67,8 @@ ELSEWHERE = {
     "reward_first_attempt",
     "retry_edits_caller_rows",
     "task_batched_answers",
+    "permit_released_twice",
+    "drains_before_cancel",
 }
 DEADLINE_S = 1.5
 # A collection deadline is noticed late only past ends_promptly's margin (3 s): give it room.

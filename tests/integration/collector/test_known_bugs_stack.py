@@ -104,7 +104,9 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
 # placeholder_in_group: a workload of GRPO groups, group-trajectory-exception; eos_doubled: the
 # drift splice, prefix-drift; reward_first_attempt: attempts scored apart, nan-logprobs-retry-rewards;
 # retry_edits_caller_rows: the engine's copy of the rows, nan-logprobs-nan; task_batched_answers: tasks
-# interleaved, workload-out-of-order).
+# interleaved, workload-out-of-order; permit_released_twice: rows beyond the concurrency,
+# workload-queued-behind-concurrency; drains_before_cancel: a cancel while a row hangs,
+# collection-cancelled-while-a-row-hangs).
 ELSEWHERE = {
     "resends_timed_out",
     "outage_as_aborted",
@@ -119,6 +121,8 @@ ELSEWHERE = {
     "reward_first_attempt",
     "retry_edits_caller_rows",
     "task_batched_answers",
+    "permit_released_twice",
+    "drains_before_cancel",
 }
 
 
