@@ -21,6 +21,7 @@ PACKAGE: Final = TESTS.parent / "pytest_rollout_chaos"
 SUITES: Final = frozenset(
     {
         "adapters",
+        "benchmarks",
         "catalog",
         "ci",
         "docs",
