@@ -4,7 +4,8 @@
 
 Each benchmark starts its own servers and stops them; they run one after another so they do
 not compete for the CPU. Numbers are measured, never asserted: ratios are taken side by side
-in one run, because shared machines are noisy.
+in one run, because shared machines are noisy. ``mutation`` (most of half an hour) runs only
+when named in ``--only``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from benchmarks import (
     event_writer,
     fault_latency,
     gate,
+    mutation,
     overhead,
     policy_batching,
     ray_stack,
@@ -47,17 +49,25 @@ BENCHMARKS: dict[str, Callable[[bool], Result]] = {
     "catalog": lambda _quick: catalog.run(),
     "gate": lambda _quick: gate.run(),
     "ray_stack": lambda _quick: ray_stack.run(),
+    "mutation": lambda quick: mutation.run(max_mutants=mutation.QUICK_MAX if quick else None),
 }
+# Run only when named in --only: the mutation score takes most of half an hour.
+ONLY_WHEN_NAMED = frozenset({"mutation"})
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write every number, goal and detail here")
-    parser.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS), help="run only these")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=sorted(BENCHMARKS),
+        help=f"run only these ({', '.join(ONLY_WHEN_NAMED)}: only so)",
+    )
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run, noisier)")
     args = parser.parse_args(argv)
     results: list[Result] = []
-    for name in args.only or list(BENCHMARKS):
+    for name in args.only or [name for name in BENCHMARKS if name not in ONLY_WHEN_NAMED]:
         print(f"running {name} ...", file=sys.stderr, flush=True)
         began = time.perf_counter()
         try:

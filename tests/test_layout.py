@@ -20,6 +20,7 @@ TESTS: Final = Path(__file__).resolve().parent
 PACKAGE: Final = TESTS.parent / "pytest_rollout_chaos"
 SUITES: Final = frozenset(
     {
+        "benchmarks",
         "catalog",
         "ci",
         "docs",
