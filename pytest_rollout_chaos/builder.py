@@ -246,6 +246,7 @@ class StackBuilder:
             links=self.links.links if proxied else {},
             fault_layer=self.fault_layer if proxied or self._link_kind == "layer" else None,
             collector_policy_url=collector_policy_url,
+            gym_python=self.settings.gym_python,
         )
 
     def start(self, spec: ServerSpec) -> ManagedProcess:

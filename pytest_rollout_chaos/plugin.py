@@ -74,7 +74,8 @@ _OPTIONS: Final = (
     (
         _settings.OPT_GYM_PYTHON,
         "PATH",
-        "Interpreter with nemo_gym installed, for --rollout-chaos-gym=nemo-gym",
+        "Interpreter with nemo_gym installed, for --rollout-chaos-gym=nemo-gym and "
+        f"--rollout-chaos-target={targets.NEMO_GYM}",
     ),
     (
         _settings.OPT_VLLM_PYTHON,

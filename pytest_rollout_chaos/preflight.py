@@ -19,7 +19,7 @@ from typing import Final
 
 import pytest
 
-from pytest_rollout_chaos import extras
+from pytest_rollout_chaos import extras, targets
 from pytest_rollout_chaos.settings import ChaosSettings
 
 TINY_FILES: Final = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
@@ -119,16 +119,33 @@ def policy_gpus(settings: ChaosSettings) -> int:
 
 
 def gym_problem(settings: ChaosSettings) -> str | None:
-    """For ``--rollout-chaos-gym=nemo-gym``: an interpreter that imports ``nemo_gym``."""
-    if settings.gym != "nemo-gym":
+    """For ``--rollout-chaos-gym=nemo-gym`` and the ``nemo_gym`` target: an interpreter that imports
+    ``nemo_gym``; for that target on the embedded servers, a NeMo Gym whose collection posts ``/run``
+    to the agents themselves (from 0.5 on it goes through environment servers, which only the
+    nemo-gym backend starts)."""
+    needed_by = [flag for flag, needs in _GYM_NEEDED_BY.items() if needs(settings)]
+    if not needed_by:
         return None
     from pytest_rollout_chaos.servers.nemo_gym.locate import NemoGymMissingError, locate
 
     try:
-        locate(settings.gym_python)
+        python = locate(settings.gym_python)
     except NemoGymMissingError as error:
-        return f"--rollout-chaos-gym=nemo-gym: {error}"
+        return f"{' and '.join(needed_by)}: {error}"
+    if settings.gym != "nemo-gym" and python.environment_relay:
+        return (
+            f"--rollout-chaos-target={targets.NEMO_GYM}: NeMo Gym {python.nemo_gym_version}'s rollout "
+            "collection reaches agents only through environment servers, which the embedded servers "
+            "lack; add --rollout-chaos-gym=nemo-gym (it starts a legacy_agent server in front of each "
+            "agent), or give a NeMo Gym 0.4 interpreter"
+        )
     return None
+
+
+_GYM_NEEDED_BY: Final[dict[str, Callable[[ChaosSettings], bool]]] = {
+    "--rollout-chaos-gym=nemo-gym": lambda settings: settings.gym == "nemo-gym",
+    f"--rollout-chaos-target={targets.NEMO_GYM}": lambda settings: settings.target == targets.NEMO_GYM,
+}
 
 
 def toxiproxy_problem(settings: ChaosSettings) -> str | None:

@@ -60,6 +60,7 @@ class ChaosStack:
     collector_policy_url: str  # the policy's OpenAI base URL through the collector->policy link
     replicas: tuple[PolicyServer, ...] = ()  # every policy replica started, ``policy`` first; () = (policy,)
     replicas_in_use: int = 0  # how many of them this scenario uses; 0: all
+    gym_python: Path | None = None  # --rollout-chaos-gym-python, for a collector running NeMo Gym's code
 
     @property
     def agent_names(self) -> tuple[str, ...]:

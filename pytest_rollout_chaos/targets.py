@@ -13,6 +13,8 @@ from typing import Final
 
 REFERENCE: Final = "reference"
 """The harness's own collector (``collector/reference.py``)."""
+NEMO_GYM: Final = "nemo_gym"
+"""NeMo Gym's own rollout collection (``ng_collect_rollouts``' path), run in NeMo Gym's interpreter."""
 
 ADAPTERS: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -22,6 +24,7 @@ ADAPTERS: Final[Mapping[str, str]] = MappingProxyType(
         "verl": "verl",
         "skyrl": "skyrl",
         "skyrl_skip_failed_rollouts": "skyrl",  # skyrl with generator.skip_failed_rollouts on
+        NEMO_GYM: "nemo_gym",  # in an interpreter of its own (--rollout-chaos-gym-python)
     }
 )
 

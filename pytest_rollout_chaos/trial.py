@@ -61,6 +61,7 @@ async def open_trial(
                 settings=settings,
                 history=recorded,
                 placement=stack.placement(),
+                gym_python=stack.gym_python,
             )
         )
         toxiproxy = (

@@ -13,10 +13,10 @@ import pytest
 
 from pytest_rollout_chaos import options, plugin, settings, targets
 from pytest_rollout_chaos.collector import adapters
+from pytest_rollout_chaos.collector.adapters import gym_client
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.target import load_factory
 from pytest_rollout_chaos.gate import command
-from pytest_rollout_chaos.gate.environment import gym_client
 from pytest_rollout_chaos.scenario import vocabulary
 
 
@@ -43,7 +43,7 @@ def test_every_adapter_declares_its_upstream_and_gym_client(name: str) -> None:
 
 
 def test_the_trainers_are_the_adapters_trainers_and_the_scenario_format_reads_them() -> None:
-    assert targets.TRAINERS == ("nemo_rl", "slime", "verl", "skyrl")
+    assert targets.TRAINERS == ("nemo_rl", "slime", "verl", "skyrl", "nemo_gym")
     assert vocabulary.TRAINERS is targets.TRAINERS
 
 

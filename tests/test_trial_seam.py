@@ -51,6 +51,8 @@ BARE_ON_PURPOSE: Final = {
     "tests/collector/adapters/_settings_context.py": {"CollectorContext"},
     # the NemoGym actor on a real Ray cluster, fed by a canned Gym client, no stack
     "tests/collector/adapters/test_nemo_rl_ray_actor.py": {"CollectorContext"},
+    # the nemo_gym target against a stand-in for NeMo Gym's program, no stack
+    "tests/collector/adapters/test_nemo_gym.py": {"CollectorContext"},
     # fault unit tests: each fault against a hand-written target, no stack
     "tests/faults/_netrig.py": {"FaultContext"},
     "tests/faults/_hooked.py": {"FaultContext"},

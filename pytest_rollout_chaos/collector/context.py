@@ -41,6 +41,7 @@ async def collector_context(
     settings: CollectorSettings | None = None,
     history: History | None = None,
     placement: Mapping[str, str] | None = None,
+    gym_python: Path | None = None,
 ) -> AsyncIterator[CollectorContext]:
     """A fresh context; its Gym client and environment client are closed when the block ends."""
     chosen = settings if settings is not None else CollectorSettings()
@@ -63,6 +64,8 @@ async def collector_context(
             model_dir=model_dir,
             resources_url=resources_url,
             placement=dict(placement or {}),
+            head_url=head_url,
+            gym_python=gym_python,
         )
     finally:
         await client.close()

@@ -128,6 +128,12 @@ class CollectorContext:
     placement: Mapping[str, str] = field(default_factory=dict)
     """Where each server runs when that is not this machine's plain process (``--rollout-chaos-ray``:
     ``calculator_agent`` -> ``node 1 (ray node 3f2a9c01)``), for errors that name the node a row was on."""
+    head_url: str | None = None
+    """The head server, whose ``/global_config_dict_yaml`` lists every server at the end of its
+    link: where NeMo Gym's own client (the ``nemo_gym`` target) learns the stack."""
+    gym_python: Path | None = None
+    """The NeMo Gym interpreter the run was given (``--rollout-chaos-gym-python``), for a collector
+    that runs NeMo Gym's own code; None: ``servers.nemo_gym.locate`` looks for one."""
 
 
 @runtime_checkable

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Final, TextIO
 
 from pytest_rollout_chaos import bundled, targets
+from pytest_rollout_chaos.collector.adapters import gym_client
 from pytest_rollout_chaos.gate import render
 from pytest_rollout_chaos.gate.compare import BASELINE, EXIT_NOT_JUDGED, compare, moved
-from pytest_rollout_chaos.gate.environment import SideEnvironment, gym_client, probe
+from pytest_rollout_chaos.gate.environment import SideEnvironment, probe
 from pytest_rollout_chaos.gate.sides import (
     GateUsageError,
     SideRequest,

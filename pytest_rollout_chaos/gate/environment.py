@@ -12,13 +12,12 @@ name stands for it.
 
 Each side also says which Python the tree accepts (its ``pyproject.toml``'s ``requires-python``,
 when the tree has one) and whether the side's interpreter is among them, the NeMo Gym version
-installed there, and what plays NeMo Gym's client for the target (``gym_client``): NeMo Gym's own,
+installed there, and what plays NeMo Gym's client for the target (``adapters.gym_client``): NeMo Gym's own,
 or the harness's ``GymClient`` standing in for it.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -30,9 +29,6 @@ from pathlib import Path
 from typing import Final
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-from pytest_rollout_chaos import targets
-from pytest_rollout_chaos.collector import adapters
 
 PACKAGES: Final = ("torch", "transformers", "vllm", "ray", "nemo-gym")
 """The distributions whose version every side reports (besides Python and this plugin)."""
@@ -150,15 +146,6 @@ def requires_python(tree: Path) -> str | None:
         return None
     value = project.get("requires-python") if isinstance(project, dict) else None
     return value if isinstance(value, str) else None
-
-
-def gym_client(target: str) -> str:
-    """What plays NeMo Gym's client for ``target``: a built-in adapter declares it (``GYM_CLIENT``);
-    a user's own collector is its own business."""
-    if not targets.is_adapter(target):
-        return "the collector's own (not known to the gate)"
-    declared = getattr(importlib.import_module(f"{adapters.__name__}.{target}"), "GYM_CLIENT", "")
-    return str(declared) or "not declared by the adapter"
 
 
 def probe(python: str, given: Path, tree: Path, *, gym_client: str = "") -> SideEnvironment:

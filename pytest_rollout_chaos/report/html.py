@@ -94,6 +94,7 @@ def _run_facts(run: RunInfo) -> str:
         ("seed", escape(str(run.seed))),
         ("policy", f"{escape(run.backend)} serving <code>{escape(run.model)}</code>"),
         ("agents", escape(run.gym)),
+        ("Gym client", escape(run.gym_client)),
         ("toxiproxy", "<br>".join(escape(line) for line in run.toxiproxy.split("; "))),
         ("versions", escape(", ".join(f"{name} {version}" for name, version in run.versions.items()))),
         ("command", f"<code>{escape(run.command)}</code>"),

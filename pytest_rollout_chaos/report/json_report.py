@@ -63,6 +63,7 @@ def _run(run: RunInfo) -> dict[str, Any]:
             "gym": run.gym,
             "toxiproxy": run.toxiproxy_mode,
         },
+        "gym_client": run.gym_client,
         "versions": dict(run.versions),
         "command": run.command,
         "started": run.started,

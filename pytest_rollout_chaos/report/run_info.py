@@ -17,6 +17,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_rollout_chaos.collector.adapters import gym_client
+
 if TYPE_CHECKING:
     import pytest
 
@@ -41,6 +43,7 @@ class RunInfo:
     """The facts a report names at its top, so that a page found later says what it is about."""
 
     target: str = "reference"
+    gym_client: str = ""  # what plays NeMo Gym's client for the target (``adapters.gym_client``)
     seed: int = 0
     backend: str = "tiny"
     model: str = ""
@@ -92,6 +95,7 @@ def run_facts(settings: ChaosSettings, *, command: Sequence[str]) -> RunInfo:
         versions["NeMo Gym"] = nemo_gym
     return RunInfo(
         target=settings.target,
+        gym_client=gym_client(settings.target),
         seed=settings.seed,
         backend=f"external policy at {settings.policy_url}," if settings.policy_url else settings.backend,
         model=f"{settings.model_id} ({settings.model})" if settings.model_id else str(settings.model),

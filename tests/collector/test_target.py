@@ -32,7 +32,7 @@ def test_a_py_file_path_loads(tmp_path: Path) -> None:
         (
             "no-colon",
             r"is not valid \(valid: reference, nemo_rl, slime, verl, skyrl, skyrl_skip_failed_rollouts, "
-            r"or MODULE:FACTORY",
+            r"nemo_gym, or MODULE:FACTORY",
         ),
         ("no_such_module_xyz:factory", r"module 'no_such_module_xyz' not found"),
         (

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rollout_chaos.collector.adapters import gym_client
 from pytest_rollout_chaos.gate import render
 from pytest_rollout_chaos.gate.compare import GateDecision, compare
 from pytest_rollout_chaos.gate.environment import (
     PACKAGES,
     SideEnvironment,
     differences,
-    gym_client,
     probe,
     tree_commit,
 )
@@ -163,6 +163,8 @@ def test_each_side_says_what_plays_nemo_gyms_client() -> None:
     assert gym_client("nemo_rl").startswith("stand-in: the harness's GymClient")
     assert "RolloutCollectionHelper is not run" in gym_client("verl")
     assert gym_client("skyrl_skip_failed_rollouts").startswith("not used")
+    assert gym_client("nemo_gym").startswith("NeMo Gym's own: nemo_gym.rollout_collection")
+    assert gym_client("reference").startswith("stand-in: the harness's GymClient")
     assert gym_client("my_trainer.chaos:make_collector") == "the collector's own (not known to the gate)"
     env = SideEnvironment("t", None, sys.executable, {"nemo-gym": "0.4.0"}, gym_client=gym_client("slime"))
     assert env.to_json()["nemo_gym"] == {"version": "0.4.0", "client": gym_client("slime")}

@@ -1,6 +1,7 @@
 """Our protocol against real NeMo Gym, both ways, over real processes and HTTP.
 
-* NeMo Gym's own ``RolloutCollectionHelper.run_examples`` drives our embedded agents through
+* NeMo Gym's own ``RolloutCollectionHelper.run_examples``, run as the ``nemo_gym`` target runs
+  it (``servers/nemo_gym/rollouts.py``), drives our embedded agents through
   our head server (from 0.5 on, through real ``legacy_agent`` environment servers in front of
   them, as that version's helper dispatches only through environment servers), and every
   ``/run`` result validates against NeMo Gym's pydantic models;
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pytest_rollout_chaos.collector.adapters.nemo_gym import PROGRAM as ROLLOUTS
 from pytest_rollout_chaos.collector.environment import GymEnvironment
 from pytest_rollout_chaos.servers.gym import tasks
 from pytest_rollout_chaos.servers.gym.stack import (
@@ -114,9 +116,15 @@ def _post(url: str, body: dict[str, Any]) -> Any:
         return json.loads(response.read())
 
 
-def _host_port(url: str) -> dict[str, Any]:
-    host, _, port = url.removeprefix("http://").partition(":")
-    return {"host": host, "port": int(port)}
+def _helper_run(python: GymPython, head_url: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """NeMo Gym's own collection of ``rows``, as the ``nemo_gym`` target runs it, its results validated."""
+    request = {
+        "program": str(ROLLOUTS),
+        "head": gym_config.host_port(head_url),
+        "rows": rows,
+        "timeout_s": TIMEOUT_S,
+    }
+    return run_program(python, "helper_run.py", request, timeout_s=TIMEOUT_S * 2)
 
 
 def test_real_helper_drives_embedded_agents_and_results_validate(
@@ -124,12 +132,7 @@ def test_real_helper_drives_embedded_agents_and_results_validate(
 ) -> None:
     embedded_gym, head_url = embedded_gym_head
     rows = _rows(embedded_gym, 3)
-    answer = run_program(
-        gym_python,
-        "helper_run.py",
-        {"head": _host_port(head_url), "rows": rows, "timeout_s": TIMEOUT_S},
-        timeout_s=TIMEOUT_S * 2,
-    )
+    answer = _helper_run(gym_python, head_url, rows)
     assert answer["failed"] == []
     assert answer["invalid"] == [], "our /run results do not validate against NeMo Gym's models"
     results = answer["results"]
@@ -149,12 +152,7 @@ def test_real_helper_drives_the_nemo_gym_backend_through_its_head(
     gym_python: GymPython, real_gym: NemoGymStack
 ) -> None:
     rows = _rows(real_gym, 2)
-    answer = run_program(
-        gym_python,
-        "helper_run.py",
-        {"head": _host_port(real_gym.head_url), "rows": rows, "timeout_s": TIMEOUT_S},
-        timeout_s=TIMEOUT_S * 2,
-    )
+    answer = _helper_run(gym_python, real_gym.head_url, rows)
     assert answer["failed"] == []
     assert answer["invalid"] == []
     assert sorted(item["result"]["_rowidx"] for item in answer["results"]) == list(range(len(rows)))

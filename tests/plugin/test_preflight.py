@@ -74,6 +74,22 @@ def test_nemo_gym_without_an_interpreter_that_imports_it(
     )
 
 
+@pytest.mark.skipif(importlib.util.find_spec("nemo_gym") is not None, reason="this interpreter has nemo_gym")
+def test_the_nemo_gym_target_without_an_interpreter_that_imports_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ROLLOUT_CHAOS_GYM_PYTHON", raising=False)
+    _project(pytester)
+    result = pytester.runpytest("--rollout-chaos", "--rollout-chaos-target=nemo_gym")
+    _usage_error(
+        result,
+        "--rollout-chaos-target=nemo_gym: real NeMo Gym needs an interpreter that can import nemo_gym; "
+        f"none was configured and the current one ({sys.executable}) cannot import it.*pip install "
+        "nemo-gym==*then pass --rollout-chaos-gym-python=V/bin/python "
+        "(or set ROLLOUT_CHAOS_GYM_PYTHON=V/bin/python)",
+    )
+
+
 def test_binary_toxiproxy_without_the_binary(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,7 +16,8 @@ from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.invariants.base import Status
 from pytest_rollout_chaos.report.json_report import json_schema, render_json, write_json
 from pytest_rollout_chaos.report.record import FaultFacts, ScenarioRecord
-from pytest_rollout_chaos.report.run_info import RunInfo, ServerLog
+from pytest_rollout_chaos.report.run_info import RunInfo, ServerLog, run_facts
+from pytest_rollout_chaos.settings import ChaosSettings
 from tests.report._builders import T0, completed, record, result, story_events, verdict
 
 FAULT_TEXT = "latency(stream='downstream', toxicity=1.0, latency_ms=200, jitter_ms=0) on agent->model"
@@ -117,6 +118,15 @@ def test_the_document_validates_and_tells_each_scenario() -> None:
     assert errored["result"] is None
     assert errored["timings"] == {"setup_s": 2.0, "call_s": None, "elapsed_s": None, "within_s": 30.0}
     assert errored["headline"] == "ServerStartError: boom"
+
+
+def test_the_run_says_what_plays_nemo_gyms_client_for_its_target() -> None:
+    own = run_facts(ChaosSettings(target="nemo_gym"), command=["pytest"])
+    stand_in = run_facts(ChaosSettings(), command=["pytest"])
+    document = render_json([], run=own)
+    VALIDATOR.validate(document)
+    assert document["run"]["gym_client"].startswith("NeMo Gym's own: nemo_gym.rollout_collection")
+    assert stand_in.gym_client.startswith("stand-in: the harness's GymClient")
 
 
 def test_the_schema_refuses_what_the_document_never_holds() -> None:

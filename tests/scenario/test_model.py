@@ -359,7 +359,7 @@ def test_trainer_config_keys_name_a_trainer_and_hold_single_values() -> None:
 
 
 def test_trainer_config_mistakes_name_their_line_and_what_is_valid() -> None:
-    valid = "(valid: TRAINER.dotted.key, TRAINER one of nemo_rl, slime, verl, skyrl)"
+    valid = "(valid: TRAINER.dotted.key, TRAINER one of nemo_rl, slime, verl, skyrl, nemo_gym)"
     field = "s.chaos.yaml:{line}: workload.trainer_config.{key}: "
     assert problems(
         """\

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 
+from pytest_rollout_chaos import targets
 from pytest_rollout_chaos.collector.protocol import CollectorFactory
 
 
@@ -21,3 +22,14 @@ def load(name: str) -> CollectorFactory:
     module.UPSTREAM.require()
     factory: CollectorFactory = module.factory
     return factory
+
+
+def gym_client(target: str) -> str:
+    """What plays NeMo Gym's client for ``target``: a built-in adapter declares it (``GYM_CLIENT``),
+    the reference collector has the harness's ``GymClient``; a user's own collector is its business."""
+    if target == targets.REFERENCE:
+        return "stand-in: the harness's GymClient (ctx.gym), NeMo Gym 0.4's transport"
+    if not targets.is_adapter(target):
+        return "the collector's own (not known to the gate)"
+    declared = getattr(importlib.import_module(f"{__name__}.{target}"), "GYM_CLIENT", "")
+    return str(declared) or "not declared by the adapter"

@@ -90,7 +90,7 @@ def locate(configured: Path | None = None) -> GymPython:
     if found is not None:
         return found
     raise NemoGymMissingError(
-        "the nemo-gym backend needs an interpreter that can import nemo_gym; none was configured "
+        "real NeMo Gym needs an interpreter that can import nemo_gym; none was configured "
         f"and the current one ({sys.executable}) cannot import it. {INSTALL_HINT}"
     )
 

@@ -39,7 +39,7 @@ def test_a_key_of_this_trainer_it_is_not_given_is_refused_naming_the_valid_ones(
         "(valid: slime.rollout_top_p)"
     )
     with pytest.raises(
-        ValueError, match=r"unknown trainer 'openrlhf' \(valid: nemo_rl, slime, verl, skyrl\)"
+        ValueError, match=r"unknown trainer 'openrlhf' \(valid: nemo_rl, slime, verl, skyrl, nemo_gym\)"
     ):
         TrainerSettings("openrlhf", {})
 
