@@ -167,11 +167,11 @@ def test_verbose_runs_show_each_scenarios_faults_and_outcome_as_it_ends(pytester
     verbose.stdout.fnmatch_lines(
         [
             "all-complete.chaos.yaml::all-complete PASSED*",
-            "    t=  0.00s inject latency on agent->model",
-            "    t=  0.00s heal latency on agent->model",
+            "    t=  0.0?s inject latency on agent->model",
+            "    t=  0.0?s heal latency on agent->model",
             "    outcome: the collector returned 3 rollouts for 3 rows (3 completed) after 0.25s",
             "loses-a-row.chaos.yaml::loses-a-row FAILED*",
-            "    t=  0.00s inject latency on agent->model",
+            "    t=  0.0?s inject latency on agent->model",
         ]
     )
     quiet = pytester.runpytest("--rollout-chaos")
