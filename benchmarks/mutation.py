@@ -24,14 +24,12 @@ triaged so in ``mutation_survivors.md``; a survivor not triaged there is reporte
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -43,7 +41,7 @@ from typing import Any, Final, Literal
 
 from benchmarks._mutants import Mutant, mutants_of
 from benchmarks._result import Number, Result
-from pytest_rollout_chaos.servers.process import reaper
+from pytest_rollout_chaos.servers.process import reaper, stop_group
 
 REPO: Final = Path(__file__).resolve().parent.parent
 PACKAGE: Final = "pytest_rollout_chaos"
@@ -302,7 +300,7 @@ def _run_catalog(
         except subprocess.TimeoutExpired:
             timed_out = True
         finally:
-            _stop(child)
+            stop_group(child, grace_s=STOP_GRACE_S)
             reaper().remove(child.pid)
     probed = json.loads(report.read_text()) if report.is_file() else {}
     events_file = Path(f"{report}.events")
@@ -453,24 +451,6 @@ def _write_module(path: Path, text: str) -> None:
     path.write_text(text)
     for cached in path.parent.glob(f"__pycache__/{path.stem}.*.pyc"):
         cached.unlink()
-
-
-def _stop(child: subprocess.Popen[bytes]) -> None:
-    """End the child's process group: SIGTERM (pytest tears its stack down), then SIGKILL."""
-    if child.poll() is None:
-        _signal_group(child.pid, signal.SIGTERM)
-        try:
-            child.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            _signal_group(child.pid, signal.SIGKILL)
-            child.wait(timeout=STOP_GRACE_S)
-    else:
-        _signal_group(child.pid, signal.SIGKILL)  # anything it left behind in its group
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 def _module_name(path: str) -> str:

@@ -8,11 +8,8 @@ with the reaper, so it is stopped on every path, the gate itself being killed in
 
 from __future__ import annotations
 
-import contextlib
-import os
 import queue
 import re
-import signal
 import subprocess
 import tarfile
 import threading
@@ -25,7 +22,7 @@ from typing import Final
 from pytest_rollout_chaos.errors import ChaosError
 from pytest_rollout_chaos.gate.environment import SideEnvironment
 from pytest_rollout_chaos.gate.verdicts import ScenarioVerdicts, read_junit
-from pytest_rollout_chaos.servers.process import reaper
+from pytest_rollout_chaos.servers.process import reaper, stop_group
 
 ARCHIVE_SUFFIXES: Final = (".tar.gz", ".tgz", ".tar")
 STOP_GRACE_S: Final = 15.0
@@ -165,7 +162,7 @@ def run_side(
     try:
         run.timed_out = not _follow(child, log, run, started + request.timeout_s, progress)
     finally:
-        _stop(child)
+        stop_group(child, grace_s=STOP_GRACE_S)
         reaper().remove(child.pid)
         if child.stdout is not None:
             child.stdout.close()
@@ -211,21 +208,3 @@ def _follow(
             if status is not None:
                 done += 1
                 progress(f"[{run.label} {done}/{total}] {status['name']} {status['outcome']}")
-
-
-def _stop(child: subprocess.Popen[str]) -> None:
-    """End the child's whole group: it is done already, or SIGTERM (it cleans up), then SIGKILL."""
-    if child.poll() is None:
-        _signal_group(child.pid, signal.SIGTERM)
-        try:
-            child.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            _signal_group(child.pid, signal.SIGKILL)
-            child.wait(timeout=STOP_GRACE_S)
-    else:
-        _signal_group(child.pid, signal.SIGKILL)  # anything it left behind in its group
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Final, TextIO
+from typing import IO, Any, Final, TextIO
 
 from pytest_rollout_chaos.errors import ServerCrashedError, ServerStartError
 from pytest_rollout_chaos.servers import readiness
@@ -388,3 +388,23 @@ atexit.register(_REAPER.close)
 def reaper() -> _Reaper:
     """This process's reaper: a process group added to it dies with this process, however it ends."""
     return _REAPER
+
+
+def stop_group(child: subprocess.Popen[Any], *, grace_s: float) -> None:
+    """End a child started with its own process group (a child pytest session, say), and whatever
+    it left in that group: SIGTERM so it can tear its stack down, SIGKILL after ``grace_s``; a child
+    already done still has its group killed."""
+    if child.poll() is None:
+        _signal_group(child.pid, signal.SIGTERM)
+        try:
+            child.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            _signal_group(child.pid, signal.SIGKILL)
+            child.wait(timeout=grace_s)
+    else:
+        _signal_group(child.pid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
