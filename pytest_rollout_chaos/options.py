@@ -35,6 +35,7 @@ from pytest_rollout_chaos.settings import (
     OPT_POLICY_URL,
     OPT_RAY,
     OPT_REPORT,
+    OPT_SCENARIO,
     OPT_SEED,
     OPT_TARGET,
     OPT_TOXIPROXY,
@@ -129,7 +130,27 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         model_id=model_id,
         fuzz=_parse_count(raw.get(OPT_FUZZ) or None, raw.source(OPT_FUZZ)) or 0,
         fuzz_dir=raw.path(OPT_FUZZ_DIR) if raw.get(OPT_FUZZ_DIR) else _invoked_in(config) / DEFAULT_FUZZ_DIR,
+        scenarios=_scenarios(raw),
     )
+
+
+def _scenarios(raw: _Raw) -> tuple[str, ...]:
+    """The built-in scenarios ``--rollout-chaos-scenario`` names (comma-separated); an unknown name
+    is a usage error listing the catalog's names."""
+    text = raw.get(OPT_SCENARIO)
+    if not text:
+        return ()
+    names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    known = bundled.catalog_files()
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        what = f"unknown built-in scenario{'s' if len(unknown) > 1 else ''} " + ", ".join(map(repr, unknown))
+        raise pytest.UsageError(
+            f"{raw.source(OPT_SCENARIO)}: {what if unknown else 'no scenario named'} "
+            f"(valid: {', '.join(known)}; `rollout-chaos list` describes them; a scenario file of "
+            "your own is named by its path)"
+        )
+    return names
 
 
 def _model(raw: _Raw) -> tuple[Path, str]:

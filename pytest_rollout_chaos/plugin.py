@@ -47,8 +47,9 @@ _OPTIONS: Final = (
     (
         _settings.OPT_TARGET,
         "MODULE:FACTORY",
-        f"Collector under test: MODULE:FACTORY, or {', '.join(targets.BUILTIN)} "
-        f"(default: {targets.REFERENCE})",
+        "Collector under test: MODULE:FACTORY (MODULE imported from sys.path, then from the directory "
+        "pytest was started in), FILE.py:FACTORY (a path from that directory), or "
+        f"{', '.join(targets.BUILTIN)} (default: {targets.REFERENCE})",
     ),
     (
         _settings.OPT_BACKEND,
@@ -121,6 +122,12 @@ _OPTIONS: Final = (
         "Run the policy and Gym servers in Ray actors: off, a cluster of N nodes started on this machine, "
         "each on its own loopback address 127.0.0.2, 127.0.0.3, ... (local:N), or the cluster at ADDRESS "
         "(HOST:PORT of its GCS); needs pytest-rollout-chaos[ray] (default: off)",
+    ),
+    (
+        _settings.OPT_SCENARIO,
+        "NAME[,NAME...]",
+        "Also run these built-in scenarios, by the names rollout-chaos list prints; with no paths "
+        "given, only these instead of the whole catalog and the project's scenario files",
     ),
     (_settings.OPT_SEED, "N", "Seed for every random choice: fault schedules, sampling (default: 0)"),
     (
@@ -210,6 +217,11 @@ def pytest_configure(config: pytest.Config) -> None:
         reaper().watch_controller(controller)
     settings = _options.resolve(config)
     config.stash[SETTINGS_KEY] = settings
+    if settings.enabled:
+        from pytest_rollout_chaos.collector import target
+
+        if target.names_a_module(settings.target):  # found from where pytest started, wherever the files are
+            config.add_cleanup(target.search_last(config.invocation_params.dir))
     if settings.enabled and settings.upstream is not None:
         from pytest_rollout_chaos.collector.adapters.upstream import use_tree
 
@@ -225,6 +237,7 @@ def pytest_configure(config: pytest.Config) -> None:
             config,
             flag_given=config.getoption(_settings.OPT_ENABLED, default=None) is True,
             switched_on=bool(config.getini(CATALOG_INI)),
+            named=settings.scenarios,
         )
         if run is not None:
             config.stash[DEFAULT_RUN_KEY] = run

@@ -31,6 +31,7 @@ def test_help_lists_every_option_in_the_group(pytester: pytest.Pytester) -> None
         s.OPT_VLLM_ARGS,
         s.OPT_POLICY_GPUS,
         s.OPT_POLICY_REPLICAS,
+        s.OPT_SCENARIO,
         s.OPT_SEED,
         s.OPT_REPORT,
         s.OPT_JSON,
