@@ -231,8 +231,9 @@ def pytest_configure(config: pytest.Config) -> None:
         harness.install_sigterm_handler()
         config.stash[HARNESS_KEY] = harness
         config.pluginmanager.register(harness, HARNESS_PLUGIN_NAME)
-        from pytest_rollout_chaos import default_run
+        from pytest_rollout_chaos import default_run, node_ids
 
+        node_ids.resolve_args(config)  # a built-in scenario's id, pasted from a failure, names its file
         run = default_run.start(
             config,
             flag_given=config.getoption(_settings.OPT_ENABLED, default=None) is True,
@@ -324,9 +325,12 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     settings = parent.config.stash.get(SETTINGS_KEY, None)
     if settings is None or not settings.enabled or not file_path.name.endswith(".chaos.yaml"):
         return None
+    from pytest_rollout_chaos.node_ids import file_nodeid
     from pytest_rollout_chaos.scenario_items import ScenarioFile
 
-    return ScenarioFile.from_parent(parent, path=file_path, settings=settings)
+    # None: pytest's own id; outside the rootdir, one that reruns the file as printed
+    nodeid = file_nodeid(file_path, parent.config)
+    return ScenarioFile.from_parent(parent, path=file_path, settings=settings, nodeid=nodeid)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -82,3 +82,36 @@ def test_an_unknown_builtin_scenario_is_a_usage_error_listing_the_names(pytester
 
 def _names(items: list[str]) -> list[str]:
     return sorted(item.rsplit("::", 1)[1] for item in items)
+
+
+# A runner that starts nothing and fails one built-in scenario.
+FAILS_ONE = """
+import pytest
+
+@pytest.fixture
+def chaos_scenario_runner():
+    def run(scenario, request):
+        assert scenario.name != "retokenization-drift", "fails on purpose"
+    return run
+"""
+
+
+@pytest.mark.parametrize("start", [".", "sub"], ids=["at-the-rootdir", "in-a-subfolder"])
+def test_a_failing_builtin_scenario_reruns_by_the_id_printed(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, start: str
+) -> None:
+    """The catalog lies outside the rootdir (in the installed package, or here this checkout): the
+    id in the FAILED line, pasted back as it is, runs that scenario again and is printed the same."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makeconftest(FAILS_ONE)
+    pytester.mkdir("sub")
+    monkeypatch.chdir(pytester.path / start)
+    first = pytester.runpytest("--rollout-chaos", "-rf")
+    first.assert_outcomes(failed=1, passed=len(BUILTIN) - 1)
+    [printed] = [line.split()[1] for line in first.outlines if line.startswith("FAILED ")]
+    assert printed.endswith("retokenization-drift.chaos.yaml::retokenization-drift")
+    again = pytester.runpytest("--rollout-chaos", "-rf", printed)
+    again.assert_outcomes(failed=1)
+    again.stdout.fnmatch_lines([f"FAILED {printed} - *"])
+    by_name = pytester.runpytest("--rollout-chaos", "-rf", "--rollout-chaos-scenario=retokenization-drift")
+    by_name.stdout.fnmatch_lines([f"FAILED {printed} - *"])
