@@ -22,6 +22,7 @@ from pytest_rollout_chaos.settings import (
     DEFAULT_POLICY_READY_TIMEOUT_S,
     GYM_BACKENDS,
     INI_POLICY_READY_TIMEOUT,
+    LOGS_MODES,
     OPT_BACKEND,
     OPT_ENABLED,
     OPT_FUZZ,
@@ -29,6 +30,7 @@ from pytest_rollout_chaos.settings import (
     OPT_GYM,
     OPT_GYM_PYTHON,
     OPT_JSON,
+    OPT_LOGS,
     OPT_MODEL,
     OPT_POLICY_GPUS,
     OPT_POLICY_REPLICAS,
@@ -46,6 +48,7 @@ from pytest_rollout_chaos.settings import (
     Backend,
     ChaosSettings,
     GymBackend,
+    LogsMode,
 )
 
 POLICY_URL_VALID: Final = (
@@ -131,6 +134,7 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         fuzz=_parse_count(raw.get(OPT_FUZZ) or None, raw.source(OPT_FUZZ)) or 0,
         fuzz_dir=raw.path(OPT_FUZZ_DIR) if raw.get(OPT_FUZZ_DIR) else _invoked_in(config) / DEFAULT_FUZZ_DIR,
         scenarios=_scenarios(raw),
+        logs=cast(LogsMode, _choice(raw.get(OPT_LOGS) or "implicated", LOGS_MODES, raw.source(OPT_LOGS))),
     )
 
 

@@ -143,6 +143,13 @@ _OPTIONS: Final = (
         "Where --rollout-chaos-fuzz writes each failing draw, shrunk "
         f"(default: ./{_settings.DEFAULT_FUZZ_DIR})",
     ),
+    (
+        _settings.OPT_LOGS,
+        "implicated|all|none",
+        "Server log tails shown with a failure: implicated (the servers its evidence or fault schedule "
+        "names, and any that exited, without the embedded Toxiproxy's and the fault layer's INFO lines), "
+        "all (every server's, as written) or none; one line says where every log is (default: implicated)",
+    ),
     (_settings.OPT_REPORT, "PATH", "Write the HTML report (a timeline per scenario) to PATH"),
     (
         _settings.OPT_JSON,
