@@ -1,28 +1,32 @@
-"""The fault reference page, written from the fault registry at every docs build.
+"""The fault reference of ``docs/faults.md``, written from the fault registry.
 
-``docs/faults.md`` holds the hand-written part (how faults reach the servers) and one marker
-line, ``FAULTS_MARKER``; this MkDocs hook (``hooks:`` in ``mkdocs.yml``) replaces the marker with
-one section per registered fault kind: its family, what it does (its module's and its class's
-docstrings), its valid targets, what it needs to act and its parameters with types, bounds,
-defaults and meaning, all read from the fault class itself (``family``, ``targets``, ``needs``). No
-copy of the reference is kept in the repository, so the page cannot disagree with the registry;
-``tests/docs/test_faults_page.py`` checks that every kind and every parameter appears.
+``docs/faults.md`` holds the hand-written part (how faults reach the servers), then one marker
+line, ``FAULTS_MARKER``, and below it one section per registered fault kind: its family, what it
+does (its module's and its class's docstrings), its valid targets, what it needs to act and its
+parameters with types, bounds, defaults and meaning, all read from the fault class itself
+(``family``, ``targets``, ``needs``). The part below the marker is kept in the repository, so the
+site builds with MkDocs alone, without the package and its runtime (aiohttp, torch);
+``tests/docs/test_docs.py`` fails when it differs from what the registry gives.
 
-Run it alone to print the generated part: ``python docs/gen_faults.py``.
+``python docs/gen_faults.py`` rewrites it; ``--check`` only says whether it is current (exit 1).
 """
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.scenario import vocabulary
 
-FAULTS_MARKER: Final = "<!-- generated: fault reference -->"
-PAGE: Final = "faults.md"
+FAULTS_MARKER: Final = (
+    "<!-- generated from the fault registry by docs/gen_faults.py: edit above this line -->"
+)
+PAGE: Final = Path(__file__).resolve().parent / "faults.md"
 FAMILY_TITLES: Final = {
     "network": "Network faults (Toxiproxy, on a link)",
     "process": "Process faults (on a server's process group)",
@@ -48,6 +52,14 @@ def render() -> str:
         for cls in classes:
             lines += list(_entry(cls))
     return "\n".join(lines).rstrip() + "\n"
+
+
+def page(source: str) -> str:
+    """The faults page ``source`` with everything below its marker line written anew by ``render``."""
+    written, marker, _ = source.partition(FAULTS_MARKER + "\n")
+    if not marker:
+        raise ValueError(f"docs/{PAGE.name}: the marker line {FAULTS_MARKER!r} is missing")
+    return f"{written}{marker}\n{render()}"
 
 
 def _entry(cls: type[Any]) -> Iterator[str]:
@@ -104,14 +116,21 @@ def _cell(text: str) -> str:
     return _markdown(text).replace("|", "\\|")
 
 
-def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
-    """MkDocs hook: fill the marker of the faults page; every other page is left as it is."""
-    if page.file.src_uri != PAGE:
-        return markdown
-    if FAULTS_MARKER not in markdown:
-        raise ValueError(f"docs/{PAGE}: the marker line {FAULTS_MARKER!r} is missing")
-    return markdown.replace(FAULTS_MARKER, render())
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Rewrite the fault reference of docs/faults.md.")
+    parser.add_argument("--check", action="store_true", help="only say whether it is current (exit 1 if not)")
+    args = parser.parse_args(argv)
+    source = PAGE.read_text(encoding="utf-8")
+    current = page(source)
+    if current == source:
+        return 0
+    if args.check:
+        print(f"docs/{PAGE.name}: the fault reference is out of date; run python docs/gen_faults.py")
+        return 1
+    PAGE.write_text(current, encoding="utf-8")
+    print(f"docs/{PAGE.name}: fault reference rewritten")
+    return 0
 
 
 if __name__ == "__main__":
-    sys.stdout.write(render())
+    sys.exit(main())

@@ -10,6 +10,7 @@ from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _REPO_DIR = _PACKAGE_DIR.parent
+_SCENARIO_SUFFIX = ".chaos.yaml"  # the scenario format's (``scenario.model.SUFFIX``, a layer up)
 
 
 def tiny_model_dir() -> Path:
@@ -20,6 +21,12 @@ def tiny_model_dir() -> Path:
 def catalog_dir() -> Path:
     """The folder of built-in ``*.chaos.yaml`` scenarios."""
     return _first_existing(_PACKAGE_DIR / "_bundled" / "scenarios", _REPO_DIR / "scenarios")
+
+
+def catalog_files() -> dict[str, Path]:
+    """The built-in scenarios by name, in name order (each catalog file is named after its scenario)."""
+    paths = catalog_dir().glob(f"*{_SCENARIO_SUFFIX}")
+    return dict(sorted((path.name.removesuffix(_SCENARIO_SUFFIX), path) for path in paths))
 
 
 def import_root() -> Path:

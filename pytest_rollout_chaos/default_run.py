@@ -11,6 +11,9 @@ Everything else keeps pytest's meaning: naming paths runs just those (Python tes
 chaos fixtures included); enabling through the ini alone leaves a suite as it is; and
 ``rollout_chaos_catalog = false`` turns this run off, giving pytest's default collection
 with the plugin on.
+
+Built-in scenarios named with ``--rollout-chaos-scenario`` are collected beside whatever else is
+(their files in the catalog added to the paths); in the scenarios-only run they are all it collects.
 """
 
 from __future__ import annotations
@@ -30,9 +33,15 @@ class DefaultRun:
 
     searched: tuple[str, ...]
     catalog: Path | None
+    named: tuple[str, ...] = ()  # --rollout-chaos-scenario: these built-in scenarios only
 
     def header_line(self) -> str:
         """One line for ``pytest_report_header``: what this run collects, and what it leaves out."""
+        if self.named:
+            return (
+                f"rollout-chaos: no paths given: collecting the built-in scenarios {', '.join(self.named)} "
+                "(--rollout-chaos-scenario); other tests are left out (name paths to run them)"
+            )
         places = ", ".join(self.searched) or "nothing"
         catalog = f"the built-in catalog ({self.catalog}) and " if self.catalog is not None else ""
         return (
@@ -41,16 +50,24 @@ class DefaultRun:
         )
 
 
-def start(config: pytest.Config, *, flag_given: bool, switched_on: bool) -> DefaultRun | None:
+def start(
+    config: pytest.Config, *, flag_given: bool, switched_on: bool, named: tuple[str, ...] = ()
+) -> DefaultRun | None:
     """Decide whether this is the scenarios-only run; if so, add the built-in catalog to the paths.
 
     Only when ``--rollout-chaos`` is on the command line (``flag_given``: an ini switch keeps a
     suite as it is), no paths were given (naming paths means: just these), and the ini option
     ``rollout_chaos_catalog`` is not false (``switched_on``). The catalog is added unless a path
-    searched already holds it.
+    searched already holds it. The built-in scenarios ``named`` are added to any run's paths, and
+    are the scenarios-only run's only paths.
     """
+    files = [str(bundled.catalog_files()[name]) for name in named]
     if not flag_given or not switched_on or config.args_source is pytest.Config.ArgsSource.ARGS:
+        config.args.extend(files)
         return None
+    if files:
+        config.args[:] = files
+        return DefaultRun(searched=(), catalog=None, named=named)
     searched = tuple(_shown(config, arg) for arg in config.args)
     catalog = bundled.catalog_dir()
     already = [Path(arg).resolve() for arg in config.args]

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from pytest_rollout_chaos.report.reports import ScenarioReports
+from pytest_rollout_chaos.report import logs
+from pytest_rollout_chaos.report.reports import RESULT_KEY, ScenarioReports
 from pytest_rollout_chaos.report.run_info import ServerLog, describe_run
 from pytest_rollout_chaos.servers.keeper import ProcessKeeper
 from pytest_rollout_chaos.settings import ChaosSettings
@@ -29,7 +30,6 @@ from pytest_rollout_chaos.settings import ChaosSettings
 if TYPE_CHECKING:
     from pytest_rollout_chaos.injector import FaultInjector
 
-LOG_SECTION_LINES = 20
 # The test's fault injector, kept by the chaos_faults fixture for the check after the call.
 INJECTOR_KEY: Final[pytest.StashKey[FaultInjector]] = pytest.StashKey()
 
@@ -69,13 +69,8 @@ class ChaosHarness(ProcessKeeper):
         report = yield
         self.reports.observe(item, report)
         if report.failed and self._processes:
-            for process in self._processes:
-                report.sections.append(
-                    (
-                        f"{call.when} {process.name} log (last {LOG_SECTION_LINES} lines)",
-                        process.log_tail(LOG_SECTION_LINES),
-                    )
-                )
+            result = item.stash.get(RESULT_KEY, None)  # a scenario's; a Python test has none
+            report.sections.extend(logs.sections(self.settings.logs, self._processes, result, when=call.when))
         return report
 
     @pytest.hookimpl(wrapper=True)

@@ -6,6 +6,7 @@ value is a ``pytest.UsageError`` naming the value, where it came from and what i
 
 from __future__ import annotations
 
+import difflib
 import math
 import urllib.parse
 from pathlib import Path
@@ -22,6 +23,7 @@ from pytest_rollout_chaos.settings import (
     DEFAULT_POLICY_READY_TIMEOUT_S,
     GYM_BACKENDS,
     INI_POLICY_READY_TIMEOUT,
+    LOGS_MODES,
     OPT_BACKEND,
     OPT_ENABLED,
     OPT_FUZZ,
@@ -29,12 +31,14 @@ from pytest_rollout_chaos.settings import (
     OPT_GYM,
     OPT_GYM_PYTHON,
     OPT_JSON,
+    OPT_LOGS,
     OPT_MODEL,
     OPT_POLICY_GPUS,
     OPT_POLICY_REPLICAS,
     OPT_POLICY_URL,
     OPT_RAY,
     OPT_REPORT,
+    OPT_SCENARIO,
     OPT_SEED,
     OPT_TARGET,
     OPT_TOXIPROXY,
@@ -45,6 +49,7 @@ from pytest_rollout_chaos.settings import (
     Backend,
     ChaosSettings,
     GymBackend,
+    LogsMode,
 )
 
 POLICY_URL_VALID: Final = (
@@ -129,7 +134,30 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         model_id=model_id,
         fuzz=_parse_count(raw.get(OPT_FUZZ) or None, raw.source(OPT_FUZZ)) or 0,
         fuzz_dir=raw.path(OPT_FUZZ_DIR) if raw.get(OPT_FUZZ_DIR) else _invoked_in(config) / DEFAULT_FUZZ_DIR,
+        scenarios=_scenarios(raw),
+        logs=cast(LogsMode, _choice(raw.get(OPT_LOGS) or "implicated", LOGS_MODES, raw.source(OPT_LOGS))),
     )
+
+
+def _scenarios(raw: _Raw) -> tuple[str, ...]:
+    """The built-in scenarios ``--rollout-chaos-scenario`` names (comma-separated); an unknown name
+    is a usage error listing the catalog's names."""
+    text = raw.get(OPT_SCENARIO)
+    if not text:
+        return ()
+    names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    known = list(bundled.catalog_files())
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        what = f"unknown built-in scenario{'s' if len(unknown) > 1 else ''} " + ", ".join(map(repr, unknown))
+        close = [match for name in unknown for match in difflib.get_close_matches(name, known, n=1)]
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise pytest.UsageError(
+            f"{raw.source(OPT_SCENARIO)}: {what if unknown else 'no scenario named'}{hint} "
+            f"(valid: {', '.join(known)}; `rollout-chaos list` describes them; a scenario file of "
+            "your own is named by its path)"
+        )
+    return names
 
 
 def _model(raw: _Raw) -> tuple[Path, str]:

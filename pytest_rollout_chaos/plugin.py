@@ -47,8 +47,9 @@ _OPTIONS: Final = (
     (
         _settings.OPT_TARGET,
         "MODULE:FACTORY",
-        f"Collector under test: MODULE:FACTORY, or {', '.join(targets.BUILTIN)} "
-        f"(default: {targets.REFERENCE})",
+        "Collector under test: MODULE:FACTORY (MODULE imported from sys.path, then from the directory "
+        "pytest was started in), FILE.py:FACTORY (a path from that directory), or "
+        f"{', '.join(targets.BUILTIN)} (default: {targets.REFERENCE})",
     ),
     (
         _settings.OPT_BACKEND,
@@ -123,6 +124,12 @@ _OPTIONS: Final = (
         "each on its own loopback address 127.0.0.2, 127.0.0.3, ... (local:N), or the cluster at ADDRESS "
         "(HOST:PORT of its GCS); needs pytest-rollout-chaos[ray] (default: off)",
     ),
+    (
+        _settings.OPT_SCENARIO,
+        "NAME[,NAME...]",
+        "Also run these built-in scenarios, by the names rollout-chaos list prints; with no paths "
+        "given, only these instead of the whole catalog and the project's scenario files",
+    ),
     (_settings.OPT_SEED, "N", "Seed for every random choice: fault schedules, sampling (default: 0)"),
     (
         _settings.OPT_FUZZ,
@@ -136,6 +143,13 @@ _OPTIONS: Final = (
         "DIR",
         "Where --rollout-chaos-fuzz writes each failing draw, shrunk "
         f"(default: ./{_settings.DEFAULT_FUZZ_DIR})",
+    ),
+    (
+        _settings.OPT_LOGS,
+        "implicated|all|none",
+        "Server log tails shown with a failure: implicated (the servers its evidence or fault schedule "
+        "names, and any that exited, without the embedded Toxiproxy's and the fault layer's INFO lines), "
+        "all (every server's, as written) or none; one line says where every log is (default: implicated)",
     ),
     (_settings.OPT_REPORT, "PATH", "Write the HTML report (a timeline per scenario) to PATH"),
     (
@@ -211,6 +225,11 @@ def pytest_configure(config: pytest.Config) -> None:
         reaper().watch_controller(controller)
     settings = _options.resolve(config)
     config.stash[SETTINGS_KEY] = settings
+    if settings.enabled:
+        from pytest_rollout_chaos.collector import target
+
+        if target.names_a_module(settings.target):  # found from where pytest started, wherever the files are
+            config.add_cleanup(target.search_last(config.invocation_params.dir))
     if settings.enabled and settings.upstream is not None:
         from pytest_rollout_chaos.collector.adapters.upstream import use_tree
 
@@ -220,12 +239,14 @@ def pytest_configure(config: pytest.Config) -> None:
         harness.install_sigterm_handler()
         config.stash[HARNESS_KEY] = harness
         config.pluginmanager.register(harness, HARNESS_PLUGIN_NAME)
-        from pytest_rollout_chaos import default_run
+        from pytest_rollout_chaos import default_run, node_ids
 
+        node_ids.resolve_args(config)  # a built-in scenario's id, pasted from a failure, names its file
         run = default_run.start(
             config,
             flag_given=config.getoption(_settings.OPT_ENABLED, default=None) is True,
             switched_on=bool(config.getini(CATALOG_INI)),
+            named=settings.scenarios,
         )
         if run is not None:
             config.stash[DEFAULT_RUN_KEY] = run
@@ -312,9 +333,12 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     settings = parent.config.stash.get(SETTINGS_KEY, None)
     if settings is None or not settings.enabled or not file_path.name.endswith(".chaos.yaml"):
         return None
+    from pytest_rollout_chaos.node_ids import file_nodeid
     from pytest_rollout_chaos.scenario_items import ScenarioFile
 
-    return ScenarioFile.from_parent(parent, path=file_path, settings=settings)
+    # None: pytest's own id; outside the rootdir, one that reruns the file as printed
+    nodeid = file_nodeid(file_path, parent.config)
+    return ScenarioFile.from_parent(parent, path=file_path, settings=settings, nodeid=nodeid)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -16,10 +16,12 @@ from pytest_rollout_chaos.ray import mode as ray_mode
 
 Backend = Literal["tiny", "vllm"]
 GymBackend = Literal["embedded", "nemo-gym"]
+LogsMode = Literal["implicated", "all", "none"]
 
 BACKENDS: Final = ("tiny", "vllm")
 GYM_BACKENDS: Final = ("embedded", "nemo-gym")
 TOXIPROXY_MODES: Final = ("auto", "embedded", "binary", "docker")
+LOGS_MODES: Final = ("implicated", "all", "none")
 
 # Option destinations double as ini names; the tests import these constants.
 OPT_ENABLED: Final = "rollout_chaos"
@@ -41,6 +43,8 @@ OPT_POLICY_GPUS: Final = "rollout_chaos_policy_gpus"
 OPT_POLICY_REPLICAS: Final = "rollout_chaos_policy_replicas"
 OPT_FUZZ: Final = "rollout_chaos_fuzz"
 OPT_FUZZ_DIR: Final = "rollout_chaos_fuzz_dir"
+OPT_SCENARIO: Final = "rollout_chaos_scenario"
+OPT_LOGS: Final = "rollout_chaos_logs"
 DEFAULT_FUZZ_DIR: Final = "rollout-chaos-fuzz"
 # ini only (``-o`` sets it on the command line): how long an external policy may take to be ready.
 INI_POLICY_READY_TIMEOUT: Final = "rollout_chaos_policy_ready_timeout_s"
@@ -82,6 +86,11 @@ class ChaosSettings:
     # smallest failing draw of each is written as a scenario file.
     fuzz: int = 0
     fuzz_dir: Path = Path(DEFAULT_FUZZ_DIR)
+    # Built-in scenarios named on the command line or in the ini (--rollout-chaos-scenario), collected
+    # beside the paths given (alone in a bare ``pytest --rollout-chaos``).
+    scenarios: tuple[str, ...] = ()
+    # Whose log tails a failure's report shows: the servers its story names, every server's, or none.
+    logs: LogsMode = "implicated"
 
     def header_line(self) -> str:
         """One line for ``pytest_report_header``."""
@@ -103,8 +112,12 @@ class ChaosSettings:
             parts.append(f"policy-replicas={self.policy_replicas}")
         if self.policy_gpus is not None:
             parts.append(f"policy-gpus={self.policy_gpus}")
+        if self.scenarios:
+            parts.append(f"scenarios={','.join(self.scenarios)}")
         if self.fuzz:
             parts.append(f"fuzz={self.fuzz} draws per scenario, failures to {self.fuzz_dir}")
+        if self.logs != "implicated":
+            parts.append(f"logs={self.logs}")
         if self.report is not None:
             parts.append(f"report={self.report}")
         if self.json_report is not None:

@@ -96,6 +96,16 @@ class ChaosStack:
             named[alias] = self.gym.processes[actual]
         return named
 
+    def process_names(self) -> dict[str, tuple[str, ...]]:
+        """Each name scenarios and events give a server this run started (``agent`` and ``policy``
+        for every one of theirs) -> the names of the processes behind it, whose logs are theirs."""
+        named: dict[str, tuple[str, ...]] = {
+            name: (process.name,) for name, process in self.servers().items()
+        }
+        for alias, names in ((AGENTS_ALIAS, self.agent_names), (POLICY, self.policy_names())):
+            named[alias] = tuple(named[name][0] for name in names if name in named)
+        return named
+
     def placement(self) -> dict[str, str]:
         """Server name -> the Ray node it runs on (``--rollout-chaos-ray``); empty when all run here."""
         return {

@@ -43,3 +43,7 @@ def valid_targets() -> str:
 
 def is_adapter(target: str) -> bool:
     return target in ADAPTERS
+
+
+def is_builtin(target: str) -> bool:
+    return target in BUILTIN

@@ -40,7 +40,7 @@ LAYERS: Final = (
         "plugin",
         (
             *("", "plugin", "harness", "fixtures", "stash", "fuzz"),
-            *("cli", "scenario_items", "default_run", "run_command"),
+            *("cli", "scenario_items", "default_run", "node_ids", "run_command"),
         ),
     ),
 )

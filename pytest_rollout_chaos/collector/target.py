@@ -3,6 +3,11 @@
 ``reference`` is the built-in collector; ``MODULE:FACTORY`` imports a module (dotted name, or a
 ``.py`` file path) and takes a callable ``factory(ctx) -> Collector`` from it. Every way this can
 go wrong is a ``CollectorTargetError`` that says what was wrong and what is valid.
+
+A dotted name is imported from ``sys.path``; the runner first adds the folder it was started in,
+last (``search_last``), so a target next to the user does not depend on how pytest was started
+(``python -m pytest`` puts that folder first, the ``pytest`` script does not) or on where the
+scenario files lie (pytest takes its rootdir and ``pythonpath`` ini from the paths it is given).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Final, cast
@@ -54,6 +60,27 @@ def load_factory(target: str) -> CollectorFactory:
     return cast(CollectorFactory, factory)
 
 
+def names_a_module(target: str) -> bool:
+    """Whether ``target`` is ``MODULE:FACTORY`` with a dotted module name (not a file, not built in)."""
+    module_name, sep, _ = target.rpartition(":")
+    return bool(sep and module_name) and not targets.is_builtin(target) and not module_name.endswith(".py")
+
+
+def search_last(folder: Path) -> Callable[[], None]:
+    """Put ``folder`` at the end of ``sys.path`` unless it is on it: after the ``pythonpath`` ini's
+    folders and the installed packages, so it shadows none of them. Returns what undoes it."""
+    entry = str(folder)
+    if entry in sys.path:
+        return lambda: None
+    sys.path.append(entry)
+
+    def undo() -> None:
+        if entry in sys.path:
+            sys.path.remove(entry)
+
+    return undo
+
+
 def _import(module_name: str, target: str) -> ModuleType:
     if module_name.endswith(".py"):
         path = Path(module_name).expanduser().resolve()
@@ -78,14 +105,24 @@ def _import(module_name: str, target: str) -> ModuleType:
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as error:
+        if error.name is not None and not _names_part_of(error.name, module_name):  # an import inside it
+            raise CollectorTargetError(
+                f"target {target!r}: importing {module_name!r} failed: {error}"
+            ) from error
         raise CollectorTargetError(
-            f"target {target!r}: module {module_name!r} not found ({error}); "
-            "is it installed, or is its folder on sys.path (pytest 'pythonpath' ini)?"
+            f"target {target!r}: module {module_name!r} not found ({error}); looked for on sys.path, "
+            "then in the current folder: is it installed, or is its folder on sys.path (pytest "
+            "'pythonpath' ini)? A file can be named by its path instead: FILE.py:FACTORY"
         ) from error
     except Exception as error:
         raise CollectorTargetError(
             f"target {target!r}: importing {module_name!r} failed: {error!r}"
         ) from error
+
+
+def _names_part_of(missing: str, module_name: str) -> bool:
+    """Whether the module Python could not find is ``module_name`` or one of its packages."""
+    return module_name == missing or module_name.startswith(f"{missing}.")
 
 
 def _dotted_name(path: Path) -> str | None:

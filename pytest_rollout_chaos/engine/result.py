@@ -41,6 +41,8 @@ class ScenarioResult:
     expectation_failures: list[str] = field(default_factory=list)
     witnesses: list[Sighting] = field(default_factory=list)  # what ``expect.witness`` asked to see
     vacuous: list[str] = field(default_factory=list)  # listed invariants not judged, witnesses not seen
+    # each name the scenario and its events give a server -> its processes' names (for their logs)
+    servers: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:

@@ -198,7 +198,9 @@ async def execute(
     async with open_trial(stack, settings=collector_settings(scenario), seed=seed) as trial:
         history = trial.history
         # The rows as handed over, kept apart from the caller's, which ``rows_unchanged`` compares.
-        result = ScenarioResult(scenario, copy.deepcopy(rows), history, rows_after=rows)
+        result = ScenarioResult(
+            scenario, copy.deepcopy(rows), history, rows_after=rows, servers=stack.process_names()
+        )
         # Building the schedule builds every fault: a bad parameter fails before anything is touched.
         schedule = Schedule(
             [(step, stack.expand_target(step.target)) for step in scenario.faults], trial.faults

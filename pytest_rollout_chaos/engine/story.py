@@ -19,7 +19,8 @@ from pytest_rollout_chaos.scenario.model import Scenario
 
 HINT_INVARIANT: Final = (
     "the collector under test broke the invariant(s) above; the evidence events come from the run's "
-    "History and the servers' logs are in the captured sections below"
+    "History, and the log tails of the servers this story names follow (--rollout-chaos-logs=all: "
+    "every server's)"
 )
 HINT_FAULT: Final = (
     "the harness could not inject or heal a fault: the environment is at fault, not the collector "

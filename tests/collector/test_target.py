@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos.collector import reference
-from pytest_rollout_chaos.collector.target import load_factory
+from pytest_rollout_chaos.collector.target import load_factory, names_a_module, search_last
 from pytest_rollout_chaos.errors import CollectorTargetError
 
 
@@ -94,3 +94,35 @@ def test_an_adapter_whose_trainer_is_missing_names_the_module_and_the_install(
     assert f"the {adapter} adapter cannot import {module.UPSTREAM.modules[0]!r}" in message
     assert f"install it with: {module.UPSTREAM.install}" in message
     assert "--rollout-chaos-upstream" in message
+
+
+def test_the_start_folder_is_searched_last_and_taken_off_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the ``pythonpath`` ini's folders and what is installed: it shadows none of them."""
+    monkeypatch.setattr("sys.path", [str(tmp_path / "from_ini"), *sys.path])
+    before = list(sys.path)
+    undo = search_last(tmp_path)
+    assert sys.path == [*before, str(tmp_path)]
+    assert search_last(tmp_path)() is None  # already there: nothing added, nothing to take off
+    assert sys.path == [*before, str(tmp_path)]
+    undo()
+    assert sys.path == before
+
+
+@pytest.mark.parametrize(
+    ("target", "module"),
+    [("chaos:make_collector", True), ("my.chaos:make", True), ("chaos.py:make", False), ("reference", False)],
+)
+def test_only_a_dotted_module_target_is_searched_for(target: str, module: bool) -> None:
+    assert names_a_module(target) is module
+
+
+def test_a_missing_import_inside_the_target_is_not_the_target_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(tmp_path)
+    (tmp_path / "imports_a_missing_xyz.py").write_text("import no_such_dependency_xyz\n")
+    failed = r"importing 'imports_a_missing_xyz' failed: No module named 'no_such_dependency_xyz'"
+    with pytest.raises(CollectorTargetError, match=failed):
+        load_factory("imports_a_missing_xyz:make")

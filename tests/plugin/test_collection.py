@@ -109,6 +109,18 @@ def test_tags_select_with_m(pytester: pytest.Pytester) -> None:
     every.stdout.fnmatch_lines(["2 tests collected*"])
 
 
+def test_a_scenario_file_outside_the_rootdir_is_named_by_its_path(
+    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """pytest would name a file given outside its rootdir ``::violates``, which reruns nothing."""
+    pytester.makeconftest(RUNNER_CONFTEST)
+    outside = tmp_path_factory.mktemp("outside") / "violates.chaos.yaml"
+    outside.write_text(GOOD.format(name="violates", tag="x"))
+    result = pytester.runpytest("--rollout-chaos", "-rf", ".", str(outside))
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"FAILED {outside.as_posix()}::violates*"])
+
+
 def test_location_is_the_yaml_line_of_the_name(pytester: pytest.Pytester) -> None:
     pytester.makefile(".chaos.yaml", moved="# a comment first\n\n" + GOOD.format(name="moved", tag="x"))
     items, _ = pytester.inline_genitems("--rollout-chaos")

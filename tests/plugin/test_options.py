@@ -31,7 +31,9 @@ def test_help_lists_every_option_in_the_group(pytester: pytest.Pytester) -> None
         s.OPT_VLLM_ARGS,
         s.OPT_POLICY_GPUS,
         s.OPT_POLICY_REPLICAS,
+        s.OPT_SCENARIO,
         s.OPT_SEED,
+        s.OPT_LOGS,
         s.OPT_REPORT,
         s.OPT_JSON,
     ):
@@ -132,6 +134,10 @@ def test_ini_twins_and_option_precedence(pytester: pytest.Pytester) -> None:
             "*--rollout-chaos-target: invalid value 'nomodule' (valid: reference*",
         ),
         ("--rollout-chaos-model=missing", "*model directory * does not exist*"),
+        (
+            "--rollout-chaos-logs=some",
+            "*--rollout-chaos-logs: invalid value 'some' (valid: implicated, all, none)*",
+        ),
         (
             "--rollout-chaos-upstream=no-tree",
             "*--rollout-chaos-upstream: directory '*no-tree' does not exist (valid: a checkout or unpacked*",

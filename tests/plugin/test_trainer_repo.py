@@ -4,6 +4,10 @@ or ``rollout_chaos_catalog = false``, runs the repository's tests as pytest alwa
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from pytest_rollout_chaos import bundled
@@ -93,3 +97,33 @@ def test_named_paths_or_the_ini_switch_run_the_repos_tests_as_usual(pytester: py
     named = pytester.runpytest("--rollout-chaos", "tests")
     named.assert_outcomes(passed=3)
     named.stdout.no_fnmatch_line("*no paths given*")
+
+
+# The trainer's collector factory, next to where pytest is started (the runner here never calls it).
+CHAOS_MODULE = """
+def make_collector(ctx):
+    raise AssertionError("not called by this test")
+"""
+
+
+def test_a_module_target_is_found_from_where_pytest_started_wherever_the_scenario_lies(
+    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """pytest takes its rootdir and ini from the paths it is given: a scenario file outside the
+    repository leaves the repository's ``pythonpath`` unread, and the ``pytest`` script (unlike
+    ``python -m pytest``) puts no folder on sys.path. The target is found all the same.
+
+    The child is started by hand: pytester's own would have the current folder on PYTHONPATH."""
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\npythonpath = ["."]\n')
+    pytester.makepyfile(chaos=CHAOS_MODULE)
+    scenario = tmp_path_factory.mktemp("elsewhere") / "elsewhere.chaos.yaml"
+    scenario.write_text(OWN_SCENARIO.format(name="elsewhere"))
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q"]
+    command += ["--rollout-chaos", "--rollout-chaos-target=chaos:make_collector", str(scenario)]
+    # PYTHONSAFEPATH: as the pytest script, the current folder is not put first on sys.path
+    env = {**os.environ, "PYTHONPATH": str(bundled.import_root()), "PYTHONSAFEPATH": "1"}
+    child = subprocess.run(
+        command, cwd=pytester.path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert child.returncode == pytest.ExitCode.OK, child.stdout + child.stderr
+    assert "elsewhere.chaos.yaml::elsewhere" in child.stdout

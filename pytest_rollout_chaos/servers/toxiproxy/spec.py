@@ -5,17 +5,20 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
 from pytest_rollout_chaos.servers import readiness
 from pytest_rollout_chaos.servers.process import ServerSpec
 
 EMBEDDED_MODULE = "pytest_rollout_chaos.servers.toxiproxy"
+EMBEDDED_NAME: Final = "toxiproxy"  # the processes' names (their logs' too)
+BINARY_NAME: Final = "toxiproxy-server"
 
 
 def embedded_spec(
     *,
     seed: int,
-    name: str = "toxiproxy",
+    name: str = EMBEDDED_NAME,
     config: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> ServerSpec:
@@ -33,7 +36,7 @@ def embedded_spec(
     )
 
 
-def binary_spec(binary: str, *, port: int, name: str = "toxiproxy-server") -> ServerSpec:
+def binary_spec(binary: str, *, port: int, name: str = BINARY_NAME) -> ServerSpec:
     """A real ``toxiproxy-server`` on 127.0.0.1:``port`` (it cannot report an OS-chosen API port)."""
     return ServerSpec(
         name=name,
