@@ -2,7 +2,8 @@
 
 The option check, the help texts, the gate, the scenario format's ``trainer_config`` keys and the
 adapters' loader all read it, so a new adapter is its module in ``collector/adapters/`` plus one
-line in ``ADAPTERS``.
+line in ``ADAPTERS``. Each trainer's interpreter may be named by an environment variable
+(``python_env``), which the gate and the adapters' tests read alike.
 """
 
 from __future__ import annotations
@@ -40,3 +41,10 @@ def valid_targets() -> str:
 
 def is_adapter(target: str) -> bool:
     return target in ADAPTERS
+
+
+def python_env(target: str) -> str | None:
+    """The environment variable naming the interpreter of ``target``'s trainer
+    (``ROLLOUT_CHAOS_NEMO_RL_PYTHON`` for ``nemo_rl``); None for a target that is no built-in adapter."""
+    trainer = ADAPTERS.get(target)
+    return None if trainer is None else f"ROLLOUT_CHAOS_{trainer.upper()}_PYTHON"
