@@ -2,10 +2,11 @@
 
 For each pair in ``tests/upstream`` (the pre-fix tree and the PR tree the adapters' tests use)
 it runs the gate as a user would, whole catalog, in a subprocess, and reports the wall time of each
-side and of the whole gate, the gate's exit status and summary line, and the verdict changes. The
-gate runs with ``ROLLOUT_CHAOS_TRAINERS_PYTHON`` (an interpreter with the trainers, CI's trainers
-venv) or, when it is not set, this interpreter. A pair whose trees are absent, or whose trainer
-that interpreter cannot import, is skipped, and the reason printed.
+side and of the whole gate, the gate's exit status and summary line, and the verdict changes. Each
+pair's gate runs with its trainer's interpreter, as the gate finds it: ``ROLLOUT_CHAOS_NEMO_RL_PYTHON``
+and the like (CI's NeMo RL venv), else ``ROLLOUT_CHAOS_TRAINERS_PYTHON`` (an interpreter with the
+trainers, CI's trainers venv), else this interpreter. A pair whose trees are absent, or whose
+trainer that interpreter cannot import, is skipped, and the reason printed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from benchmarks._result import Number, Result
 from benchmarks.catalog import TRAINERS_PYTHON_ENV, imports
+from pytest_rollout_chaos import targets
 from pytest_rollout_chaos.gate.compare import UNCHANGED
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,11 +38,15 @@ PAIRS: dict[str, tuple[str, str, str, str, str]] = {
 
 
 def run(*, pairs: list[str] | None = None) -> Result:
-    python = os.environ.get(TRAINERS_PYTHON_ENV, "").strip() or sys.executable
     numbers: list[Number] = []
     details: dict[str, object] = {}
     for pair in pairs or list(PAIRS):
         target, needs, base, head, fixed = PAIRS[pair]
+        python = (
+            os.environ.get(targets.python_env(target) or "", "").strip()
+            or os.environ.get(TRAINERS_PYTHON_ENV, "").strip()
+            or sys.executable
+        )
         trees = [UPSTREAM / f"{name}.tar.gz" for name in (base, head)]
         if not all(tree.is_file() for tree in trees):
             details[pair] = f"skipped: {trees[0].parent} has no {base} / {head} archives"

@@ -2,7 +2,8 @@
 
 The option check, the help texts, the gate, the scenario format's ``trainer_config`` keys and the
 adapters' loader all read it, so a new adapter is its module in ``collector/adapters/`` plus one
-line in ``ADAPTERS``.
+line in ``ADAPTERS``. Each trainer's interpreter may be named by an environment variable
+(``python_env``), which the gate and the adapters' tests read alike.
 """
 
 from __future__ import annotations
@@ -47,3 +48,12 @@ def is_adapter(target: str) -> bool:
 
 def is_builtin(target: str) -> bool:
     return target in BUILTIN
+
+
+def python_env(target: str) -> str | None:
+    """The environment variable naming the interpreter of ``target``'s trainer
+    (``ROLLOUT_CHAOS_NEMO_RL_PYTHON`` for ``nemo_rl``); None for a target that is no trainer's
+    adapter. ``nemo_gym`` has none: the gate runs it on its own interpreter, and the collection
+    runs in NeMo Gym's (``--rollout-chaos-gym-python``)."""
+    trainer = ADAPTERS.get(target)
+    return None if trainer in (None, NEMO_GYM) else f"ROLLOUT_CHAOS_{trainer.upper()}_PYTHON"

@@ -47,6 +47,19 @@ def test_the_trainers_are_the_adapters_trainers_and_the_scenario_format_reads_th
     assert vocabulary.TRAINERS is targets.TRAINERS
 
 
+def test_each_trainers_interpreter_has_one_variable_and_a_users_collector_none() -> None:
+    assert [targets.python_env(name) for name in targets.TRAINERS] == [
+        "ROLLOUT_CHAOS_NEMO_RL_PYTHON",
+        "ROLLOUT_CHAOS_SLIME_PYTHON",
+        "ROLLOUT_CHAOS_VERL_PYTHON",
+        "ROLLOUT_CHAOS_SKYRL_PYTHON",
+        None,  # nemo_gym: the gate's own interpreter; the collection runs in NeMo Gym's
+    ]
+    assert targets.python_env("skyrl_skip_failed_rollouts") == "ROLLOUT_CHAOS_SKYRL_PYTHON"
+    assert targets.python_env("reference") is None
+    assert targets.python_env("my_trainer.chaos:make_collector") is None
+
+
 def test_the_option_help_the_gate_help_and_the_option_check_name_every_target() -> None:
     help_text = next(text for dest, _, text, *_ in plugin._OPTIONS if dest == settings.OPT_TARGET)
     parser = argparse.ArgumentParser()

@@ -3,10 +3,15 @@
 Exit status: 0 when no scenario regressed and every ``--expect-fixed`` scenario went from red to
 green; 1 when one regressed (red, skipped or missing on head after passing on base, unless
 ``--allow-skip`` names it) or an expected fix is not there; 2 when the gate could not judge (bad
-usage, an interpreter the tree's ``requires-python`` rejects, a side that ran no scenario, a
-trainer module the collector could not import, a scenario red on base and skipped on head or
-declined by the collector (``NOT_JUDGED``), ``baseline`` not green on both sides, fewer than half
-of the scenarios judged on both).
+usage, an interpreter of a minor version the tree's ``requires-python`` rejects, a side that ran
+no scenario, a trainer module the collector could not import, a scenario red on base and skipped
+on head or declined by the collector (``NOT_JUDGED``), ``baseline`` not green on both sides, fewer
+than half of the scenarios judged on both).
+
+Each side's interpreter is ``--head-python`` (head only), ``--python``, the environment variable
+of the side's trainer (``targets.python_env``: ``ROLLOUT_CHAOS_NEMO_RL_PYTHON``, ...), else this
+one. A patch release the tree does not accept (3.13.0 against ``>=3.13.13``) runs with a warning
+in every output; a minor version it does not accept is refused unless ``--ignore-requires-python``.
 
 ``baseline`` always runs beside the scenarios asked for. A scenario whose verdict moved is run
 ``--runs`` times in all, each further run on both sides with the next seed; the move counts only
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import shutil
 import sys
 import tempfile
@@ -53,6 +59,7 @@ DESCRIPTION: Final = (
     "a verdict that moved is rerun with other seeds (--runs) and counts only when every run shows it."
 )
 DEFAULT_RUNS: Final = 3
+THIS_PYTHON: Final = "the gate's own interpreter"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,8 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head", required=True, type=Path, help="The head tree (the PR)")
     parser.add_argument(
         "--python",
-        default=sys.executable,
-        help="The trainer environment's interpreter (default: this one)",
+        help="The trainer environment's interpreter (default: the trainer's "
+        "ROLLOUT_CHAOS_<TRAINER>_PYTHON, e.g. ROLLOUT_CHAOS_NEMO_RL_PYTHON, else this one)",
     )
     parser.add_argument(
         "--head-python",
@@ -106,8 +113,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ignore-requires-python",
         action="store_true",
-        help="Run a side even when its tree's pyproject.toml requires-python rejects the side's "
-        "interpreter (the outputs say so); without it the gate refuses to run it",
+        help="Run a side even when its tree's pyproject.toml requires-python rejects the minor "
+        "version of the side's interpreter (the outputs say so); without it the gate refuses to run "
+        "it. A patch release it rejects (3.13.0 against >=3.13.13) runs anyway, with a warning",
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="Write the comparison as JSON")
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="Write a Markdown PR comment")
@@ -142,15 +150,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         request, files = _request(args)
         base_tree = prepare_tree(args.base, scratch / "trees" / "base")
         head_tree = prepare_tree(args.head, scratch / "trees" / "head")
+        head_python, head_from = interpreter(args, head=True)
         head_request = dataclasses.replace(
-            request, target=args.head_target or request.target, python=args.head_python or request.python
+            request, target=args.head_target or request.target, python=head_python, python_from=head_from
         )
-        base_env = probe(request.python, args.base, base_tree, gym_client=gym_client(request.target))
-        head_env = probe(
-            head_request.python, args.head, head_tree, gym_client=gym_client(head_request.target)
-        )
-        if not args.ignore_requires_python:
-            _check_accepted(base_env, head_env)
+        ignore = args.ignore_requires_python
+        base_env = _environment("base", request, args.base, base_tree, ignore=ignore)
+        head_env = _environment("head", head_request, args.head, head_tree, ignore=ignore)
     except GateUsageError as error:
         print(f"rollout-chaos gate: {error}", file=err)
         if not keep:
@@ -162,7 +168,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     print(f"rollout-chaos gate: {targets}, base {base_tree} then head {head_tree}", file=err, flush=True)
     for label, env in (("base", base_env), ("head", head_env)):
-        print(f"{label}: {env.trainer()}; {env.describe()}", file=err, flush=True)
+        print(f"{label}: {env.trainer()}; {env.executable}: {env.describe()}", file=err, flush=True)
+        if env.python_warning is not None:
+            print(f"rollout-chaos gate: warning: {env.python_warning}", file=err, flush=True)
     base = run_side("base", base_tree, request, scratch, progress, environment=base_env)
     head = run_side("head", head_tree, head_request, scratch, progress, environment=head_env)
     unjudged = [side for side in (base, head) if not side.verdicts]
@@ -216,15 +224,48 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return decision.exit_code
 
 
-def _check_accepted(base: SideEnvironment, head: SideEnvironment) -> None:
-    """A side whose tree's ``requires-python`` rejects its interpreter is a usage error."""
-    for label, env in (("base", base), ("head", head)):
-        refusal = env.python_refused()
-        if refusal is not None:
-            raise GateUsageError(
-                f"the {label} side: {refusal} (valid: an interpreter it accepts as --python / "
-                "--head-python, or --ignore-requires-python to run it anyway)"
-            )
+def interpreter(args: argparse.Namespace, *, head: bool) -> tuple[str, str]:
+    """A side's interpreter and who named it: ``--head-python`` (head), ``--python``, the side's
+    trainer's environment variable, else this interpreter."""
+    if head and args.head_python:
+        return args.head_python, "--head-python"
+    if args.python:
+        return args.python, "--python"
+    variable = targets.python_env((args.head_target or args.target) if head else args.target)
+    if variable is not None and os.environ.get(variable):
+        return os.environ[variable], variable
+    return sys.executable, THIS_PYTHON
+
+
+def _environment(
+    label: str, request: SideRequest, given: Path, tree: Path, *, ignore: bool
+) -> SideEnvironment:
+    """The side's environment, read in its interpreter and checked against its tree.
+
+    A tree's ``requires-python`` that rejects the interpreter's minor version is a usage error,
+    unless ``ignore``; a patch release it rejects (or any, when ``ignore``) runs, the warning kept
+    with the side's environment for every output.
+    """
+    target = request.target
+    env = probe(request.python, given, tree, gym_client=gym_client(target), python_from=request.python_from)
+    mismatch = env.python_mismatch()
+    if mismatch is None:
+        return env
+    who = f"the {label} side ({target})"
+    if env.python_fit() == "minor" and not ignore:
+        option = "--head-python" if label == "head" else "--python"
+        variable = targets.python_env(target)
+        named = f"{option} or {variable}" if variable else option
+        raise GateUsageError(
+            f"{who}: {mismatch}, so its verdicts would be luck (valid: an interpreter the tree "
+            f"accepts, named by {named}; or --ignore-requires-python to run it anyway)"
+        )
+    why = (
+        "as --ignore-requires-python asks"
+        if env.python_fit() == "minor"
+        else "the gate refuses only a minor version the tree does not accept"
+    )
+    return dataclasses.replace(env, python_warning=f"{who}: {mismatch}; run anyway ({why})")
 
 
 def _rerun(
@@ -284,12 +325,15 @@ def _request(args: argparse.Namespace) -> tuple[SideRequest, dict[str, Path]]:
         )
     if args.runs < 1:
         raise GateUsageError(f"--runs {args.runs}: valid: 1 or more")
-    check_python(args.python)
-    if args.head_python:
-        check_python(args.head_python)
+    python, named_by = interpreter(args, head=False)
+    check_python(python, named_by)
+    head_python, head_named_by = interpreter(args, head=True)
+    if head_python != python:
+        check_python(head_python, head_named_by)
     request = SideRequest(
         target=args.target,
-        python=args.python,
+        python=python,
+        python_from=named_by,
         seed=args.seed,
         scenarios=[str(path) for path in given],
         pytest_args=args.pytest_arg,

@@ -11,9 +11,10 @@ tarball, whose pax header holds the commit it was made from; a plain folder has 
 name stands for it.
 
 Each side also says which Python the tree accepts (its ``pyproject.toml``'s ``requires-python``,
-when the tree has one) and whether the side's interpreter is among them, the NeMo Gym version
-installed there, and what plays NeMo Gym's client for the target (``adapters.gym_client``): NeMo Gym's own,
-or the harness's ``GymClient`` standing in for it.
+when the tree has one) and how the side's interpreter fits it (``python_fit``: accepted, a patch
+release it does not accept, or a minor version it does not accept at all), where that interpreter
+was named, the NeMo Gym version installed there, and what plays NeMo Gym's client for the target
+(``adapters.gym_client``): NeMo Gym's own, or the harness's ``GymClient`` standing in for it.
 """
 
 from __future__ import annotations
@@ -26,15 +27,20 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 PACKAGES: Final = ("torch", "transformers", "vllm", "ray", "nemo-gym")
 """The distributions whose version every side reports (besides Python and this plugin)."""
 PROBE_S: Final = 120.0
 GIT_S: Final = 30.0
 NOT_INSTALLED: Final = "not installed"
+Fit = Literal["accepted", "patch", "minor"]
+"""How an interpreter meets a tree's ``requires-python``: ``accepted``; ``patch``: not this patch
+release, but others of its minor version (3.13.0 against ``>=3.13.13``); ``minor``: no release of
+its minor version (3.11 against ``>=3.12``)."""
 # Runs in the side's interpreter; prints one JSON object. Nothing is imported but the stdlib.
 PROBE: Final = """
 import importlib.metadata as metadata, json, platform, sys
@@ -60,27 +66,36 @@ class SideEnvironment:
     error: str | None = None  # why the versions could not be read
     requires_python: str | None = None  # the tree's pyproject.toml says; None: it says nothing
     gym_client: str = ""  # what plays NeMo Gym's client for the side's target
+    python_from: str = ""  # who named the interpreter: an option, an environment variable, or none
+    python_warning: str | None = None  # a mismatch the gate ran anyway, as it told it
 
     def python_accepted(self) -> bool | None:
         """Whether the tree's ``requires-python`` admits the side's Python; None when either is unknown."""
-        python = self.versions.get("python")
-        if self.requires_python is None or python is None:
-            return None
-        try:
-            return SpecifierSet(self.requires_python).contains(python, prereleases=True)
-        except InvalidSpecifier:
-            return None
+        fit = self.python_fit()
+        return None if fit is None else fit == "accepted"
 
-    def python_refused(self) -> str | None:
-        """Why the tree refuses the side's interpreter, or None when it does not."""
-        if self.python_accepted() is not False:
+    def python_fit(self) -> Fit | None:
+        """How the side's Python meets the tree's ``requires-python``; None when either is unknown."""
+        return python_fit(self.requires_python, self.versions.get("python"))
+
+    def python_mismatch(self) -> str | None:
+        """The tree's ``requires-python`` against the side's interpreter, when it does not accept it."""
+        fit = self.python_fit()
+        if fit is None or fit == "accepted":
             return None
-        return (
+        python = str(self.versions.get("python"))
+        named = f" ({self.python_from})" if self.python_from else ""
+        said = (
             f"{self.tree}'s pyproject.toml says requires-python {self.requires_python!r}, and "
-            f"{self.executable} is Python {self.versions.get('python')}"
+            f"{self.executable}{named} is Python {python}"
         )
+        minor = ".".join(python.split(".")[:2])
+        if fit == "patch":
+            return f"{said}: a patch release it does not accept (other {minor} releases it does)"
+        return f"{said}: it accepts no {minor} release"
 
     def to_json(self) -> dict[str, object]:
+        fit = self.python_fit()
         return {
             "trainer": {"tree": self.tree, "commit": self.commit},
             "python_executable": self.executable,
@@ -88,6 +103,9 @@ class SideEnvironment:
                 "version": self.versions.get("python"),
                 "requires_python": self.requires_python,
                 "accepted": self.python_accepted(),
+                "mismatch": None if fit == "accepted" else fit,
+                "from": self.python_from,
+                "warning": self.python_warning,
             },
             "nemo_gym": {"version": self.versions.get("nemo-gym"), "client": self.gym_client},
             "versions": dict(self.versions),
@@ -148,8 +166,38 @@ def requires_python(tree: Path) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def probe(python: str, given: Path, tree: Path, *, gym_client: str = "") -> SideEnvironment:
-    """The side's environment, read in ``python`` with ``tree`` (``given`` unpacked) first on its path."""
+def python_fit(requires: str | None, python: str | None) -> Fit | None:
+    """How Python ``python`` meets ``requires`` (a ``requires-python``); None when either is
+    unknown or unreadable. Another patch release is looked for at each patch number the
+    specifiers name (and the ones beside it), where acceptance can change."""
+    if requires is None or python is None:
+        return None
+    try:
+        specifiers, version = SpecifierSet(requires), Version(python)
+    except (InvalidSpecifier, InvalidVersion):
+        return None
+    if specifiers.contains(version, prereleases=True):
+        return "accepted"
+    major, minor = (*version.release, 0)[:2]
+    patches = {0, 10**6}
+    for specifier in specifiers:
+        try:
+            release = Version(specifier.version.removesuffix(".*")).release
+        except InvalidVersion:
+            continue
+        if release[:2] == (major, minor):
+            named = (*release, 0, 0)[2]
+            patches |= {max(named - 1, 0), named, named + 1}
+    if any(specifiers.contains(f"{major}.{minor}.{patch}", prereleases=True) for patch in patches):
+        return "patch"
+    return "minor"
+
+
+def probe(
+    python: str, given: Path, tree: Path, *, gym_client: str = "", python_from: str = ""
+) -> SideEnvironment:
+    """The side's environment, read in ``python`` (named by ``python_from``) with ``tree``
+    (``given`` unpacked) first on its path."""
     name, commit = tree_name(given), tree_commit(given)
     accepts = requires_python(tree)
     inherited = os.environ.get("PYTHONPATH", "")
@@ -174,6 +222,7 @@ def probe(python: str, given: Path, tree: Path, *, gym_client: str = "") -> Side
             error=f"{python}: {detail.strip()[-300:]}",
             requires_python=accepts,
             gym_client=gym_client,
+            python_from=python_from,
         )
     versions = {"python": found["python"], **{package: found.get(package) for package in PACKAGES}}
     versions["pytest-rollout-chaos"] = found.get("pytest-rollout-chaos")
@@ -184,6 +233,7 @@ def probe(python: str, given: Path, tree: Path, *, gym_client: str = "") -> Side
         versions,
         requires_python=accepts,
         gym_client=gym_client,
+        python_from=python_from,
     )
 
 

@@ -59,8 +59,12 @@ def text(decision: GateDecision, base: SideRun, head: SideRun) -> str:
     for side in (base, head):
         lines.append(f"{side.label}: {side.tree} ({side.wall_s:.0f} s, pytest exit {side.exit_code})")
         if side.environment is not None:
-            lines.append(f"  trainer {side.environment.trainer()}")
-            lines.append(f"  {side.environment.describe()}")
+            env = side.environment
+            lines.append(f"  trainer {env.trainer()}")
+            lines.append(f"  {env.executable}{f' ({env.python_from})' if env.python_from else ''}")
+            lines.append(f"  {env.describe()}")
+            if env.python_warning is not None:
+                lines.append(f"  WARNING: {env.python_warning}")
     differ = environment_differences(base, head)
     if differ:
         lines.append("ENVIRONMENTS DIFFER between the sides (a verdict may move for that alone):")
@@ -86,6 +90,9 @@ def markdown(decision: GateDecision, base: SideRun, head: SideRun, target: str) 
         lines += [f"- **{line}**" for line in (*decision.failures, *decision.not_judged)] + [""]
     if decision.unstable:
         lines += [f"- unstable: {line}" for line in decision.unstable] + [""]
+    warnings = [side.environment.python_warning for side in (base, head) if side.environment is not None]
+    lines += [f"- ⚠️ {warning}" for warning in warnings if warning is not None]
+    lines += [""] if any(warnings) else []
     lines += _environment_table(base, head)
     moved = [s for s in decision.scenarios if s.change not in UNCHANGED]
     still = [s for s in decision.scenarios if s.change in UNCHANGED]

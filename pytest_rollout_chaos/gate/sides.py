@@ -46,6 +46,7 @@ class SideRequest:
     scenarios: Sequence[str]
     pytest_args: Sequence[str] = ()
     timeout_s: float = 1800.0
+    python_from: str = ""  # who named ``python``: an option, an environment variable, or none
 
 
 @dataclass(slots=True)
@@ -95,8 +96,9 @@ def prepare_tree(path: Path, scratch: Path) -> Path:
     return entries[0].resolve() if len(entries) == 1 and entries[0].is_dir() else scratch.resolve()
 
 
-def check_python(python: str) -> None:
-    """The interpreter must run pytest with this plugin; say so before anything starts."""
+def check_python(python: str, named_by: str = "--python") -> None:
+    """The interpreter (``named_by`` an option or an environment variable) must run pytest with
+    this plugin; say so before anything starts."""
     try:
         subprocess.run(
             [python, "-c", "import pytest, pytest_rollout_chaos"],
@@ -107,10 +109,19 @@ def check_python(python: str) -> None:
     except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
         detail = getattr(error, "stderr", b"") or b""
         raise GateUsageError(
-            f"--python {python}: cannot import pytest and pytest_rollout_chaos "
+            f"{_named(python, named_by)}: cannot import pytest and pytest_rollout_chaos "
             f"({detail.decode(errors='replace').strip().splitlines()[-1:] or error}); "
             "valid: an interpreter of the trainer's environment with pytest-rollout-chaos installed"
         ) from error
+
+
+def _named(python: str, named_by: str) -> str:
+    """``--python X``, ``ROLLOUT_CHAOS_NEMO_RL_PYTHON=X`` or ``X (the gate's own interpreter)``."""
+    if named_by.startswith("--"):
+        return f"{named_by} {python}"
+    if named_by.isupper():
+        return f"{named_by}={python}"
+    return f"{python} ({named_by})"
 
 
 def command(request: SideRequest, tree: Path, junit: Path, basetemp: Path) -> list[str]:

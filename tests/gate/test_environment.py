@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 import platform
@@ -20,6 +21,7 @@ from pytest_rollout_chaos.gate.environment import (
     SideEnvironment,
     differences,
     probe,
+    python_fit,
     tree_commit,
 )
 from pytest_rollout_chaos.gate.sides import SideRun
@@ -126,6 +128,29 @@ def test_a_side_in_another_environment_is_flagged_in_every_output(tmp_path: Path
     assert document["base"]["environment"]["trainer"] == {"tree": "verl-base", "commit": "base0000"}
 
 
+def test_a_python_mismatch_the_gate_ran_anyway_is_told_in_every_output(tmp_path: Path) -> None:
+    decision, base, head = decision_and_sides(tmp_path, "4.57.1")
+    assert head.environment is not None
+    warning = "the head side (verl): verl-head's pyproject.toml says requires-python '>=3.11.8', ..."
+    head.environment = dataclasses.replace(
+        head.environment, requires_python=">=3.11.8", python_from="--head-python", python_warning=warning
+    )
+    text = render.text(decision, base, head)
+    assert "  /venv/bin/python (--head-python)\n" in text
+    assert f"  WARNING: {warning}" in text
+    assert f"- ⚠️ {warning}" in render.markdown(decision, base, head, "verl")
+    document = json.loads(render.as_json(decision, base, head, target="verl", seed=0, scenarios=[]))
+    assert document["head"]["environment"]["python"] == {
+        "version": "3.11.7",
+        "requires_python": ">=3.11.8",
+        "accepted": False,
+        "mismatch": "patch",
+        "from": "--head-python",
+        "warning": warning,
+    }
+    assert document["base"]["environment"]["python"]["warning"] is None
+
+
 def test_the_same_environment_is_not_flagged(tmp_path: Path) -> None:
     decision, base, head = decision_and_sides(tmp_path, "4.57.1")
     assert "DIFFER" not in render.text(decision, base, head)
@@ -135,28 +160,70 @@ def test_the_same_environment_is_not_flagged(tmp_path: Path) -> None:
 
 
 def test_the_trees_requires_python_is_read_and_checked_against_the_sides_python(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "t"\nrequires-python = ">=3.13.14,<3.14"\n')
-    refused = probe(sys.executable, tmp_path, tmp_path)
-    assert refused.requires_python == ">=3.13.14,<3.14"
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "t"\nrequires-python = ">=3.99"\n')
+    refused = probe(sys.executable, tmp_path, tmp_path, python_from="--python")
     python = platform.python_version()
-    if python.startswith("3.13."):
-        pytest.skip("this interpreter may meet the requirement")
-    assert refused.python_accepted() is False
-    assert refused.python_refused() == (
-        f"{tmp_path.name}'s pyproject.toml says requires-python '>=3.13.14,<3.14', and "
-        f"{refused.executable} is Python {python}"
+    minor = ".".join(python.split(".")[:2])
+    assert refused.requires_python == ">=3.99"
+    assert (refused.python_accepted(), refused.python_fit()) == (False, "minor")
+    assert refused.python_mismatch() == (
+        f"{tmp_path.name}'s pyproject.toml says requires-python '>=3.99', and "
+        f"{refused.executable} (--python) is Python {python}: it accepts no {minor} release"
     )
     assert refused.to_json()["python"] == {
         "version": python,
-        "requires_python": ">=3.13.14,<3.14",
+        "requires_python": ">=3.99",
         "accepted": False,
+        "mismatch": "minor",
+        "from": "--python",
+        "warning": None,
     }
+    (tmp_path / "pyproject.toml").write_text(f'[project]\nname = "t"\nrequires-python = ">{python}"\n')
+    patch = probe(sys.executable, tmp_path, tmp_path)
+    assert (patch.python_accepted(), patch.python_fit()) == (False, "patch")
+    assert patch.python_mismatch() == (
+        f"{tmp_path.name}'s pyproject.toml says requires-python '>{python}', and "
+        f"{patch.executable} is Python {python}: a patch release it does not accept "
+        f"(other {minor} releases it does)"
+    )
     (tmp_path / "pyproject.toml").write_text(f'[project]\nname = "t"\nrequires-python = "=={python}"\n')
     accepted = probe(sys.executable, tmp_path, tmp_path)
-    assert (accepted.python_accepted(), accepted.python_refused()) == (True, None)
+    assert (accepted.python_accepted(), accepted.python_fit(), accepted.python_mismatch()) == (
+        True,
+        "accepted",
+        None,
+    )
+    assert accepted.to_json()["python"]["mismatch"] is None  # type: ignore[index]
     (tmp_path / "pyproject.toml").unlink()
     silent = probe(sys.executable, tmp_path, tmp_path)
-    assert (silent.requires_python, silent.python_accepted(), silent.python_refused()) == (None, None, None)
+    assert (silent.requires_python, silent.python_accepted(), silent.python_mismatch()) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("requires", "python", "fit"),
+    [
+        (">=3.13.13", "3.13.0", "patch"),  # NeMo RL before #3000, on a distribution's 3.13
+        (">=3.13.14,<3.14", "3.13.0", "patch"),  # NeMo RL main
+        (">=3.13.13", "3.13.13", "accepted"),
+        (">=3.13.13", "3.11.7", "minor"),  # the trainers venv
+        (">=3.12", "3.11.7", "minor"),  # NeMo RL's PR #2209 trees
+        (">=3.12", "3.13.0", "accepted"),
+        ("<3.13,>=3.10", "3.13.0", "minor"),  # verl 0.9.1
+        ("<3.13,>=3.10", "3.11.7", "accepted"),
+        ("!=3.13.0", "3.13.0", "patch"),
+        ("==3.12.*", "3.13.0", "minor"),
+        ("~=3.13.5", "3.13.1", "patch"),
+        (">=3.13.0rc1", "3.13.0rc1", "accepted"),
+        ("<3.13.2,>3.13.4", "3.13.3", "minor"),  # nothing at all
+        ("not a specifier", "3.13.0", None),
+        (">=3.12", "not a version", None),
+        (None, "3.13.0", None),
+    ],
+)
+def test_a_python_fits_a_requires_python_or_misses_a_patch_or_a_minor_version(
+    requires: str | None, python: str, fit: str | None
+) -> None:
+    assert python_fit(requires, python) == fit
 
 
 def test_each_side_says_what_plays_nemo_gyms_client() -> None:

@@ -222,8 +222,9 @@ def test_an_interpreter_the_tree_rejects_is_refused_unless_told(
     assert _gate(buggy, fixed) == 2
     err = capsys.readouterr().err
     assert (
-        f"rollout-chaos gate: the head side: {fixed.name}'s pyproject.toml says requires-python "
+        f"rollout-chaos gate: the head side ({TARGET}): {fixed.name}'s pyproject.toml says requires-python "
         "'>=3.99', and "
     ) in err
-    assert f"is Python {platform.python_version()} (valid: an interpreter it accepts" in err
+    assert f"is Python {platform.python_version()}: it accepts no " in err
+    assert "(valid: an interpreter the tree accepts, named by --head-python;" in err
     assert "[base" not in err  # refused before anything ran

@@ -78,7 +78,7 @@ UPSTREAM: Final = Upstream(
     modules=("nemo_rl.algorithms.grpo",),
     install=(
         "pip install torchdata mlflow-skinny swanlab matplotlib prometheus-client tensorboard "
-        "megatron-core (beside the nemo_rl adapter's own packages)"
+        "megatron-core hydra-core (beside the nemo_rl adapter's own packages)"
     ),
 )
 _PATCHING: Final = threading.Lock()  # ray.get and grpo's globals are swapped while one validation runs

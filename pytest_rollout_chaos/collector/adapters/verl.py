@@ -109,8 +109,8 @@ UPSTREAM = _VerlUpstream(
     adapter="verl",
     modules=("nemo_gym.agent_loop",),
     install=(
-        "pip install torch==2.13.0 transformers==5.5.4 ray==2.60.0 verl==0.9.1, with "
-        "--rollout-chaos-upstream=<a verl-recipe checkout> (the recipe is not a package)"
+        "pip install torch==2.13.0 transformers==5.5.4 ray==2.60.0 verl==0.9.1 cachetools fastapi "
+        "uvicorn, with --rollout-chaos-upstream=<a verl-recipe checkout> (the recipe is not a package)"
     ),
 )
 

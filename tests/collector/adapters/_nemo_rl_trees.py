@@ -34,4 +34,4 @@ TRAINER_MODULES: Final = (
 
 def nemo_rl_tree(name: str, into: Path) -> Path:
     """The tree of tarball ``name`` unpacked under ``into`` (once); skip when it cannot be had."""
-    return pinned_tree(name, into, needs=TRAINER_MODULES, holds="nemo_rl")
+    return pinned_tree(name, into, needs=TRAINER_MODULES, holds="nemo_rl", trainer="nemo_rl")

@@ -31,9 +31,12 @@ VALIDATE_MODULES: Final = (
     "prometheus_client",
     "tensorboard",
     "megatron",
+    "hydra",
 )
 
 
 def nemo_rl_tree(name: str, into: Path) -> Path:
     """The tree of tarball ``name`` unpacked under ``into`` (once); skip when it cannot be had."""
-    return pinned_tree(name, into, needs=VALIDATE_MODULES, holds="nemo_rl/algorithms/grpo.py")
+    return pinned_tree(
+        name, into, needs=VALIDATE_MODULES, holds="nemo_rl/algorithms/grpo.py", trainer="nemo_rl"
+    )

@@ -52,7 +52,7 @@ def unpack(name: str, into: Path) -> Path:
             f"{name}: SkyRL needs Python {PYTHON[0]}.{PYTHON[1]} (its pydantic models refuse "
             f"typing.TypedDict before it); this is {sys.version_info.major}.{sys.version_info.minor}"
         )
-    return pinned_tree(name, into, needs=SKYRL_DEPENDENCIES, holds="skyrl/__init__.py")
+    return pinned_tree(name, into, needs=SKYRL_DEPENDENCIES, holds="skyrl/__init__.py", trainer="skyrl")
 
 
 @contextlib.contextmanager

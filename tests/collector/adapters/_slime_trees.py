@@ -25,7 +25,8 @@ from typing import Any, Final
 
 from pytest_rollout_chaos.collector.adapters import slime, slime_imports
 from pytest_rollout_chaos.collector.protocol import Collector, CollectorContext
-from tests.collector.adapters._trees import REPO, pinned_tree
+from pytest_rollout_chaos.gate.environment import requires_python
+from tests.collector.adapters._trees import REPO, pinned_tree, wrong_python
 
 BASE: Final = "slime-fec3da9b"
 HEAD: Final = "slime-1bc255ed"
@@ -39,7 +40,11 @@ def unpack(name: str, into: Path) -> Path:
 
 def cannot_import(tree: Path) -> str | None:
     """Why this interpreter cannot import slime's rollout from ``tree`` (stubs as the adapter puts
-    them), or None. Checked in a child process so this one keeps no slime modules or stubs."""
+    them), or is not slime's (``wrong_python``), or None. Checked in a child process so this one
+    keeps no slime modules or stubs."""
+    elsewhere = wrong_python("slime", tree.name, requires_python(tree))
+    if elsewhere is not None:
+        return elsewhere
     probe = (
         "import sys; from pathlib import Path; "
         "from pytest_rollout_chaos.collector.adapters.upstream import use_tree; "

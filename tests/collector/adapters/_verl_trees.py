@@ -28,7 +28,11 @@ VERL_DEPENDENCIES: Final = ("verl", "omegaconf", "tensordict", "transformers", "
 def verl_recipe_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The recipe's ``git archive``, unpacked; skip without the tarball or without verl installed."""
     return pinned_tree(
-        RECIPE_TREE, tmp_path_factory.mktemp("verl-upstream"), needs=VERL_DEPENDENCIES, holds="nemo_gym"
+        RECIPE_TREE,
+        tmp_path_factory.mktemp("verl-upstream"),
+        needs=VERL_DEPENDENCIES,
+        holds="nemo_gym",
+        trainer="verl",
     )
 
 

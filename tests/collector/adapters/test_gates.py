@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import platform
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,10 +31,17 @@ from typing import Any
 
 import pytest
 
-from pytest_rollout_chaos import cli
+from pytest_rollout_chaos import cli, targets
 from pytest_rollout_chaos.gate.compare import UNCHANGED
+from pytest_rollout_chaos.gate.environment import python_fit
 from tests.collector.adapters import _nemo_rl_trees, _nemo_rl_val_trees, _skyrl_trees
-from tests.collector.adapters._trees import REPO, missing_modules, upstream_dir
+from tests.collector.adapters._trees import (
+    REPO,
+    archived_requires_python,
+    missing_modules,
+    upstream_dir,
+    wrong_python,
+)
 
 pytestmark = pytest.mark.slow  # each gate is two catalog runs over real trainer code
 RUNS = ("--runs", "2")
@@ -52,7 +60,7 @@ class Pair:
     controls: frozenset[str]  # scenarios the PR leaves alone, run beside the moving ones
     by_chance: frozenset[str] = frozenset()  # fixed in a run or not, as the fault's draws fall
     head_target: str | None = None  # the head side's target, when the PR adds the setting it turns on
-    python: tuple[int, int] = (3, 11)  # the oldest Python the trainer runs on
+    python: tuple[int, int] = (3, 11)  # the oldest Python the trainer runs on (beside requires-python)
     still_raises: str = ""  # where the PR does not fix ``fixes``: what head's message must show
 
 
@@ -134,17 +142,23 @@ PAIRS = {
 
 
 def _archives(pair: Pair) -> tuple[Path, Path]:
+    """The pair's tarballs; skip where they are absent, or this is not the trainer's interpreter
+    (the one the gate runs both sides on here: ``wrong_python``), or it lacks a module."""
     if sys.version_info < pair.python:
         pytest.skip(f"{pair.target} needs Python {pair.python[0]}.{pair.python[1]}")
-    missing = missing_modules(pair.needs)
-    if missing:
-        pytest.skip(f"{pair.target}'s dependencies are not installed here (missing: {', '.join(missing)})")
     archives = tuple(upstream_dir() / f"{name}.tar.gz" for name in (pair.base, pair.head))
     absent = [archive.name for archive in archives if not archive.is_file()]
     if absent:
         pytest.skip(
             f"no {', '.join(absent)} in {upstream_dir()} (ROLLOUT_CHAOS_UPSTREAM_DIR names another folder)"
         )
+    for name, archive in zip((pair.base, pair.head), archives, strict=True):
+        why = wrong_python(targets.ADAPTERS[pair.target], name, archived_requires_python(archive))
+        if why is not None:
+            pytest.skip(why)
+    missing = missing_modules(pair.needs)
+    if missing:
+        pytest.skip(f"{pair.target}'s dependencies are not installed here (missing: {', '.join(missing)})")
     return archives[0], archives[1]
 
 
@@ -203,11 +217,18 @@ def test_the_gate_shows_the_fix_and_every_other_verdict_the_pr_changes(
     )
     baseline_not_judged = [line for line in document["not_judged"] if line.startswith("baseline: not judged")]
     assert bool(baseline_not_judged) is not green, document["not_judged"]
-    # Each side names its tree and the commit its git archive records, and what ran it.
-    for side, tree in (("base", pair.base), ("head", pair.head)):
-        trainer = document[side]["environment"]["trainer"]
-        assert trainer["tree"] == tree
-        assert trainer["commit"].startswith(tree.rpartition("-")[2]), trainer
+    # Each side names its tree and the commit its git archive records, and what ran it: this
+    # interpreter, with how it meets the tree's requires-python (3.13.0 against NeMo RL's >=3.13.13:
+    # a patch-level mismatch, run with a warning).
+    for side, tree, archive in (("base", pair.base, base), ("head", pair.head, head)):
+        environment = document[side]["environment"]
+        assert environment["trainer"]["tree"] == tree
+        assert environment["trainer"]["commit"].startswith(tree.rpartition("-")[2]), environment
+        python = environment["python"]
+        assert python["version"] == platform.python_version()
+        fit = python_fit(archived_requires_python(archive), platform.python_version())
+        assert python["mismatch"] == (None if fit in (None, "accepted") else fit), python
+        assert (python["warning"] is None) is (python["mismatch"] is None), python
     assert document["environments_differ"] == []
 
 

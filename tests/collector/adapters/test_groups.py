@@ -56,7 +56,7 @@ def tree_for(target: str, into: Path) -> Path:
     if target == "nemo_rl":
         return nemo_rl_tree(NEMO_RL_HEAD, into)
     if target == "verl":
-        return pinned_tree(RECIPE_TREE, into, needs=VERL_DEPENDENCIES, holds="nemo_gym")
+        return pinned_tree(RECIPE_TREE, into, needs=VERL_DEPENDENCIES, holds="nemo_gym", trainer="verl")
     tree = unpack(SLIME_HEAD, into)
     reason = cannot_import(tree)
     if reason is not None:
