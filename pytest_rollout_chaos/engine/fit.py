@@ -4,10 +4,10 @@
 
 - **the stack.** The policy replicas the scenario asks for (``with_replicas``); what each fault
   needs of its target (``acting.cannot_act``: a process fault needs a server this run started, a
-  Ray fault an actor); real NeMo Gym's resources server scoring every attempt alike
-  (``stack.rescore_bonus``); a server exit that cannot reach the collector (``hidden_exit``); the
-  model's own drift that real vLLM's strict tool calling prevents (``drift_prevented``); a policy
-  restart (``ready_delay_s``) on a policy this run did not start.
+  Ray fault an actor); real NeMo Gym's resources server scoring by the answer alone
+  (``stack.rescore_bonus``, ``stack.reward_spread``); a server exit that cannot reach the
+  collector (``hidden_exit``); the model's own drift that real vLLM's strict tool calling prevents
+  (``drift_prevented``); a policy restart (``ready_delay_s``) on a policy this run did not start.
 - **the collector's declared abilities** (``collector.abilities``): styles, modes, the pairs of
   them it cannot combine, the largest group it takes.
 - **its reach.** A collector that runs its own loop declares ``reaches``; a fault aimed elsewhere,
@@ -114,15 +114,17 @@ def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
         reason = acting.cannot_act(stack, step.kind, step.target)
         if reason is not None:
             return f"faults/{index} {step.kind} on {step.target!r}: {reason}"
-    if (
-        scenario.stack.rescore_bonus
-        and scenario.workload.style == "gym"
-        and RESOURCES_NAME in stack.gym.real_servers
-    ):
-        return (
-            f"stack.rescore_bonus={scenario.stack.rescore_bonus:g} needs our resources server to answer "
-            "/verify; real NeMo Gym's (equivalence_rule) scores every attempt of a row alike"
-        )
+    if scenario.workload.style == "gym" and RESOURCES_NAME in stack.gym.real_servers:
+        if scenario.stack.rescore_bonus:
+            return (
+                f"stack.rescore_bonus={scenario.stack.rescore_bonus:g} needs our resources server to answer "
+                "/verify; real NeMo Gym's (equivalence_rule) scores every attempt of a row alike"
+            )
+        if scenario.stack.reward_spread:
+            return (
+                f"stack.reward_spread={scenario.stack.reward_spread:g} needs our resources server to answer "
+                "/verify; real NeMo Gym's (equivalence_rule) scores by the answer alone"
+            )
     hidden = hidden_exit(scenario, stack) or drift_prevented(scenario, stack)
     if hidden is not None:
         return hidden

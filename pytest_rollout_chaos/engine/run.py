@@ -92,6 +92,8 @@ def run_on(
         stack.gym.set_splice(False)  # vanilla re-rendering: retokenization drift happens for real
     if scenario.stack.rescore_bonus:
         stack.gym.set_rescore_bonus(scenario.stack.rescore_bonus)
+    if scenario.stack.reward_spread:
+        stack.gym.set_reward_spread(scenario.stack.reward_spread)
     result = run_once(scenario, stack, factory, settings.seed, target=settings.target)
     if isinstance(result.raised, NotJudgedError):  # collect declined it before running anything
         raise result.raised

@@ -10,8 +10,11 @@ reach the train batch in one of two ways: every member in it, each a real genera
 layer's record: a retry that completed the group counts), or no member in it (the failed member
 dropped with its group). Some members in the batch and some out is a group whose baseline holds a
 placeholder, or one split across steps; a member that failed but is still in the batch is the
-placeholder itself. A raise hands the trainer nothing, which holds: the step failed. With one
-generation per prompt there is no group to break: NOT_JUDGED. The train batch is what the
+placeholder itself. The other way round, a group whose every member is a real generation and whose
+rewards differ, left out whole, is over-dropping: the trainer loses a group with something to
+teach, for a failure elsewhere (a group whose rewards are all equal has zero advantage, and leaving
+it out is what dynamic sampling does). A raise hands the trainer nothing, which holds: the step
+failed. With one generation per prompt there is no group to break: NOT_JUDGED. The train batch is what the
 collector says (``Rollout.in_train_batch``), else every rollout not aborted, as
 ``train_batch_sound`` reads it.
 """
@@ -60,30 +63,36 @@ class GroupsIntact:
         record = served(observation.history)
         groups = [requested[start : start + size] for start in range(0, len(requested), size)]
         problems = [p for group in groups if (p := _problem(group, by_row, record)) is not None]
+        dropped = [p for group in groups if (p := _over_dropped(group, by_row, record)) is not None]
         whole = sum(1 for group in groups if all(_trained(by_row.get(index)) for index in group))
-        if not problems:
+        if not problems and not dropped:
             return verdict(
                 self.name,
                 Status.PASS,
                 f"{whole} of the {len(groups)} groups of {size} reached the train batch whole, each "
                 "member a real generation; the others were left out whole",
             )
+        broken = (
+            f"{len(problems)} of the {len(groups)} groups of {size} reached training with a failed "
+            "member: its placeholder reward enters the group's advantage baseline (or the group is "
+            "split across steps)"
+        )
+        lost = (
+            f"{len(dropped)} of the {len(groups)} groups of {size}, every member a real generation "
+            "and their rewards different, were left out of the train batch whole"
+        )
         return verdict(
             self.name,
             Status.FAIL,
             story(
                 observation,
-                what=(
-                    f"{len(problems)} of the {len(groups)} groups of {size} reached training with a "
-                    "failed member: its placeholder reward enters the group's advantage baseline "
-                    "(or the group is split across steps)"
-                ),
+                what="; ".join(text for text, count in ((broken, problems), (lost, dropped)) if count),
                 expected=(
                     "a group with a failed member left out of the train batch whole, completed by a "
-                    "retry, or the step failed"
+                    "retry, or the step failed; a sound group whose rewards differ trained"
                 ),
             ),
-            problems,
+            [*problems, *dropped],
         )
 
 
@@ -112,6 +121,26 @@ def _problem(group: Sequence[int], by_row: dict[int, Rollout], record: Served) -
     if failed:
         return f"{rows} is in the train batch whole with a failed member: {'; '.join(failed)}"
     return None
+
+
+def _over_dropped(group: Sequence[int], by_row: dict[int, Rollout], record: Served) -> str | None:
+    """Why a sound group left out whole should have been trained: every member a real generation
+    and their rewards different. None otherwise (rewards all equal: zero advantage, which a
+    dynamic-sampling filter may leave out)."""
+    members = [by_row.get(index) for index in group]
+    if any(_trained(member) for member in members):
+        return None
+    if any(_failure(index, by_row.get(index), record) is not None for index in group):
+        return None
+    rewards = [member.reward for member in members if member is not None]
+    if len(set(rewards)) < 2:
+        return None
+    shown = ", ".join(f"{reward:g}" for reward in rewards)
+    return (
+        f"group of rows {group[0]}..{group[-1]} was left out of the train batch whole, though every "
+        f"member is a real generation and their rewards differ ({shown}): a group with something to "
+        "teach dropped"
+    )
 
 
 def _failure(index: int, rollout: Rollout | None, record: Served) -> str | None:

@@ -4,7 +4,9 @@ NeMo RL #2305's "empty epochs": after an agent died, training went on over batch
 sample was a failure placeholder, and nothing stopped it. Isolating failed rows is right, but
 when no row completed the batch as a whole is meaningless, whatever the aborted-share limit
 says. So a returned list with no completed or truncated rollout fails, with the faults and
-process exits that explain it; raising passes.
+process exits that explain it; raising passes. So does one whose completed rollouts the collector
+itself leaves out of the train batch (``in_train_batch`` False), every group dropped: the trainer
+gets the same empty step.
 """
 
 from __future__ import annotations
@@ -37,9 +39,24 @@ class NoEmptyEpoch:
             return rollouts
         present = [rollout for rollout in rollouts if rollout is not None]
         usable = [rollout for rollout in present if rollout.status != "aborted"]
+        trained = [rollout for rollout in usable if rollout.in_train_batch is not False]
+        if trained:
+            trainable = f"{len(trained)} of {len(observation.rows)} rollouts can be trained on"
+            return verdict(self.name, Status.PASS, trainable)
         if usable:
             return verdict(
-                self.name, Status.PASS, f"{len(usable)} of {len(observation.rows)} rollouts can be trained on"
+                self.name,
+                Status.FAIL,
+                story(
+                    observation,
+                    what=(
+                        f"an empty epoch: {len(usable)} of {len(observation.rows)} rows came back usable, "
+                        "but the collector left every one of them out of the train batch and handed the "
+                        "empty batch on"
+                    ),
+                    expected="an exception naming the cause when nothing of the batch is left to train on",
+                ),
+                [f"row {r.row_index}: {r.status}, in_train_batch=False" for r in usable[:6]],
             )
         reasons = Counter(rollout.error or "no reason given" for rollout in present).most_common(3)
         history = observation.history

@@ -49,6 +49,7 @@ class StackSpec:
     env_latency_ms_per_call: float = 0.0
     env_latency_ms_per_item: float = 0.0
     rescore_bonus: float = 0.0
+    reward_spread: float = 0.0
     policy: PolicyOptions = PolicyOptions()
 
 
@@ -257,6 +258,7 @@ def _stack(parsed: m.Parsed) -> StackSpec:
         env_latency_ms_per_call=parsed["env_latency_ms_per_call"],
         env_latency_ms_per_item=parsed["env_latency_ms_per_item"],
         rescore_bonus=parsed["rescore_bonus"],
+        reward_spread=parsed["reward_spread"],
         policy=PolicyOptions(**policy.values) if policy is not None else PolicyOptions(),
     )
 

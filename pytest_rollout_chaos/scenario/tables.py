@@ -71,6 +71,14 @@ STACK: Final = m.Section(
             "(our resources server only: skipped in gym style on real NeMo Gym)",
             default=0.0,
         ),
+        m.Field(
+            "reward_spread",
+            s.Number(),
+            "each row's reward raised by this much times its _rowidx mod 4, so the members of a "
+            "GRPO group earn different rewards and a group left out of training had something to "
+            "teach (our resources server only: skipped in gym style on real NeMo Gym)",
+            default=0.0,
+        ),
         m.Field("policy", POLICY, "policy server options"),
     ),
     doc="which servers run and how",

@@ -24,6 +24,7 @@ stack:
   env_latency_ms_per_call: 0
   env_latency_ms_per_item: 0
   rescore_bonus: 0           # each time a row is scored again, its reward this much higher
+  reward_spread: 0           # each row's reward this much times (_rowidx mod 4) higher
   policy:
     splice_prefix: true      # splice earlier turns' token ids into the next prompt
     ready_delay_s: 0         # the policy answers /health only after this long

@@ -51,6 +51,7 @@ CAUGHT_BY = {
     "retry_edits_caller_rows": ("nan-logprobs-nan", "rows_unchanged"),
     "task_batched_answers": ("workload-out-of-order", "turns_generated"),
     "permit_released_twice": ("workload-queued-behind-concurrency", "concurrency_bounded"),
+    "batch_wide_group_filter": ("group-failure-spares-healthy-groups", "groups_intact"),
     "drains_before_cancel": ("collection-cancelled-while-a-row-hangs", "cancel_honoured"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant

@@ -103,3 +103,22 @@ def test_rows_that_do_not_split_into_groups_are_unknown() -> None:
     result = CHECK.check(grouped(6, [member(i) for i in range(6)], history=answered(6)))
     assert result.status is Status.UNKNOWN
     assert result.summary == "6 rows do not split into groups of generations_per_prompt=4"
+
+
+def test_a_sound_group_with_a_reward_spread_left_out_fails_and_one_with_equal_rewards_passes() -> None:
+    """Over-dropping: a failure in one group must not cost a sound group its step. A group whose
+    rewards are all equal has no advantage to give, and leaving it out (dynamic sampling) holds."""
+    failed = [member(i, trained=False) for i in range(4)]
+    failed[1] = placeholder(1, trained=False)
+    spread = [member(i, trained=False, reward=0.25 * (i % 4)) for i in range(4, 8)]
+    result = CHECK.check(grouped(8, [*failed, *spread], history=answered(8, failed=(1,))))
+    assert result.status is Status.FAIL
+    assert result.evidence == (
+        "group of rows 4..7 was left out of the train batch whole, though every member is a real "
+        "generation and their rewards differ (0, 0.25, 0.5, 0.75): a group with something to teach dropped",
+    )
+    assert (
+        "1 of the 2 groups of 4, every member a real generation and their rewards different" in result.summary
+    )
+    equal = [member(i, trained=False, reward=0.0) for i in range(4, 8)]
+    assert CHECK.check(grouped(8, [*failed, *equal], history=answered(8, failed=(1,)))).status is Status.PASS

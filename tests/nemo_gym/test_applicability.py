@@ -59,11 +59,13 @@ def test_every_catalog_scenario_runs_on_real_servers(path: Path, tmp_path: Path)
         _stack(frozenset(), tmp_path, replicas=replicas),
     ):
         reason = not_applicable(scenario, stack)
-        rescored = scenario.stack.rescore_bonus and scenario.workload.style == "gym"
+        rescored = (
+            scenario.stack.rescore_bonus or scenario.stack.reward_spread
+        ) and scenario.workload.style == "gym"
         if needs_ray:  # these servers are not in Ray actors
             assert reason is not None
             assert "does not run in a Ray actor" in reason
-        elif rescored and stack.gym.real_servers:  # real NeMo Gym's verifier scores attempts alike
+        elif rescored and stack.gym.real_servers:  # real NeMo Gym's verifier scores by the answer alone
             assert reason is not None
             assert "needs our resources server to answer /verify" in reason
         else:

@@ -13,7 +13,10 @@ model turns its message log holds (``batched_env_eval`` judges from it), and its
 A scenario may make the verifier score like a stochastic judge (``/_gym/rescore``): each time a row
 is scored again (``/verify``, or an item of ``/step_batch``; rows by ``_rowidx``), its reward is
 ``bonus`` higher than the time before, so a row's attempts earn different rewards and a reward
-taken from the wrong attempt shows.
+taken from the wrong attempt shows. It may also spread a group's rewards (``/_gym/spread``): each
+row scores ``spread`` times ``_rowidx mod 4`` above what its answer earns, so the members of a GRPO
+group (consecutive rows) earn different rewards, as a real verifier's partial credit gives, and a
+group left out of training had something to teach.
 
 Run as ``python -m pytest_rollout_chaos.servers.gym.resources [--step-latency-ms N]
 [--step-item-latency-ms N]``.
@@ -60,6 +63,7 @@ class ResourcesState:
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
     step_batch_calls: int = 0
     rescore_bonus: float = 0.0
+    reward_spread: float = 0.0
     scored: dict[object, int] = field(default_factory=dict)  # _rowidx -> times scored
 
     def reset(self) -> None:
@@ -67,10 +71,14 @@ class ResourcesState:
         self.sessions.clear()
         self.step_batch_calls = 0
         self.rescore_bonus = 0.0
+        self.reward_spread = 0.0
         self.scored.clear()
 
     def rescored(self, row: object, reward: float) -> float:
-        """``reward`` plus ``rescore_bonus`` for each earlier time ``row`` was scored."""
+        """``reward`` plus ``rescore_bonus`` for each earlier time ``row`` was scored, plus
+        ``reward_spread`` times the row's place in a run of four (``_rowidx mod 4``)."""
+        if isinstance(row, int) and not isinstance(row, bool):
+            reward += self.reward_spread * (row % SPREAD_PERIOD)
         if not self.rescore_bonus or row is None:
             return reward
         earlier = self.scored.get(row, 0)
@@ -78,6 +86,8 @@ class ResourcesState:
         return reward + self.rescore_bonus * earlier
 
 
+SPREAD_PERIOD: Final = 4
+"""Rows ``_rowidx mod SPREAD_PERIOD`` apart score ``reward_spread`` apart (a group's members differ)."""
 STATE_KEY: Final = web.AppKey("resources_state", ResourcesState)
 
 
@@ -98,6 +108,7 @@ def build_app(*, step_latency_ms: float = 0.0, step_item_latency_ms: float = 0.0
     app.router.add_post("/_gym/latency", loopback_only(set_latency))
     app.router.add_post("/_gym/reset", loopback_only(reset))
     app.router.add_post("/_gym/rescore", loopback_only(set_rescore))
+    app.router.add_post("/_gym/spread", loopback_only(set_spread))
     return app
 
 
@@ -242,6 +253,19 @@ async def set_rescore(request: web.Request) -> web.Response:
     state.rescore_bonus = float(bonus)
     state.scored.clear()
     return web.json_response({"rescore_bonus": state.rescore_bonus})
+
+
+async def set_spread(request: web.Request) -> web.Response:
+    """Score each row ``spread`` times ``_rowidx mod 4`` higher, until the next reset."""
+    body = await json_object(request)
+    spread = body.get("spread")
+    if not isinstance(spread, int | float) or isinstance(spread, bool) or spread < 0:
+        raise web.HTTPBadRequest(
+            text=f'"spread must be a number >= 0, got {spread!r}"', content_type="application/json"
+        )
+    state = request.app[STATE_KEY]
+    state.reward_spread = float(spread)
+    return web.json_response({"reward_spread": state.reward_spread})
 
 
 async def reset(request: web.Request) -> web.Response:

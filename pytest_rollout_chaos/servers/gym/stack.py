@@ -215,6 +215,10 @@ class GymStack:
         """Score each row ``bonus`` higher each time it is scored again, until the next reset."""
         self._control(RESOURCES_NAME, "/_gym/rescore", {"bonus": bonus})
 
+    def set_reward_spread(self, spread: float) -> None:
+        """Score each row ``spread`` times ``_rowidx mod 4`` higher, until the next reset."""
+        self._control(RESOURCES_NAME, "/_gym/spread", {"spread": spread})
+
     def _control(self, server: str, path: str, body: Mapping[str, Any]) -> None:
         """POST a test control to ``server`` itself, not through its proxy."""
         request = urllib.request.Request(

@@ -102,6 +102,11 @@ class NemoGymStack(GymStack):
         which answers ``/verify``, scores every attempt alike (``engine.run`` skips gym style)."""
         self._control(ENV_NAME, "/_gym/rescore", {"bonus": bonus})
 
+    def set_reward_spread(self, spread: float) -> None:
+        """Our environment server spreads rewards; real ``equivalence_rule`` scores by the answer
+        alone (``engine.fit`` skips gym style)."""
+        self._control(ENV_NAME, "/_gym/spread", {"spread": spread})
+
     def set_splice(self, enabled: bool) -> None:
         """Real ``vllm_model`` never splices (vanilla re-rendering): only that can be asked for."""
         if enabled:

@@ -106,7 +106,8 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
 # retry_edits_caller_rows: the engine's copy of the rows, nan-logprobs-nan; task_batched_answers: tasks
 # interleaved, workload-out-of-order; permit_released_twice: rows beyond the concurrency,
 # workload-queued-behind-concurrency; drains_before_cancel: a cancel while a row hangs,
-# collection-cancelled-while-a-row-hangs).
+# collection-cancelled-while-a-row-hangs; batch_wide_group_filter: a group reward spread,
+# group-failure-spares-healthy-groups).
 ELSEWHERE = {
     "resends_timed_out",
     "outage_as_aborted",
@@ -123,6 +124,7 @@ ELSEWHERE = {
     "task_batched_answers",
     "permit_released_twice",
     "drains_before_cancel",
+    "batch_wide_group_filter",
 }
 
 

@@ -159,3 +159,24 @@ async def test_a_rescore_bonus_scores_each_row_higher_each_time_until_the_reset(
     assert answered == [{"rows": [1], "rewards": [1.5]}, {"rows": [2], "rewards": [1.0]}]
     await client.post("/_gym/reset", json={})
     assert await verified() == 1.0
+
+
+@pytest.mark.asyncio
+async def test_a_reward_spread_scores_a_groups_members_apart_until_the_reset(client: Client) -> None:
+    """Rows ``_rowidx mod 4`` apart score ``spread`` apart: a GRPO group's members differ."""
+    response = {
+        "output": [
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "no"}]}
+        ]
+    }
+
+    async def verified(index: int) -> float:
+        row = {**tasks.calculator_row(3, "+", 4, row_index=index), "response": response}
+        return float((await (await client.post("/verify", json=row)).json())["reward"])
+
+    assert [await verified(i) for i in range(4)] == [0.0, 0.0, 0.0, 0.0]
+    assert (await client.post("/_gym/spread", json={"spread": -1})).status == 400
+    assert (await client.post("/_gym/spread", json={"spread": 0.25})).status == 200
+    assert [await verified(i) for i in range(4, 9)] == [0.0, 0.25, 0.5, 0.75, 0.0]
+    await client.post("/_gym/reset", json={})
+    assert await verified(5) == 0.0
