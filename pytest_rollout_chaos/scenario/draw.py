@@ -7,6 +7,8 @@ index (the same draw on every machine):
 
 - more rows per task (up to ``MAX_ROWS`` in all), a second task, the tasks interleaved or
   shuffled group by group, ids that are offset or sparse instead of positions;
+- where rows come in GRPO groups, another group size (with rows per task raised so every row the
+  scenario names still exists), and the members scored apart (``stack.reward_spread``);
 - a concurrency limit below the rows (``workload.max_concurrency``), so rows queue behind others;
 - a slower environment (``stack.env_latency_ms_per_call``), so rows wait behind each other;
 - each fault firing at a neighbouring request (``on_request.nth``, ``after_completed``);
@@ -36,7 +38,11 @@ from pytest_rollout_chaos.scenario.model import Scenario, ScenarioFileError, par
 MAX_ROWS: Final = 24  # rows in one drawn collection, so a draw runs in seconds on two cores
 SEED_PATH: Final = "stack.policy.seed"
 ENV_LATENCIES_MS: Final = (10.0, 25.0, 50.0)
+GROUP_SIZES: Final = (2, 3, 4, 5)
+REWARD_SPREAD: Final = 0.25
 ATTEMPTS: Final = 5
+GROUP_PATH: Final = "workload.generations_per_prompt"
+ROWS_PATH: Final = "workload.rows_per_task"
 
 Edit = tuple[str, Any]  # ("workload.rows_per_task", 9): a dotted path in the document, its new value
 
@@ -66,25 +72,29 @@ def draw(original: Scenario, text: str, *, seed: int, index: int) -> Draw:
     rng = random.Random(f"{seed}:{original.name}:{index}")
     refused = ""
     for _ in range(ATTEMPTS):
-        offered = [(path, value) for path, value in _dimensions(original, rng) if value is not None]
+        offered = list(_dimensions(original, rng))
         if not offered:
             raise DrawError(f"{original.name}: nothing in this scenario can be varied")
-        chosen = [edit for edit in offered if rng.random() < 0.5] or [rng.choice(offered)]
+        chosen = [edits for edits in offered if rng.random() < 0.5] or [rng.choice(offered)]
+        flat = tuple({path: value for edits in chosen for path, value in edits}.items())  # the last wins
         try:
-            return _read(original, text, index, ((SEED_PATH, rng.randrange(2**31)), *chosen))
+            return _read(original, text, index, ((SEED_PATH, rng.randrange(2**31)), *flat))
         except DrawError as error:  # the format refused this combination: draw again
             refused = str(error)
     raise DrawError(f"{original.name}: {ATTEMPTS} draws in a row refused by the format, the last: {refused}")
 
 
 def smaller(current: Draw, text: str) -> Iterator[Draw]:
-    """``current`` with one of its edits undone, each in turn (the seed stays); a draw the format
-    refuses once an edit is undone is passed over."""
+    """``current`` with one of its edits undone, each in turn (the seed stays; a group size goes
+    with the rows per task drawn for it); a draw the format refuses once an edit is undone is
+    passed over."""
     for undone in current.edits:
         if undone[0] == SEED_PATH:
             continue
+        gone = {undone[0], ROWS_PATH} if undone[0] == GROUP_PATH else {undone[0]}
         try:
-            yield _read(current.original, text, current.index, tuple(e for e in current.edits if e != undone))
+            kept = tuple(edit for edit in current.edits if edit[0] not in gone)
+            yield _read(current.original, text, current.index, kept)
         except DrawError:
             continue
 
@@ -115,31 +125,54 @@ def _read(original: Scenario, text: str, index: int, edits: tuple[Edit, ...]) ->
     return Draw(original, index, edits, drawn, scenario)
 
 
-def _dimensions(scenario: Scenario, rng: random.Random) -> Iterator[tuple[str, Any]]:
+def _dimensions(scenario: Scenario, rng: random.Random) -> Iterator[list[Edit]]:
+    """The edits a draw may choose from, each a list that goes together."""
     workload = scenario.workload
     tasks = list(workload.tasks)
     others = [task for task in v.TASK_NAMES if task not in tasks]
     per_row = len(tasks) * workload.generations_per_prompt
     most = max(workload.rows_per_task, MAX_ROWS // (per_row * (2 if others else 1)))
     if most > workload.rows_per_task:
-        yield "workload.rows_per_task", rng.randint(workload.rows_per_task + 1, most)
+        yield [(ROWS_PATH, rng.randint(workload.rows_per_task + 1, most))]
     if others and workload.rows_per_task * (len(tasks) + 1) * workload.generations_per_prompt <= MAX_ROWS:
         extra = rng.choice(others)
-        yield "workload.tasks", rng.choice([[*tasks, extra], [extra, *tasks]])
+        yield [("workload.tasks", rng.choice([[*tasks, extra], [extra, *tasks]]))]
+    if workload.generations_per_prompt > 1:
+        yield from _group_dimensions(scenario, rng)
     rows = workload.rows_per_task * per_row
     if workload.max_concurrency is None and rows > 1:
-        yield "workload.max_concurrency", rng.randint(1, rows - 1)
+        yield [("workload.max_concurrency", rng.randint(1, rows - 1))]
     if _layout_free(scenario):
-        yield "workload.order", _other(rng, v.ROW_ORDERS, workload.order)
-        yield "workload.row_ids", _other(rng, v.ROW_IDS, workload.row_ids)
+        yield [("workload.order", _other(rng, v.ROW_ORDERS, workload.order))]
+        yield [("workload.row_ids", _other(rng, v.ROW_IDS, workload.row_ids))]
     if not scenario.stack.env_latency_ms_per_call:
-        yield "stack.env_latency_ms_per_call", rng.choice(ENV_LATENCIES_MS)
+        yield [("stack.env_latency_ms_per_call", rng.choice(ENV_LATENCIES_MS))]
     for index, step in enumerate(scenario.faults):
         if step.at.kind == "on_request" and step.at.nth is not None:
             nth = _neighbour(rng, step.at.nth, lowest=1)
-            yield f"faults.{index}.at", {"on_request": {"server": step.at.server, "nth": nth}}
+            yield [(f"faults.{index}.at", {"on_request": {"server": step.at.server, "nth": nth}})]
         elif step.at.kind == "after_completed" and step.at.completed is not None:
-            yield f"faults.{index}.at", {"after_completed": _neighbour(rng, step.at.completed, lowest=1)}
+            yield [(f"faults.{index}.at", {"after_completed": _neighbour(rng, step.at.completed, lowest=1)})]
+
+
+def _group_dimensions(scenario: Scenario, rng: random.Random) -> Iterator[list[Edit]]:
+    """Another GRPO group size, with as many rows per task as keep the rows at least as many (so a
+    row the scenario names still exists); the members scored apart."""
+    workload = scenario.workload
+    rows = workload.rows_per_task * workload.generations_per_prompt
+    sizes = [
+        size
+        for size in GROUP_SIZES
+        if size != workload.generations_per_prompt
+        and -(-rows // size) * size * len(workload.tasks) <= MAX_ROWS
+    ]
+    if sizes:
+        size = rng.choice(sizes)
+        per_task = -(-rows // size)  # prompts per task, rounded up
+        group = [(GROUP_PATH, size)]
+        yield group if per_task == workload.rows_per_task else [*group, (ROWS_PATH, per_task)]
+    if not scenario.stack.reward_spread:
+        yield [("stack.reward_spread", REWARD_SPREAD)]
 
 
 def _layout_free(scenario: Scenario) -> bool:
@@ -175,7 +208,9 @@ def _set(document: dict[str, Any], path: str, value: Any) -> None:
 
 
 _READERS: Final[dict[str, Callable[[Scenario], Any]]] = {
-    "workload.rows_per_task": lambda s: s.workload.rows_per_task,
+    ROWS_PATH: lambda s: s.workload.rows_per_task,
+    GROUP_PATH: lambda s: s.workload.generations_per_prompt,
+    "stack.reward_spread": lambda s: s.stack.reward_spread,
     "workload.tasks": lambda s: list(s.workload.tasks),
     "workload.order": lambda s: s.workload.order,
     "workload.row_ids": lambda s: s.workload.row_ids,

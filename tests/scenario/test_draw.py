@@ -30,10 +30,12 @@ def test_every_catalog_scenario_draws_valid_variants_that_keep_what_it_expects(p
         assert one.scenario.name == f"{scenario.name}-fuzz-{one.index}"
         assert one.scenario.expect == scenario.expect  # what it expects is never drawn
         workload = one.scenario.workload
-        assert workload.generations_per_prompt == scenario.workload.generations_per_prompt
-        rows = workload.rows_per_task * len(workload.tasks) * workload.generations_per_prompt
         original = scenario.workload
-        assert rows <= max(24, original.rows_per_task * len(original.tasks) * original.generations_per_prompt)
+        # a group size is drawn only where the scenario has groups, and never to one
+        assert (workload.generations_per_prompt > 1) is (original.generations_per_prompt > 1)
+        rows = workload.rows_per_task * len(workload.tasks) * workload.generations_per_prompt
+        before = original.rows_per_task * len(original.tasks) * original.generations_per_prompt
+        assert before <= rows <= max(24, before)  # every row the scenario names still exists
         assert one.scenario.stack.policy.seed is not None
 
 
@@ -95,3 +97,16 @@ def test_a_draw_written_out_reads_back_as_the_same_scenario(tmp_path: Path) -> N
     header = written.read_text().splitlines()
     assert header[0].startswith("# Drawn by --rollout-chaos-fuzz from scenarios/one-row-hangs.chaos.yaml")
     assert any(SEED_PATH in line for line in header[1:4])
+
+
+def test_a_grouped_scenario_draws_other_group_sizes_and_a_reward_spread_and_shrinks_them_whole() -> None:
+    """Groups of 2 under a group fault, members scored apart: what a group filter that counts members
+    wrongly, or drops sound groups, needs to show. Undoing the size undoes the rows drawn for it."""
+    scenario, text, made = _draws(CATALOG / "group-nan-logprobs.chaos.yaml", count=24)
+    sizes = {one.scenario.workload.generations_per_prompt for one in made}
+    assert 2 in sizes and len(sizes) >= 3, sizes
+    assert any(one.scenario.stack.reward_spread == 0.25 for one in made)
+    pair = next(one for one in made if one.scenario.workload.generations_per_prompt == 2)
+    assert ("workload.rows_per_task", 2) in pair.edits  # 2 prompts of 2 keep rows 0..7
+    undone = [d for d in smaller(pair, text) if d.scenario.workload.generations_per_prompt == 4]
+    assert [d.scenario.workload.rows_per_task for d in undone] == [1]
