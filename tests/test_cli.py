@@ -72,7 +72,9 @@ def test_validate_prints_one_line_per_problem_and_exits_1(folder: Path) -> None:
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert len(lines) == 2
-    assert lines[0].startswith("broken.chaos.yaml:4: faults[0].kind: unknown fault kind 'latncy' (valid: ")
+    assert lines[0].startswith(
+        "broken.chaos.yaml:4: faults[0].kind: unknown fault kind 'latncy'; did you mean 'latency'? (valid: "
+    )
     assert lines[1].startswith("broken.chaos.yaml:7: expect.invariants[0]: unknown invariant 'nope' (valid: ")
     assert result.stderr == "3 file(s) checked, 1 with problems\n"
 
