@@ -266,17 +266,18 @@ def _scenario_section(position: int, record: ScenarioRecord) -> str:
 def _problems(result: ResultFacts) -> list[str]:
     """One list per kind of problem the run had, in the order a reader fixes them."""
     kinds = (
-        ("fault errors", result.fault_errors, False),
-        ("expected", result.expectation_failures, False),
-        ("fault steps that never fired", result.unfired, True),
-        ("faults that did not act", result.unacted, False),
-        ("not judged (the scenario tested nothing there)", result.vacuous, False),
+        ("fault errors", result.fault_errors, False, "problems"),
+        ("expected", result.expectation_failures, False, "problems"),
+        ("fault steps that never fired", result.unfired, True, "problems"),
+        ("faults that did not act", result.unacted, False, "problems"),
+        # what found nothing to judge is a gap in the test, not a bug found: grey, not red
+        ("not judged (the scenario tested nothing there)", result.vacuous, False, "problems untested"),
     )
     parts = []
-    for title, items, code in kinds:
+    for title, items, code, kind in kinds:
         if not items:
             continue
-        parts.append(f'<div class="problems"><b>{escape(title)}:</b><ul>')
+        parts.append(f'<div class="{kind}"><b>{escape(title)}:</b><ul>')
         parts += [
             f"<li><code>{escape(item)}</code></li>" if code else f"<li>{escape(item)}</li>" for item in items
         ]
