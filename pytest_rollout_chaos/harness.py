@@ -12,7 +12,9 @@ collected fails it with the scenario's message (``injector.FaultInjector.unacted
 
 Starting the servers takes seconds (minutes with vLLM), so each one says it is ready on the
 terminal as it is (not under ``-qq``, nor in an xdist worker, whose output nobody reads); the
-section at the end is one line per scenario under ``-q``, its marks in pytest's colours.
+section at the end is one line per scenario under ``-q``, its marks in pytest's colours. When
+pytest-html writes its report (``--html``), each scenario's section of ours (story, verdicts,
+timeline) goes into the scenario's row there as an extra.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from pytest_rollout_chaos.report import logs
+from pytest_rollout_chaos.report.record import ScenarioRecord
 from pytest_rollout_chaos.report.reports import RESULT_KEY, ScenarioReports
 from pytest_rollout_chaos.report.run_info import ServerLog, describe_run
 from pytest_rollout_chaos.report.summary import ITEM_COLOURS
@@ -80,7 +83,9 @@ class ChaosHarness(ProcessKeeper):
 
             add_junit_properties(item)  # before pytest copies them into the call's report
         report = yield
-        self.reports.observe(item, report)
+        record = self.reports.observe(item, report)
+        if record is not None and item.config.getoption("htmlpath", None):
+            _add_pytest_html_extra(item.config, report, record)
         if report.failed and self._processes:
             result = item.stash.get(RESULT_KEY, None)  # a scenario's; a Python test has none
             report.sections.extend(logs.sections(self.settings.logs, self._processes, result, when=call.when))
@@ -159,6 +164,18 @@ class ChaosHarness(ProcessKeeper):
             terminalreporter.section("rollout-chaos")
             for line in lines:
                 terminalreporter.write_line(line)
+
+
+def _add_pytest_html_extra(config: pytest.Config, report: pytest.TestReport, record: ScenarioRecord) -> None:
+    """With pytest-html writing its report (``--html``), the scenario's section (its story and
+    timeline) goes into the item's row there, through pytest-html's documented ``report.extras``."""
+    pytest_html = config.pluginmanager.get_plugin("html")
+    extras = getattr(pytest_html, "extras", None)
+    if extras is None:  # another plugin of that name, or a pytest-html without extras
+        return
+    from pytest_rollout_chaos.report.html import embedded
+
+    report.extras = [*getattr(report, "extras", []), extras.html(embedded(record))]  # type: ignore[attr-defined]
 
 
 def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:

@@ -6,6 +6,8 @@ line), the totals, a "failing only" switch (CSS, no script), the index and each 
 Per scenario: name, description, upstream references, pass or fail, the outcome line, the
 fault schedule, the verdict table (invariant, status, summary, evidence) and the timeline
 picture. All text is escaped: event data comes from the collector under test and its servers.
+``embedded(record)`` is one scenario's section as a frame of its own (its own page, so its
+stylesheet touches nothing around it), for pytest-html's report.
 """
 
 from __future__ import annotations
@@ -84,6 +86,20 @@ def render_report(
             *(part for part in body if part),
             "</body></html>",
         ]
+    )
+
+
+def embedded(record: ScenarioRecord) -> str:
+    """One scenario's section (outcome, problems, schedule, verdicts, timeline, the failure's text)
+    as an ``<iframe>`` whose page carries its own stylesheet, for another report to show."""
+    page = (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><style>{CSS}</style></head>'
+        f'<body style="padding: 8px">{_scenario_section(0, record)}</body></html>'
+    )
+    title = escape(f"rollout-chaos: {record.name}", quote=True)
+    return (
+        f'<iframe title="{title}" srcdoc="{escape(page, quote=True)}" '
+        'style="width: 100%; height: 640px; border: 1px solid #e5e7eb; resize: vertical"></iframe>'
     )
 
 

@@ -51,16 +51,17 @@ class ScenarioReports:
         self.worker = ""
         self._reporter: Any = None
 
-    def observe(self, item: pytest.Item, report: pytest.TestReport) -> None:
-        """Record ``item`` once: after its call, or after a setup that failed or skipped it."""
+    def observe(self, item: pytest.Item, report: pytest.TestReport) -> ScenarioRecord | None:
+        """Record ``item`` once: after its call, or after a setup that failed or skipped it; returns
+        the record made for this report, if any."""
         scenario = getattr(item, "scenario", None)
         if scenario is None:
-            return
+            return None
         if report.when == "setup" and report.passed:
             self._setup_s[item.nodeid] = report.duration
-            return
+            return None
         if report.when == "teardown":
-            return
+            return None
         outcome: ItemOutcome
         if report.when == "setup":
             outcome = "skipped" if report.skipped else "error"
@@ -83,6 +84,7 @@ class ScenarioReports:
                 call_s=report.duration if report.when == "call" else None,
             )
         )
+        return self.records[-1]
 
     def start(self, config: pytest.Config, run: RunInfo) -> None:
         """Learn this process's role under xdist; keep the terminal reporter under ``-v``."""
