@@ -13,7 +13,9 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, TextIO
@@ -39,7 +41,25 @@ TOXIPROXY_DESCRIPTION: Final = (
     "foreground, for toxiproxy-python, toxiproxy-cli or curl, without pytest. It prints the URL it "
     "listens on; Ctrl-C (SIGINT) or SIGTERM stops it."
 )
+VALIDATE_DESCRIPTION: Final = (
+    "Check scenario files (*.chaos.yaml, or folders searched for them) without running anything. "
+    "Every problem of a file is printed at once, one 'path:line: field: what is wrong (valid: ...)' "
+    "line each; the exit status is 1 when any file has a problem."
+)
+LIST_DESCRIPTION: Final = (
+    "List the built-in catalog (the names --rollout-chaos-scenario takes) and the scenarios in each "
+    "FOLDER: name, tags and description, wrapped to the terminal's width."
+)
+NEW_DESCRIPTION: Final = (
+    "Write NAME.chaos.yaml, a commented starting file that validates, for a scenario of your own; "
+    "an existing file is never overwritten."
+)
+SCHEMA_DESCRIPTION: Final = (
+    "Print the JSON Schema of the scenario format, for an editor that completes and checks "
+    "*.chaos.yaml files (such as yaml-language-server)."
+)
 EPILOG: Final = "Run scenarios with: pytest --rollout-chaos [FILES or folders], or rollout-chaos run"
+NARROWEST_DESCRIPTION: Final = 30  # columns; narrower, a scenario's description goes under its name
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,7 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
 
     validate = commands.add_parser(
-        "validate", help="Check scenario files; print one path:line line per problem", description=DESCRIPTION
+        "validate",
+        help="Check scenario files; print one path:line line per problem",
+        description=VALIDATE_DESCRIPTION,
     )
     validate.add_argument("paths", nargs="+", type=Path, metavar="FILE", help="Files, or folders to search")
     validate.add_argument(
@@ -75,17 +97,23 @@ def _parser() -> argparse.ArgumentParser:
     )
     validate.set_defaults(handler=_validate)
 
-    listing = commands.add_parser("list", help="List the built-in catalog and the scenarios in FOLDERs")
+    listing = commands.add_parser(
+        "list", help="List the built-in catalog and the scenarios in FOLDERs", description=LIST_DESCRIPTION
+    )
     listing.add_argument("folders", nargs="*", type=Path, metavar="FOLDER", help="More folders to list")
     listing.add_argument("--no-builtin", action="store_true", help="Leave out the built-in catalog")
     listing.set_defaults(handler=_list)
 
-    new = commands.add_parser("new", help="Write NAME.chaos.yaml, a commented starting file")
+    new = commands.add_parser(
+        "new", help="Write NAME.chaos.yaml, a commented starting file", description=NEW_DESCRIPTION
+    )
     new.add_argument("name", metavar="NAME", help="Scenario name: lowercase letters, digits, - and _")
     new.add_argument("--dir", type=Path, default=Path(), help="Folder to write into (default: current)")
     new.set_defaults(handler=_new)
 
-    schema = commands.add_parser("schema", help="Print the JSON Schema of the scenario format")
+    schema = commands.add_parser(
+        "schema", help="Print the JSON Schema of the scenario format", description=SCHEMA_DESCRIPTION
+    )
     schema.set_defaults(handler=_schema)
 
     proxy = commands.add_parser(
@@ -172,13 +200,32 @@ def _list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return status
 
 
-def _table(scenarios: Sequence[Scenario]) -> str:
+def _table(scenarios: Sequence[Scenario], width: int | None = None) -> str:
+    """Name, tags and description per scenario, the description wrapped to ``width`` columns (the
+    terminal's, or ``COLUMNS``); too narrow for a column of its own, it goes under the name."""
     if not scenarios:
         return "  (none)"
+    width = width or shutil.get_terminal_size().columns
     rows = [(s.name, ",".join(s.tags) or "-", s.summary) for s in sorted(scenarios, key=lambda s: s.name)]
     name_width = max(len(row[0]) for row in rows)
     tags_width = max(len(row[1]) for row in rows)
-    return "\n".join(f"  {name:<{name_width}}  {tags:<{tags_width}}  {text}" for name, tags, text in rows)
+    indent = 2 + name_width + 2 + tags_width + 2
+    lines = []
+    for name, tags, text in rows:
+        head = f"  {name:<{name_width}}  {tags:<{tags_width}}  "
+        if width - indent >= NARROWEST_DESCRIPTION:
+            wrapped = _wrap(text, width - indent) or [""]
+            lines.append(head + wrapped[0])
+            lines += [" " * indent + line for line in wrapped[1:]]
+        else:
+            lines.append(head.rstrip())
+            lines += [" " * 6 + line for line in _wrap(text, max(width, NARROWEST_DESCRIPTION) - 6)]
+    return "\n".join(lines)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Lines of at most ``width`` columns, never splitting a word or a hyphenated name."""
+    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
 
 
 def _new(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -9,10 +9,17 @@ one path no hook sees: pytest killed with SIGKILL.
 A Python test that injects faults through ``chaos_faults`` (or ``chaos_fault`` markers) is
 checked like a scenario at the end of its call: a fault that touched nothing of what the test
 collected fails it with the scenario's message (``injector.FaultInjector.unacted``).
+
+Starting the servers takes seconds (minutes with vLLM), so each one says it is ready on the
+terminal as it is (not under ``-qq``, nor in an xdist worker, whose output nobody reads); the
+section at the end is one line per scenario under ``-q``, its marks in pytest's colours. When
+pytest-html writes its report (``--html``), each scenario's section of ours (story, verdicts,
+timeline) goes into the scenario's row there as an extra.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from collections.abc import Callable, Generator
@@ -22,16 +29,21 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 from pytest_rollout_chaos.report import logs
+from pytest_rollout_chaos.report.record import ScenarioRecord
 from pytest_rollout_chaos.report.reports import RESULT_KEY, ScenarioReports
 from pytest_rollout_chaos.report.run_info import ServerLog, describe_run
+from pytest_rollout_chaos.report.summary import ITEM_COLOURS
 from pytest_rollout_chaos.servers.keeper import ProcessKeeper
 from pytest_rollout_chaos.settings import ChaosSettings
 
 if TYPE_CHECKING:
     from pytest_rollout_chaos.injector import FaultInjector
+    from pytest_rollout_chaos.servers.process import ManagedProcess
 
 # The test's fault injector, kept by the chaos_faults fixture for the check after the call.
 INJECTOR_KEY: Final[pytest.StashKey[FaultInjector]] = pytest.StashKey()
+STARTING_LINE: Final = "rollout-chaos: starting the servers (once a session; the first test waits for them)"
+READY_LINE: Final = "rollout-chaos: {name} ready in {took_s:.1f}s"
 
 
 class ChaosHarness(ProcessKeeper):
@@ -43,6 +55,10 @@ class ChaosHarness(ProcessKeeper):
         self.settings = settings
         self._previous_sigterm: Callable[[int, FrameType | None], Any] | int | None = None
         self.reports = ScenarioReports(settings.report, settings.json_report)
+        self._progress: pytest.TerminalReporter | None = None  # where servers say they are ready
+        self._capture: Any = None  # pytest's capture manager, which the lines must get past
+        self._progress_lock = threading.Lock()
+        self._told_starting = False
 
     # -- signals --------------------------------------------------------------------------------
     def install_sigterm_handler(self) -> None:
@@ -67,7 +83,9 @@ class ChaosHarness(ProcessKeeper):
 
             add_junit_properties(item)  # before pytest copies them into the call's report
         report = yield
-        self.reports.observe(item, report)
+        record = self.reports.observe(item, report)
+        if record is not None and item.config.getoption("htmlpath", None):
+            _add_pytest_html_extra(item.config, report, record)
         if report.failed and self._processes:
             result = item.stash.get(RESULT_KEY, None)  # a scenario's; a Python test has none
             report.sections.extend(logs.sections(self.settings.logs, self._processes, result, when=call.when))
@@ -85,11 +103,34 @@ class ChaosHarness(ProcessKeeper):
         return outcome
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        self.reports.start(session.config, describe_run(session.config, self.settings))
+        config = session.config
+        self.reports.start(config, describe_run(config, self.settings))
+        if config.get_verbosity() > -2 and not hasattr(config, "workerinput"):
+            self._progress = config.pluginmanager.get_plugin("terminalreporter")
+            self._capture = config.pluginmanager.get_plugin("capturemanager")
 
     @pytest.hookimpl(trylast=True)  # after the terminal reporter wrote the item's status
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.reports.progress(report)
+
+    # -- progress while the servers start ----------------------------------------------------------
+    def starting(self, process: ManagedProcess) -> None:
+        if not self._told_starting:
+            self._told_starting = True
+            self._tell(STARTING_LINE)
+
+    def ready(self, process: ManagedProcess, took_s: float) -> None:
+        self._tell(READY_LINE.format(name=process.name, took_s=took_s))
+
+    def _tell(self, line: str) -> None:
+        """``line`` on the terminal now, though the servers start inside a test's setup, whose
+        output pytest captures (as its live logging does); one line at a time across threads."""
+        if self._progress is None:
+            return
+        with self._progress_lock:
+            disabled = getattr(self._capture, "global_and_fixture_disabled", contextlib.nullcontext)
+            with disabled():
+                self._progress.write_line(line)
 
     def pytest_keyboard_interrupt(self) -> None:
         self.close()
@@ -111,11 +152,30 @@ class ChaosHarness(ProcessKeeper):
         self.restore_sigterm_handler()
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        lines = self.reports.summary(verbose=terminalreporter.config.get_verbosity() > 0)
+        config = terminalreporter.config
+        writer = config.get_terminal_writer()  # its markup follows --color and the terminal
+
+        def paint(text: str, outcome: str) -> str:
+            return writer.markup(text, **{"bold": True, ITEM_COLOURS.get(outcome, "bold"): True})
+
+        verbosity = config.get_verbosity()
+        lines = self.reports.summary(verbose=verbosity > 0, compact=verbosity < 0, paint=paint)
         if lines:
             terminalreporter.section("rollout-chaos")
             for line in lines:
                 terminalreporter.write_line(line)
+
+
+def _add_pytest_html_extra(config: pytest.Config, report: pytest.TestReport, record: ScenarioRecord) -> None:
+    """With pytest-html writing its report (``--html``), the scenario's section (its story and
+    timeline) goes into the item's row there, through pytest-html's documented ``report.extras``."""
+    pytest_html = config.pluginmanager.get_plugin("html")
+    extras = getattr(pytest_html, "extras", None)
+    if extras is None:  # another plugin of that name, or a pytest-html without extras
+        return
+    from pytest_rollout_chaos.report.html import embedded
+
+    report.extras = [*getattr(report, "extras", []), extras.html(embedded(record))]  # type: ignore[attr-defined]
 
 
 def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:

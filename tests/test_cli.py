@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos import bundled, cli
 from pytest_rollout_chaos.scenario import load_scenario
 from pytest_rollout_chaos.scenario.schema import scenario_schema
 from tests.scenario._broken import MANY, many_problems
@@ -22,9 +23,13 @@ BROKEN = (
 )
 
 
-def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run(*args: str, cwd: Path, columns: int = 100) -> subprocess.CompletedProcess[str]:
+    """The command as a user runs it, on a terminal ``columns`` wide (``COLUMNS``)."""
     command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "pytest_rollout_chaos.cli"]
-    return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
+    env = {**os.environ, "COLUMNS": str(columns)}
+    return subprocess.run(
+        [*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 @pytest.fixture
@@ -42,6 +47,23 @@ def test_help_names_every_command(tmp_path: Path) -> None:
     for command in ("validate", "list", "new", "schema"):
         assert command in result.stdout
     assert "pytest --rollout-chaos" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "description"),
+    [
+        ("validate", cli.VALIDATE_DESCRIPTION),
+        ("list", cli.LIST_DESCRIPTION),
+        ("new", cli.NEW_DESCRIPTION),
+        ("schema", cli.SCHEMA_DESCRIPTION),
+    ],
+)
+def test_each_command_has_help_of_its_own(tmp_path: Path, command: str, description: str) -> None:
+    result = run(command, "--help", cwd=tmp_path, columns=1000)
+    assert result.returncode == 0
+    assert result.stdout.startswith(f"usage: rollout-chaos {command}")
+    assert description in result.stdout
+    assert cli.DESCRIPTION not in result.stdout
 
 
 def test_validate_good_files_exits_0(folder: Path) -> None:
@@ -72,7 +94,9 @@ def test_validate_prints_one_line_per_problem_and_exits_1(folder: Path) -> None:
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert len(lines) == 2
-    assert lines[0].startswith("broken.chaos.yaml:4: faults[0].kind: unknown fault kind 'latncy' (valid: ")
+    assert lines[0].startswith(
+        "broken.chaos.yaml:4: faults[0].kind: unknown fault kind 'latncy'; did you mean 'latency'? (valid: "
+    )
     assert lines[1].startswith("broken.chaos.yaml:7: expect.invariants[0]: unknown invariant 'nope' (valid: ")
     assert result.stderr == "3 file(s) checked, 1 with problems\n"
 
@@ -100,7 +124,7 @@ def test_validate_without_files_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_list_shows_name_tags_and_description(folder: Path) -> None:
-    result = run("list", "--no-builtin", ".", cwd=folder)
+    result = run("list", "--no-builtin", ".", cwd=folder, columns=1000)
     assert result.returncode == 1  # the broken file
     assert "broken.chaos.yaml: 2 problem(s); see rollout-chaos validate" in result.stderr
     lines = result.stdout.splitlines()
@@ -108,6 +132,18 @@ def test_list_shows_name_tags_and_description(folder: Path) -> None:
     assert lines[1].split()[:2] == ["agent-oom-mid-collection", "process,hard_failure"]
     assert lines[1].endswith("instead of returning fewer rollouts than rows.")
     assert lines[2].split()[:2] == ["nan-logprobs-null", "semantic"]
+
+
+@pytest.mark.parametrize("columns", [72, 50])
+def test_list_wraps_descriptions_to_the_terminal(columns: int, tmp_path: Path) -> None:
+    wide = run("list", cwd=tmp_path, columns=1000).stdout.splitlines()
+    narrow = run("list", cwd=tmp_path, columns=columns).stdout.splitlines()
+    names = {line.split()[0] for line in wide[1:]}
+    # only a name and its tags, which cannot be wrapped, may be wider than the terminal
+    too_wide = [line for line in narrow[1:] if len(line) > columns]
+    assert [line for line in too_wide if len(line.split()) != 2 or line.split()[0] not in names] == []
+    assert " ".join(" ".join(narrow).split()) == " ".join(" ".join(wide).split())  # every word, in order
+    assert len(narrow) > len(wide)
 
 
 def test_list_includes_the_builtin_catalog(tmp_path: Path) -> None:

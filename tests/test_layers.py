@@ -29,7 +29,7 @@ ROOT: Final = Path(__file__).resolve().parent.parent
 LAYERS: Final = (
     ("base", ("errors", "history", "tokens", "http_client", "bundled", "extras", "version", "targets")),
     ("servers", ("servers", "ray", "settings", "options")),
-    ("collector", ("collector",)),
+    ("collector", ("collector", "kit")),
     ("invariants", ("invariants",)),
     ("faults", ("faults",)),
     ("trial", ("stack", "trial", "acting", "injector", "preflight", "builder")),

@@ -6,6 +6,8 @@ line), the totals, a "failing only" switch (CSS, no script), the index and each 
 Per scenario: name, description, upstream references, pass or fail, the outcome line, the
 fault schedule, the verdict table (invariant, status, summary, evidence) and the timeline
 picture. All text is escaped: event data comes from the collector under test and its servers.
+``embedded(record)`` is one scenario's section as a frame of its own (its own page, so its
+stylesheet touches nothing around it), for pytest-html's report.
 """
 
 from __future__ import annotations
@@ -84,6 +86,20 @@ def render_report(
             *(part for part in body if part),
             "</body></html>",
         ]
+    )
+
+
+def embedded(record: ScenarioRecord) -> str:
+    """One scenario's section (outcome, problems, schedule, verdicts, timeline, the failure's text)
+    as an ``<iframe>`` whose page carries its own stylesheet, for another report to show."""
+    page = (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><style>{CSS}</style></head>'
+        f'<body style="padding: 8px">{_scenario_section(0, record)}</body></html>'
+    )
+    title = escape(f"rollout-chaos: {record.name}", quote=True)
+    return (
+        f'<iframe title="{title}" srcdoc="{escape(page, quote=True)}" '
+        'style="width: 100%; height: 640px; border: 1px solid #e5e7eb; resize: vertical"></iframe>'
     )
 
 
@@ -266,17 +282,18 @@ def _scenario_section(position: int, record: ScenarioRecord) -> str:
 def _problems(result: ResultFacts) -> list[str]:
     """One list per kind of problem the run had, in the order a reader fixes them."""
     kinds = (
-        ("fault errors", result.fault_errors, False),
-        ("expected", result.expectation_failures, False),
-        ("fault steps that never fired", result.unfired, True),
-        ("faults that did not act", result.unacted, False),
-        ("not judged (the scenario tested nothing there)", result.vacuous, False),
+        ("fault errors", result.fault_errors, False, "problems"),
+        ("expected", result.expectation_failures, False, "problems"),
+        ("fault steps that never fired", result.unfired, True, "problems"),
+        ("faults that did not act", result.unacted, False, "problems"),
+        # what found nothing to judge is a gap in the test, not a bug found: grey, not red
+        ("not judged (the scenario tested nothing there)", result.vacuous, False, "problems untested"),
     )
     parts = []
-    for title, items, code in kinds:
+    for title, items, code, kind in kinds:
         if not items:
             continue
-        parts.append(f'<div class="problems"><b>{escape(title)}:</b><ul>')
+        parts.append(f'<div class="{kind}"><b>{escape(title)}:</b><ul>')
         parts += [
             f"<li><code>{escape(item)}</code></li>" if code else f"<li>{escape(item)}</li>" for item in items
         ]

@@ -17,13 +17,16 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pytest
 
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.report.record import ItemOutcome, ResultFacts, ScenarioFacts, ScenarioRecord
 from pytest_rollout_chaos.report.run_info import RunInfo, ServerLog
+
+if TYPE_CHECKING:
+    from pytest_rollout_chaos.report.summary import Paint
 
 _logger = logging.getLogger(__name__)
 WORKER_OUTPUT_KEY: Final = "rollout_chaos_reports"
@@ -48,16 +51,17 @@ class ScenarioReports:
         self.worker = ""
         self._reporter: Any = None
 
-    def observe(self, item: pytest.Item, report: pytest.TestReport) -> None:
-        """Record ``item`` once: after its call, or after a setup that failed or skipped it."""
+    def observe(self, item: pytest.Item, report: pytest.TestReport) -> ScenarioRecord | None:
+        """Record ``item`` once: after its call, or after a setup that failed or skipped it; returns
+        the record made for this report, if any."""
         scenario = getattr(item, "scenario", None)
         if scenario is None:
-            return
+            return None
         if report.when == "setup" and report.passed:
             self._setup_s[item.nodeid] = report.duration
-            return
+            return None
         if report.when == "teardown":
-            return
+            return None
         outcome: ItemOutcome
         if report.when == "setup":
             outcome = "skipped" if report.skipped else "error"
@@ -80,6 +84,7 @@ class ScenarioReports:
                 call_s=report.duration if report.when == "call" else None,
             )
         )
+        return self.records[-1]
 
     def start(self, config: pytest.Config, run: RunInfo) -> None:
         """Learn this process's role under xdist; keep the terminal reporter under ``-v``."""
@@ -161,15 +166,23 @@ class ScenarioReports:
             self.write_errors.append(f"report: could not write {self.report_path}: {error}")
         return self.written
 
-    def summary(self, *, verbose: bool) -> list[str]:
-        """The section's lines, or none when no scenario ran and the run is not verbose."""
+    def summary(self, *, verbose: bool, compact: bool = False, paint: Paint | None = None) -> list[str]:
+        """The section's lines, or none when no scenario ran and the run is not verbose; ``compact``
+        (``-q``): the totals and one line per scenario, the run's notes and where files went."""
         if self.role == "worker" or (not self.records and not verbose):
             return []
-        from pytest_rollout_chaos.report.summary import summary_lines
+        from pytest_rollout_chaos.report.summary import plain, summary_lines
 
         lines = summary_lines(
-            self.records, extra_lines=[*self.run.environment, *self.run.notes], report_path=self.written
+            self.records,
+            extra_lines=[*self.run.environment, *self.run.notes],
+            report_path=None if compact else self.written,
+            compact=compact,
+            paint=paint or plain,
         )
+        if compact:
+            lines += self.run.notes
+            lines += [f"report: {self.written}"] if self.written is not None else []
         if self.json_written is not None:
             lines.append(f"json: {self.json_written}")
         lines += self.write_errors

@@ -59,6 +59,7 @@ section.scenario h2 { margin: 0 0 4px; font-size: 18px; }
 .problems { background: #fdeeee; border: 1px solid #f3c9c9; border-radius: 8px; padding: 6px 12px;
   margin: 8px 0; }
 .problems ul { margin: 4px 0; padding-left: 20px; }
+.problems.untested { background: #f3f4f6; border: 1px dashed var(--unknown); }
 .schedule { margin: 8px 0; } .schedule ol { margin: 4px 0; padding-left: 22px; }
 table.verdicts { margin: 10px 0 14px; border: 1px solid var(--line); }
 table.verdicts { table-layout: fixed; }

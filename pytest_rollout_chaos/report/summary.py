@@ -2,13 +2,15 @@
 
 Totals first (scenarios, faults, invariant verdicts, each invariant's own counts), then one
 line per scenario with its time, so a slow or failing scenario stands out in CI logs, then,
-when the collector is an adapter, each setting it gave the trainer.
+when the collector is an adapter, each setting it gave the trainer. Compact (pytest's ``-q``):
+the scenario totals and one line per scenario only. Each scenario's mark (``PASS``, ``FAIL``)
+goes through ``paint``, which the terminal's writer gives its colour.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -19,6 +21,14 @@ STATUS_WORDS: Final = {"PASS": "passed", "FAIL": "failed", "UNKNOWN": "unknown",
 ALWAYS_SHOWN: Final = ("PASS", "FAIL", "UNKNOWN")
 OUTCOME_CHARS: Final = 160  # a progress line stays readable; the failure story has the whole text
 ITEM_MARKS: Final = {"passed": "PASS ", "failed": "FAIL ", "error": "ERROR", "skipped": "SKIP "}
+# pytest's own colours for these outcomes (its short summary's)
+ITEM_COLOURS: Final = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
+Paint = Callable[[str, str], str]
+"""``paint(text, outcome)``: ``text`` as the terminal shows an item of that outcome."""
+
+
+def plain(text: str, outcome: str) -> str:
+    return text
 
 
 def summary_lines(
@@ -26,20 +36,26 @@ def summary_lines(
     *,
     extra_lines: Sequence[str] = (),
     report_path: Path | None = None,
+    compact: bool = False,
+    paint: Paint = plain,
 ) -> list[str]:
-    """Totals, per-invariant counts, one line per scenario, then ``extra_lines`` and the report path."""
+    """Totals, per-invariant counts, one line per scenario, then ``extra_lines`` and the report
+    path; ``compact``: the scenario totals, one line per scenario, then the report path."""
     lines: list[str] = []
     if records:
         lines.append(_scenario_totals(records))
-        lines.append(f"faults injected: {sum(record.faults_injected for record in records)}")
-        lines += _invariant_lines(records)
-        lines.append("per scenario:")
+        if not compact:
+            lines.append(f"faults injected: {sum(record.faults_injected for record in records)}")
+            lines += _invariant_lines(records)
+            lines.append("per scenario:")
         width = max(len(record.name) for record in records)
-        lines += [_scenario_line(record, width) for record in records]
-        lines += settings_lines(records)
+        lines += [_scenario_line(record, width, paint) for record in records]
+        if not compact:
+            lines += settings_lines(records)
     else:
         lines.append("scenarios: none run")
-    lines += list(extra_lines)
+    if not compact:
+        lines += list(extra_lines)
     if report_path is not None:
         lines.append(f"report: {report_path}")
     return lines
@@ -128,10 +144,11 @@ def _counts_text(counter: Counter[str], *, always: bool = False) -> str:
     )
 
 
-def _scenario_line(record: ScenarioRecord, width: int) -> str:
+def _scenario_line(record: ScenarioRecord, width: int, paint: Paint = plain) -> str:
     faults = record.faults_injected
     line = (
-        f"  {ITEM_MARKS[record.outcome]}  {record.name:<{width}}  {record.elapsed_s:7.2f}s  "
+        f"  {paint(ITEM_MARKS[record.outcome], record.outcome)}  {record.name:<{width}}  "
+        f"{record.elapsed_s:7.2f}s  "
         f"{faults} fault{'' if faults == 1 else 's'}"
     )
     if record.result is not None and (reason := why(record.result)):

@@ -19,6 +19,7 @@ from pytest_rollout_chaos.scenario.spec import (
     Rejected,
     Spec,
     choices_text,
+    did_you_mean,
     join,
     line_of,
     readable_items,
@@ -84,7 +85,9 @@ class Section:
             spec = by_name.get(key)
             if spec is None:
                 problems.reject(
-                    key_node, join(field, key), f"unknown key (valid: {choices_text(list(by_name))})"
+                    key_node,
+                    join(field, key),
+                    f"unknown key{did_you_mean(key, list(by_name))} (valid: {choices_text(list(by_name))})",
                 )
                 failed = True
                 continue
@@ -154,7 +157,8 @@ class MappingOf:
                 problems.reject(
                     key_node,
                     join(field, key),
-                    f"unknown {self.what} {key!r} (valid: {choices_text(self.keys)})",
+                    f"unknown {self.what} {key!r}{did_you_mean(key, self.keys)} "
+                    f"(valid: {choices_text(self.keys)})",
                 )
                 failed = True
                 continue

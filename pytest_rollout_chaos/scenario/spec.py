@@ -9,6 +9,7 @@ Here: the problems, the node readers, the single values and lists; mappings are 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
 from collections.abc import Sequence
@@ -80,6 +81,14 @@ def join(parent: str, child: str | int) -> str:
 
 def choices_text(choices: Sequence[str]) -> str:
     return ", ".join(choices)
+
+
+def did_you_mean(value: object, choices: Sequence[str]) -> str:
+    """``; did you mean 'latency'?`` when ``value`` is a near miss of one of ``choices``, else ``""``."""
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value, list(choices), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 _CONSTRUCTOR = yaml.SafeLoader("")
@@ -154,7 +163,10 @@ class Choice:
         value = scalar_value(node, field, problems)
         if not isinstance(value, str) or value not in self.choices:
             raise problems.reject(
-                node, field, f"unknown {self.what} {value!r} (valid: {choices_text(self.choices)})"
+                node,
+                field,
+                f"unknown {self.what} {value!r}{did_you_mean(value, self.choices)} "
+                f"(valid: {choices_text(self.choices)})",
             )
         return value
 

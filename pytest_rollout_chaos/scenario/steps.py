@@ -58,7 +58,8 @@ class TriggerSpec:
             value = s.scalar_value(node, field, problems)
             if value == "start":
                 return ParsedTrigger("start", None, s.line_of(node))
-            raise problems.reject(node, field, f"unknown trigger {value!r} (valid: {TRIGGER_HELP})")
+            hint = s.did_you_mean(value, ["start", *_TRIGGER_VALUES])
+            raise problems.reject(node, field, f"unknown trigger {value!r}{hint} (valid: {TRIGGER_HELP})")
         try:
             items = s.mapping_items(node, field, problems)
         except s.Rejected:
@@ -71,7 +72,9 @@ class TriggerSpec:
         key, key_node, value_node = items[0]
         spec = _TRIGGER_VALUES.get(key)
         if spec is None:
-            raise problems.reject(key_node, s.join(field, key), f"unknown trigger (valid: {TRIGGER_HELP})")
+            hint = s.did_you_mean(key, list(_TRIGGER_VALUES))
+            message = f"unknown trigger{hint} (valid: {TRIGGER_HELP})"
+            raise problems.reject(key_node, s.join(field, key), message)
         line = s.line_of(key_node)
         try:
             return ParsedTrigger(key, spec.parse(value_node, s.join(field, key), problems), line)
@@ -222,8 +225,11 @@ class _StepReader:
         elif key in (params := p.param_specs(kind)):
             self.parameters[key] = _parse_param(params[key], value_node, name, self.problems)
         else:
-            valid = ", ".join((*_COMMON_DOCS, *params))
-            raise self.problems.reject(key_node, name, f"unknown key for a {kind} fault (valid: {valid})")
+            keys = [*_COMMON_DOCS, *params]
+            hint = s.did_you_mean(key, keys)
+            raise self.problems.reject(
+                key_node, name, f"unknown key for a {kind} fault{hint} (valid: {', '.join(keys)})"
+            )
 
     def _fill_required(self, kind: str) -> None:
         """Fill a fixed target; report a missing target or required parameter."""

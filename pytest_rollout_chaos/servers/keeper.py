@@ -53,11 +53,20 @@ class ProcessKeeper:
     def adopt(self, process: ManagedProcess) -> ManagedProcess:
         """Start a process built elsewhere (a server hosted by a Ray actor) and keep it like ``start``'s."""
         self._exit_stack.callback(self._stop_quietly, process)
+        self.starting(process)
         began = time.perf_counter()
         process.start()
         self.started_s[process.name] = time.perf_counter() - began
         self._processes.append(process)
+        self.ready(process, self.started_s[process.name])
         return process
+
+    def starting(self, process: ManagedProcess) -> None:
+        """Told before each server starts (maybe from another thread); a keeper that shows progress
+        says so here."""
+
+    def ready(self, process: ManagedProcess, took_s: float) -> None:
+        """Told once each server is ready, with how long it took (maybe from another thread)."""
 
     def defer(self, close: Callable[[], None]) -> None:
         """Run ``close`` on ``close()``, after everything started later is stopped (a Ray cluster)."""

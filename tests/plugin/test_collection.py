@@ -82,7 +82,8 @@ def test_a_broken_file_is_a_collection_error_with_path_and_line_and_no_traceback
     result.stdout.fnmatch_lines(
         [
             "*ERROR collecting broken.chaos.yaml*",
-            "broken.chaos.yaml:4: faults[[]0].kind: unknown fault kind 'latncy' (valid: latency, *",
+            "broken.chaos.yaml:4: faults[[]0].kind: unknown fault kind 'latncy'; did you mean 'latency'? "
+            "(valid: latency, *",
         ]
     )
     result.stdout.no_fnmatch_line("*Traceback*")

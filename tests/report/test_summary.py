@@ -111,3 +111,21 @@ def test_the_settings_given_to_the_trainer_are_listed_once_naming_scenarios_that
         "  nemo_rl validation: policy.generation.vllm_cfg.async_engine = True (scenario) [async]",
     ]
     assert "settings given to the trainer:" not in summary_lines([record(result(), name="reference")])
+
+
+def test_compact_is_the_totals_and_one_painted_line_per_scenario() -> None:
+    good = result("slow-link", rollouts=completed(3), verdicts=[verdict("accounted", Status.PASS)])
+    bad = result("loses-a-row", rollouts=completed(2), verdicts=[verdict("accounted", Status.FAIL)])
+    lines = summary_lines(
+        [record(good), record(bad, item_outcome="failed", name="loses-a-row")],
+        extra_lines=["toxiproxy: embedded at http://127.0.0.1:1"],
+        report_path=Path("out/report.html"),
+        compact=True,
+        paint=lambda text, outcome: f"<{outcome}>{text}</{outcome}>",
+    )
+    assert lines == [
+        "scenarios: 2 run, 1 passed, 1 failed",
+        "  <passed>PASS </passed>  slow-link       0.55s  1 fault",
+        "  <failed>FAIL </failed>  loses-a-row     0.55s  1 fault  accounted FAIL",
+        "report: out/report.html",
+    ]

@@ -53,13 +53,14 @@ def many_problems(shown: str) -> list[str]:
 
 _PROBLEMS = [
     "s.chaos.yaml:1: name: invalid value 'Many-Problems' (valid: lowercase letters, digits, - and _)",
-    "s.chaos.yaml:6: workload.mode: unknown mode 'trian' (valid: train, validation)",
+    "s.chaos.yaml:6: workload.mode: unknown mode 'trian'; did you mean 'train'? (valid: train, validation)",
     f"s.chaos.yaml:12: faults[0].row: row 7 does not exist: the workload has 2 rows (valid: 0..1; {ROWS_2})",
     "s.chaos.yaml:14: faults[1].target: 'resources' is not in stack.servers "
     "(valid: policy, model, agent, head)",
     "s.chaos.yaml:15: faults[1].at.after_completed: 50 exceeds the workload's 2 rows, so it would never fire "
     f"(valid: 1..2; {ROWS_2})",
-    f"s.chaos.yaml:16: faults[2].kind: unknown fault kind 'latncy' (valid: {', '.join(registry.FAULTS)})",
+    "s.chaos.yaml:16: faults[2].kind: unknown fault kind 'latncy'; did you mean 'latency'? "
+    f"(valid: {', '.join(registry.FAULTS)})",
     "s.chaos.yaml:18: faults[2].at.after_s: invalid value -1 (valid: a number >= 0)",
     "s.chaos.yaml:22: faults[3].nth: 3 exceeds the 2 /run requests the workload sends to 'calculator_agent' "
     f"(one per row), so it would fire only on a retry (valid: 1..2; {RETRY})",
@@ -73,6 +74,6 @@ _PROBLEMS = [
     f"(valid: 0..1; {ROWS_2})",
     "s.chaos.yaml:32: expect.rollouts.min_completed: 3 exceeds the workload's 2 rows "
     f"(valid: 0..2; {ROWS_2})",
-    "s.chaos.yaml:33: expect.invariants[1]: unknown invariant 'acounted' "
+    "s.chaos.yaml:33: expect.invariants[1]: unknown invariant 'acounted'; did you mean 'accounted'? "
     f"(valid: {', '.join(invariants.NAMES)})",
 ]

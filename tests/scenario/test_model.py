@@ -99,9 +99,13 @@ def test_defaults_of_a_minimal_file() -> None:
     assert scenario.path == SHOWN
 
 
-def test_unknown_top_level_key_lists_the_valid_ones() -> None:
+def test_unknown_top_level_key_suggests_the_nearest_and_lists_the_valid_ones() -> None:
     assert problems(BASE + WITNESS + "tagz: [x]\n") == [
-        "s.chaos.yaml:6: tagz: unknown key (valid: name, description, tags, upstream, stack, workload, "
+        "s.chaos.yaml:6: tagz: unknown key; did you mean 'tags'? (valid: name, description, tags, upstream, "
+        "stack, workload, faults, expect)"
+    ]
+    assert problems(BASE + WITNESS + "zzz: [x]\n") == [  # nothing near: the list alone
+        "s.chaos.yaml:6: zzz: unknown key (valid: name, description, tags, upstream, stack, workload, "
         "faults, expect)"
     ]
 
@@ -109,7 +113,10 @@ def test_unknown_top_level_key_lists_the_valid_ones() -> None:
 def test_unknown_fault_kind() -> None:
     text = BASE + "faults:\n  - kind: latncy\n    target: agent->model\n"
     (message,) = problems(text)
-    assert message.startswith("s.chaos.yaml:6: faults[0].kind: unknown fault kind 'latncy' (valid: latency, ")
+    assert message.startswith(
+        "s.chaos.yaml:6: faults[0].kind: unknown fault kind 'latncy'; did you mean 'latency'? "
+        "(valid: latency, "
+    )
     assert message.endswith("short_results, slow_env, cancel)")
 
 
@@ -127,7 +134,8 @@ def test_network_faults_target_links_and_process_faults_target_servers() -> None
 def test_unknown_fault_parameter_lists_the_registry_fields() -> None:
     text = BASE + "faults:\n  - kind: latency\n    target: agent->model\n    latency: 5\n"
     assert problems(text) == [
-        "s.chaos.yaml:8: faults[0].latency: unknown key for a latency fault (valid: kind, target, at, "
+        "s.chaos.yaml:8: faults[0].latency: unknown key for a latency fault; did you mean 'latency_ms'? "
+        "(valid: kind, target, at, "
         "duration_s, expect_hits, stream, toxicity, latency_ms, jitter_ms)"
     ]
 
@@ -170,7 +178,8 @@ def test_negative_durations_and_times() -> None:
         ),
         (
             "{after_requests: 2}",
-            "s.chaos.yaml:8: faults[0].at.after_requests: unknown trigger (valid: start, after_completed: N, "
+            "s.chaos.yaml:8: faults[0].at.after_requests: unknown trigger; did you mean 'on_request'? "
+            "(valid: start, after_completed: N, "
             "after_s: T, on_request: {server: NAME, nth: N})",
         ),
         (
@@ -180,7 +189,8 @@ def test_negative_durations_and_times() -> None:
         ),
         (
             "{on_request: {server: modle}}",
-            "s.chaos.yaml:8: faults[0].at.on_request.server: unknown server 'modle' (valid: policy, model, "
+            "s.chaos.yaml:8: faults[0].at.on_request.server: unknown server 'modle'; did you mean 'model'? "
+            "(valid: policy, model, "
             "resources, agent, head, calculator_agent, echo_agent)",
         ),
         (
@@ -207,7 +217,7 @@ def test_wrong_types() -> None:
 def test_unknown_invariant_and_repeated_one() -> None:
     text = "name: x\ndescription: d\nexpect:\n  invariants: [acounted, bounded, bounded]\n" + WITNESS
     assert problems(text) == [
-        "s.chaos.yaml:4: expect.invariants[0]: unknown invariant 'acounted' "
+        "s.chaos.yaml:4: expect.invariants[0]: unknown invariant 'acounted'; did you mean 'accounted'? "
         f"(valid: {', '.join(INTERFACE_NAMES)})",
         "s.chaos.yaml:4: expect.invariants[2]: 'bounded' is listed twice",
     ]

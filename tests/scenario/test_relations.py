@@ -262,7 +262,8 @@ def test_a_scenario_with_no_fault_step_must_name_a_witness() -> None:
 
 def test_witness_names_counts_and_what_the_workload_can_show() -> None:
     assert problems(scenario(witness="{prompt_ids_drift: 1, multi_turn_rows: 0}")) == [
-        "s.chaos.yaml:7: expect.witness.prompt_ids_drift: unknown witness 'prompt_ids_drift' (valid: "
+        "s.chaos.yaml:7: expect.witness.prompt_ids_drift: unknown witness 'prompt_ids_drift'; "
+        "did you mean 'prompt_ids_drifted'? (valid: "
         "rows_answered, prompt_ids_drifted, multi_turn_rows, task_groups_stepped, policy_refused_at_start, "
         "generations_at_token_limit)",
         "s.chaos.yaml:7: expect.witness.multi_turn_rows: invalid value 0 (valid: an integer >= 1)",
@@ -296,7 +297,7 @@ def test_not_judged_names_a_listed_invariant_with_a_reason() -> None:
     assert problems(text) == [
         "s.chaos.yaml:7: expect.not_judged.bounded: bounded is not in expect.invariants (line 10): an "
         "invariant the scenario does not list is not judged silently already; list it, or remove it here",
-        "s.chaos.yaml:8: expect.not_judged.accountd: unknown invariant 'accountd' "
+        "s.chaos.yaml:8: expect.not_judged.accountd: unknown invariant 'accountd'; did you mean 'accounted'? "
         f"(valid: {', '.join(INTERFACE_NAMES)})",
         "s.chaos.yaml:9: expect.not_judged.accounted: expected the reason, got '' (valid: the reason)",
     ]
