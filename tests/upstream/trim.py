@@ -47,6 +47,7 @@ def read_source(source: Path, name: str, commit: str, files: list[str]) -> tarfi
         done = subprocess.run(
             ["git", "-C", str(source), "archive", "--format=tar", f"--prefix={name}/", commit, "--", *files],
             capture_output=True,
+            check=False,
         )
         if done.returncode != 0:
             # a listed path the commit lacks, or the commit itself: git names it
