@@ -20,12 +20,15 @@ of every model call; that function itself is not called, because its module impo
 ``vllm_router`` at the top. The rows' environment is ``skyrl_env`` (a
 ``skyrl_gym`` environment registered with ``skyrl_gym.register``): SkyRL has no NeMo Gym
 environment, so it seeds a session, runs tool calls and verifies on the stack's resources server
-through the ``collector->resources`` link. The rows' tool lists are not rendered: SkyRL's
-generator templates the messages alone. One generator hook, for groups (``skyrl_prompts``).
+through the ``collector->resources`` link. A row's tools become a system message of its prompt,
+in the words the policy's chat template gives them (SkyRL's generator templates the messages
+alone; a SkyRL dataset describes its tools in its prompts). One generator hook, for groups
+(``skyrl_prompts``).
 
 **Settings.** Upstream's defaults (``SkyRLTrainConfig()``), except what the scenario's run sets
 for every collector: ``generator.max_turns`` (``ctx.settings.max_turns``),
-``sampling_params.max_generate_length`` (``max_new_tokens``; SkyRL's 1024 exceeds the tiny
+``sampling_params.max_generate_length`` (what each generation gets through NeMo Gym: the rows'
+``max_output_tokens``, else the stack's model server's limit; SkyRL's 1024 exceeds the tiny
 model's context) and ``temperature``; ``n_samples_per_prompt`` is the workload's group size
 (``generations_per_prompt``, 1 by default, where SkyRL's own default is 5), not a
 ``trainer_config`` key.
@@ -56,7 +59,12 @@ from typing import Any, ClassVar, Final
 
 from pytest_rollout_chaos.collector.adapters import skyrl_env
 from pytest_rollout_chaos.collector.adapters.skyrl_output import LoggedFailures, rollout_of
-from pytest_rollout_chaos.collector.adapters.skyrl_prompts import HOOK, generator_class, prompts_of
+from pytest_rollout_chaos.collector.adapters.skyrl_prompts import (
+    HOOK,
+    generation_limit,
+    generator_class,
+    prompts_of,
+)
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.failures import root_cause
@@ -69,6 +77,7 @@ from pytest_rollout_chaos.collector.protocol import (
     row_index,
 )
 from pytest_rollout_chaos.errors import CollectorTargetError
+from pytest_rollout_chaos.servers.gym.stack import MAX_OUTPUT_TOKENS
 
 GENERATOR_MODULE: Final = "skyrl.train.generators.skyrl_gym_generator"
 CLIENT_MODULE: Final = "skyrl.backends.skyrl_train.inference_servers.remote_inference_client"
@@ -85,7 +94,7 @@ GROUPS_UNSUPPORTED: Final = (
 )
 STOOD_IN: Final = (
     "the trainer's dataloader: one SkyRL prompt per group of rows (prompt, env_class, env_extras, "
-    "uid), built by the adapter",
+    "uid), built by the adapter; a row's tools a system message in the chat template's words",
     "build_new_inference_client: the RemoteInferenceClient built as it builds it for an external "
     "proxy (its module imports vllm_router)",
     "the environment: skyrl_env's NeMo Gym row over the stack's resources server (SkyRL has no "
@@ -198,7 +207,7 @@ class SkyRLCollector:
             "stood_in": list(STOOD_IN),
         }
         history.append(SOURCE, "invoke", "generate", call)
-        config = self.config(n_samples_per_prompt=size)
+        config = self.config(n_samples_per_prompt=size, max_generate_length=generation_limit(rows))
         client = self.client(config)
         generator = generator_class(generator_module.SkyRLGymGenerator)(
             generator_cfg=config.generator,
@@ -228,7 +237,7 @@ class SkyRLCollector:
         """What the trainer's step does with the batch: ``generator.generate(batch)``."""
         return await generator.generate(batch)
 
-    def config(self, *, n_samples_per_prompt: int = 1) -> Any:
+    def config(self, *, n_samples_per_prompt: int = 1, max_generate_length: int = MAX_OUTPUT_TOKENS) -> Any:
         """``SkyRLTrainConfig()`` (SkyRL's defaults) with what ``settings`` gives it."""
         config: Any = importlib.import_module(CONFIG_MODULE).SkyRLTrainConfig()
         taken = settings(
@@ -236,6 +245,7 @@ class SkyRLCollector:
             policy_root=self.policy_root,
             model_dir=str(self.model_dir),
             n_samples_per_prompt=n_samples_per_prompt,
+            max_generate_length=max_generate_length,
         )
         if self.skip_failed_rollouts:
             taken.variant(f"generator.{SKIP_FAILED}", True, "the skyrl_skip_failed_rollouts target")
@@ -281,7 +291,7 @@ class SkyRLCollector:
             config.generator.inference_engine.backend, config.generator.sampling_params
         )
         batch, _ = utils.prepare_generator_input(
-            prompts_of(rows, size, extras),
+            prompts_of(rows, size, extras, self.tokenizer),
             config.generator.n_samples_per_prompt,
             sampling,
             config.environment.env_class,
@@ -305,7 +315,12 @@ Not ``generator.n_samples_per_prompt``: the workload's ``generations_per_prompt`
 
 
 def settings(
-    ctx: CollectorContext, *, policy_root: str, model_dir: str, n_samples_per_prompt: int = 1
+    ctx: CollectorContext,
+    *,
+    policy_root: str,
+    model_dir: str,
+    n_samples_per_prompt: int = 1,
+    max_generate_length: int = MAX_OUTPUT_TOKENS,
 ) -> TrainerSettings:
     """What the adapter sets on ``SkyRLTrainConfig()``: only what the run fixes (the policy, the
     model, the harness's limits, the workload's group size); every other field stays SkyRL's
@@ -317,7 +332,9 @@ def settings(
     taken.run("generator.max_turns", run.max_turns, "the harness's turn limit")
     taken.run(GROUP_SIZE, n_samples_per_prompt, "the workload's generations_per_prompt (GRPO group size)")
     taken.run(
-        "generator.sampling_params.max_generate_length", run.max_new_tokens, "the harness's token limit"
+        "generator.sampling_params.max_generate_length",
+        max_generate_length,
+        "the rows' max_output_tokens, else the stack's model server's (skyrl_prompts.generation_limit)",
     )
     taken.run("generator.sampling_params.temperature", run.temperature, "the harness's temperature")
     taken.run("generator.inference_engine.external_proxy_url", policy_root, "the policy server of this stack")
