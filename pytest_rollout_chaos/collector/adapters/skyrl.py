@@ -9,7 +9,10 @@ environment, the tokenizer's chat template renders the prompt and every observat
 is called token in, token out through SkyRL's HTTP ``RemoteInferenceClient`` (its
 ``/inference/v1/generate`` route, its retries), and loss masks, logprobs and token-level rewards
 are SkyRL's bookkeeping. The tokenizer is loaded with SkyRL's ``get_tokenizer`` from the policy's
-model directory. What SkyRL raises, the collector raises, unchanged.
+model directory. Past the generator, ``skyrl_train_batch`` runs ``RayPPOTrainer``'s step to the
+batch its policy update receives (advantages as its config says); the rollouts are read back from
+the generator's output (``skyrl_output``), each marked in the train batch with the loss mask that
+batch holds for it and SkyRL's loss reduction. What SkyRL raises, the collector raises, unchanged.
 
 **Stood in** (``STOOD_IN``, recorded with each call). The trainer's dataloader: the adapter
 builds SkyRL's prompts from the rows (``prompt``, ``env_class``, ``env_extras``, ``uid``). The
@@ -41,7 +44,9 @@ raising rollout (the verifier's HTTP 500 in ``verifier-exception-isolated``, a p
 ``policy-503-storm``: ``RemoteInferenceClient`` retries dropped connections, not error statuses)
 takes the whole step down while its siblings run on detached (``isolated_failures``); with the
 flag on the failed rows come back as placeholders, and a batch whose every rollout failed raises
-(``RuntimeError`` from the first failure), so no batch of placeholders is handed on.
+(``RuntimeError`` from the first failure), so no batch of placeholders is handed on. The
+placeholders it keeps are in the train batch, reward 0 and loss mask ``[0]``: inert at one
+generation per prompt under SkyRL's ``token_mean``, not in a group (``train_batch_sound``).
 
 Scenarios whose faults act where SkyRL's loop never goes (the NeMo Gym agents and model server,
 the Gym client) skip, saying so (``reaches``); so do validation-mode ones.
@@ -58,6 +63,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from pytest_rollout_chaos.collector.adapters import skyrl_env
+from pytest_rollout_chaos.collector.adapters import skyrl_train_batch as train_batch
 from pytest_rollout_chaos.collector.adapters.skyrl_output import LoggedFailures, rollout_of
 from pytest_rollout_chaos.collector.adapters.skyrl_prompts import (
     HOOK,
@@ -101,8 +107,9 @@ STOOD_IN: Final = (
     "NeMo Gym environment)",
     f"SkyRLGymGenerator.{HOOK} (a no-op upstream, for subclasses): each sample's extras get row "
     "repetition_id of its prompt's group and agent_loop's session id",
+    *train_batch.STOOD_IN,
 )
-"""What of the trainer's path to ``generate`` is stood in; every other line is SkyRL's."""
+"""What of the trainer's path to the policy update is stood in; every other line is SkyRL's."""
 SOURCE: Final = "collector"
 
 
@@ -140,11 +147,18 @@ class _SkyRLUpstream(Upstream):
             )
 
 
-_MODULES: Final = (GENERATOR_MODULE, CLIENT_MODULE, ENGINE_UTILS_MODULE, SERVER_UTILS_MODULE, "skyrl_gym")
+_MODULES: Final = (
+    GENERATOR_MODULE,
+    CLIENT_MODULE,
+    ENGINE_UTILS_MODULE,
+    SERVER_UTILS_MODULE,
+    train_batch.TRAINER_MODULE,
+    "skyrl_gym",
+)
 _INSTALL: Final = (
     "pip install torch==2.13.0 'transformers>=5.6.1,<=5.8.0' cloudpathlib loguru tqdm datasets "
     "safetensors tokenizers typer peft==0.18.1 zstandard xxhash rich pillow aiohttp httpx omegaconf "
-    "hydra-core gymnasium ray==2.60.0 orjson pybase64 on Python 3.12, with "
+    "hydra-core gymnasium ray==2.60.0 orjson pybase64 jaxtyping torchdata on Python 3.12, with "
     "--rollout-chaos-upstream=<a SkyRL checkout> (its root and its skyrl-gym/ go on sys.path)"
 )
 GYM_CLIENT: Final = (
@@ -207,7 +221,9 @@ class SkyRLCollector:
             "stood_in": list(STOOD_IN),
         }
         history.append(SOURCE, "invoke", "generate", call)
-        config = self.config(n_samples_per_prompt=size, max_generate_length=generation_limit(rows))
+        config = self.config(
+            n_samples_per_prompt=size, max_generate_length=generation_limit(rows), prompts=len(rows) // size
+        )
         client = self.client(config)
         generator = generator_class(generator_module.SkyRLGymGenerator)(
             generator_cfg=config.generator,
@@ -216,28 +232,35 @@ class SkyRLCollector:
             tokenizer=self.tokenizer,
             policy_model_name=importlib.import_module(SERVER_UTILS_MODULE).resolve_policy_model_name(config),
         )
-        batch = self.generator_input(rows, config, size)
+        batch, uids = self.generator_input(rows, config, size)
+        trainer = train_batch.trainer(config, self.tokenizer, generator)
         failures = LoggedFailures()
         try:
             with failures.listening():
-                output = await self.generate(generator, batch)
+                output = await self.generate(trainer, batch)
+                # read before the step: postprocess_generator_output rewrites the output in place
+                rollouts = [
+                    rollout_of(output, position, row_index(row, position), failures)
+                    for position, row in enumerate(rows)
+                ]
+                trained = train_batch.train_step(trainer, output, uids)
         except BaseException as error:
             history.append(SOURCE, "fail", "generate", {**call, "error": root_cause(error)})
             raise
-        history.append(SOURCE, "ok", "generate", {**call, "returned": len(output["response_ids"])})
+        history.append(SOURCE, "ok", "generate", {**call, "returned": len(rollouts)})
         await client.teardown()
         if generator.env_executor is not None:
             generator.env_executor.shutdown(wait=False)
-        return [
-            rollout_of(output, position, row_index(row, position), failures)
-            for position, row in enumerate(rows)
-        ]
+        return train_batch.marked(rollouts, trained, config)
 
-    async def generate(self, generator: Any, batch: Any) -> Any:
-        """What the trainer's step does with the batch: ``generator.generate(batch)``."""
-        return await generator.generate(batch)
+    async def generate(self, trainer: Any, batch: Any) -> Any:
+        """What the trainer's step does with the batch: ``RayPPOTrainer.generate`` (the generator's
+        ``generate``, then ``validate_generator_output``)."""
+        return await trainer.generate(batch)
 
-    def config(self, *, n_samples_per_prompt: int = 1, max_generate_length: int = MAX_OUTPUT_TOKENS) -> Any:
+    def config(
+        self, *, n_samples_per_prompt: int = 1, max_generate_length: int = MAX_OUTPUT_TOKENS, prompts: int = 1
+    ) -> Any:
         """``SkyRLTrainConfig()`` (SkyRL's defaults) with what ``settings`` gives it."""
         config: Any = importlib.import_module(CONFIG_MODULE).SkyRLTrainConfig()
         taken = settings(
@@ -246,6 +269,8 @@ class SkyRLCollector:
             model_dir=str(self.model_dir),
             n_samples_per_prompt=n_samples_per_prompt,
             max_generate_length=max_generate_length,
+            prompts=prompts,
+            mini_batch_default=config.trainer.policy_mini_batch_size,
         )
         if self.skip_failed_rollouts:
             taken.variant(f"generator.{SKIP_FAILED}", True, "the skyrl_skip_failed_rollouts target")
@@ -277,9 +302,9 @@ class SkyRLCollector:
             tokenizer=self.tokenizer,
         )
 
-    def generator_input(self, rows: Sequence[Row], config: Any, size: int = 1) -> Any:
+    def generator_input(self, rows: Sequence[Row], config: Any, size: int = 1) -> tuple[Any, list[str]]:
         """``prepare_generator_input`` over one SkyRL prompt per group of ``size`` rows
-        (``skyrl_prompts``: groups), as the trainer's step builds it."""
+        (``skyrl_prompts``: groups), as the trainer's step builds it: the batch and its ``uids``."""
         utils: Any = importlib.import_module(GENERATOR_UTILS_MODULE)
         engine_utils: Any = importlib.import_module(ENGINE_UTILS_MODULE)
         extras: dict[str, Any] = {
@@ -290,7 +315,7 @@ class SkyRLCollector:
         sampling = engine_utils.get_sampling_params_for_backend(
             config.generator.inference_engine.backend, config.generator.sampling_params
         )
-        batch, _ = utils.prepare_generator_input(
+        batch, uids = utils.prepare_generator_input(
             prompts_of(rows, size, extras, self.tokenizer),
             config.generator.n_samples_per_prompt,
             sampling,
@@ -298,7 +323,7 @@ class SkyRLCollector:
             "train",
             0,
         )
-        return batch
+        return batch, list(uids)
 
 
 KNOWN: Final = (
@@ -321,6 +346,8 @@ def settings(
     model_dir: str,
     n_samples_per_prompt: int = 1,
     max_generate_length: int = MAX_OUTPUT_TOKENS,
+    prompts: int = 1,
+    mini_batch_default: int = 1,
 ) -> TrainerSettings:
     """What the adapter sets on ``SkyRLTrainConfig()``: only what the run fixes (the policy, the
     model, the harness's limits, the workload's group size); every other field stays SkyRL's
@@ -331,6 +358,12 @@ def settings(
     run = ctx.settings
     taken.run("generator.max_turns", run.max_turns, "the harness's turn limit")
     taken.run(GROUP_SIZE, n_samples_per_prompt, "the workload's generations_per_prompt (GRPO group size)")
+    taken.run("trainer.train_batch_size", prompts, "the workload's prompts: the step's batch")
+    taken.run(
+        "trainer.policy_mini_batch_size",
+        min(prompts, mini_batch_default),
+        "at most the step's prompts (SkyRL asserts it divides train_batch_size)",
+    )
     taken.run(
         "generator.sampling_params.max_generate_length",
         max_generate_length,

@@ -17,22 +17,16 @@ the reason, where this interpreter cannot run SkyRL (Python 3.12 and its depende
 
 from __future__ import annotations
 
-import importlib
 import textwrap
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_env, skyrl_output, skyrl_prompts
+from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_output
 from pytest_rollout_chaos.engine.fit import unreachable
 from pytest_rollout_chaos.scenario.model import load_scenario
-from pytest_rollout_chaos.servers.gym import tasks
-from pytest_rollout_chaos.servers.gym.convert import tools_to_chat
-from pytest_rollout_chaos.servers.gym.stack import MAX_OUTPUT_TOKENS
-from pytest_rollout_chaos.servers.policy.chat import CHAT_TEMPLATE, ChatTemplate
 from tests.catalog._verdicts import CATALOG, run_catalog
 from tests.collector.adapters import _skyrl_trees as trees
 from tests.collector.adapters._trees import REPO
@@ -113,142 +107,6 @@ def test_a_placeholder_is_an_aborted_row_naming_what_skyrl_logged_for_that_rollo
     assert "SkyRL logged no cause for it" in silent
 
 
-def test_rows_become_skyrl_prompts_and_sessions() -> None:
-    assert skyrl_prompts.messages_of({"responses_create_params": {"input": "hi there"}}) == [
-        {"role": "user", "content": "hi there"}
-    ]
-    with pytest.raises(ValueError, match=r"row 4 has no responses_create_params.input"):
-        skyrl_prompts.messages_of({"_rowidx": 4})
-    assert skyrl_prompts.session_id("12", 0) == "12_0"
-
-
-# -- a row's tools and token limit: what SkyRL's generator is handed in place of the dataloader's ----
-class TemplateTokenizer:
-    """The part of a Hugging Face tokenizer ``with_tools`` calls: the bundled model's chat template."""
-
-    def __init__(self, template: str = CHAT_TEMPLATE) -> None:
-        self.template = ChatTemplate(template)
-
-    def apply_chat_template(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        tokenize: bool,
-        add_generation_prompt: bool,
-        tools: list[dict[str, Any]] | None = None,
-    ) -> str:
-        assert not tokenize
-        return self.template.render(messages, tools=tools, add_generation_prompt=add_generation_prompt)
-
-
-@pytest.mark.parametrize("system", [None, "Use the calculator for arithmetic."])
-def test_a_rows_tools_become_the_system_message_its_template_writes_for_them(system: str | None) -> None:
-    """SkyRL templates the prompt without ``tools=``; the system message makes it the same text."""
-    row = tasks.calculator_row(12, "+", 7, row_index=3)
-    if system is not None:
-        params = row["responses_create_params"]
-        params["input"] = [{"role": "system", "content": system}, *params["input"]]
-    tokenizer = TemplateTokenizer()
-    [prompt] = skyrl_prompts.prompts_of([row], 1, {}, tokenizer)
-    messages = prompt["prompt"]
-    assert [message["role"] for message in messages] == ["system", "user"]
-    tools = tools_to_chat(row["responses_create_params"]["tools"])
-    assert tokenizer.template.render(messages) == tokenizer.template.render(
-        skyrl_prompts.messages_of(row), tools=tools
-    )
-    assert '"name": "calculator"' in messages[0]["content"]
-    assert (system or "") in messages[0]["content"]
-    [echo] = skyrl_prompts.prompts_of([tasks.echo_row("zebra")], 1, {}, tokenizer)
-    assert echo["prompt"] == [{"role": "user", "content": "Repeat exactly: zebra"}]
-
-
-def test_a_template_that_keeps_tools_out_of_a_system_turn_is_an_error() -> None:
-    elsewhere = (
-        "{%- for message in messages %}{{- message.role + ': ' + message.content + '\\n' }}{%- endfor %}"
-        "{%- if tools %}{{- 'tools: ' + tools | tojson }}{%- endif %}"
-    )
-    with pytest.raises(ValueError, match=r"does not write a row's tools into a system message"):
-        skyrl_prompts.prompts_of([tasks.calculator_row(1, "+", 2)], 1, {}, TemplateTokenizer(elsewhere))
-
-
-def test_the_generation_limit_is_the_rows_else_the_stacks_model_servers() -> None:
-    rows = [tasks.calculator_row(1, "+", 2), tasks.echo_row("zebra")]
-    assert skyrl_prompts.generation_limit(rows) == MAX_OUTPUT_TOKENS
-    for row in rows:
-        row["responses_create_params"]["max_output_tokens"] = 24
-    assert skyrl_prompts.generation_limit(rows) == 24
-    rows[1]["responses_create_params"]["max_output_tokens"] = 8
-    with pytest.raises(ValueError, match=r"different max_output_tokens \(\[8, 24\]\)"):
-        skyrl_prompts.generation_limit(rows)
-
-
-# -- GRPO groups: one SkyRL prompt per group, each of SkyRL's copies seeded from its own row ----------
-def grouped_rows(size: int = 4, prompts: int = 2) -> list[dict[str, Any]]:
-    """``prompts`` prompts, each ``size`` consecutive rows equal but for ``_rowidx``."""
-    return [
-        {"responses_create_params": {"input": f"question {p}"}, "task": "echo", "_rowidx": p * size + k}
-        for p in range(prompts)
-        for k in range(size)
-    ]
-
-
-@dataclass(frozen=True)
-class Trajectory:
-    """The two fields of SkyRL's ``TrajectoryID`` the hook reads."""
-
-    instance_id: str
-    repetition_id: int
-
-
-def test_a_group_is_one_prompt_whose_extras_carry_every_row() -> None:
-    prompts = skyrl_prompts.prompts_of(grouped_rows(), 4, {"shared": 1}, None)
-    assert [prompt["uid"] for prompt in prompts] == ["0", "4"]
-    assert [row["_rowidx"] for row in prompts[1]["env_extras"][skyrl_env.ROWS]] == [4, 5, 6, 7]
-    assert prompts[1]["prompt"] == [{"role": "user", "content": "question 1"}]
-    assert prompts[1]["env_extras"]["shared"] == 1
-    one_each = skyrl_prompts.prompts_of(grouped_rows(), 1, {}, None)
-    assert [prompt["uid"] for prompt in one_each] == [str(i) for i in range(8)]
-
-
-def test_each_sample_gets_the_row_of_its_repetition_and_its_trajectorys_session() -> None:
-    [_, second] = skyrl_prompts.prompts_of(grouped_rows(), 4, {}, None)
-    own = skyrl_prompts.sample_extras(dict(second["env_extras"]), Trajectory("4", 2))
-    assert own[skyrl_env.ROW]["_rowidx"] == 6
-    assert own[skyrl_env.SESSION_ID] == "4_2"
-    with pytest.raises(ValueError, match=r"repetition_id outside the group of 4 rows"):
-        skyrl_prompts.sample_extras(dict(second["env_extras"]), Trajectory("4", 4))
-    with pytest.raises(ValueError, match=r"no trajectory_id for a prompt of 4 rows"):
-        skyrl_prompts.sample_extras(dict(second["env_extras"]), None)
-
-
-@pytest.fixture(params=[trees.BASE, trees.HEAD])
-def skyrl_tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One pinned tree's ``skyrl`` imported (by name), without the stack."""
-    with trees.importable(trees.unpack(request.param, tmp_path_factory.mktemp("skyrl"))):
-        yield request.param
-
-
-def test_skyrls_own_repetition_reaches_each_sample_its_own_row(skyrl_tree: str) -> None:
-    """SkyRL's ``prepare_generator_input`` copies one prompt's extras per sample; the generator's
-    ``_setup_env_extras`` (called by ``agent_loop`` with the sample's ``TrajectoryID``) then holds
-    the sample's own row, in row order, and the session id ``agent_loop`` gives the trajectory."""
-    utils: Any = importlib.import_module(skyrl.GENERATOR_UTILS_MODULE)
-    base: Any = importlib.import_module(skyrl.GENERATOR_MODULE).SkyRLGymGenerator
-    assert hasattr(base, skyrl_prompts.HOOK), f"{skyrl_tree} has no {skyrl_prompts.HOOK}"
-    batch, uids = utils.prepare_generator_input(
-        skyrl_prompts.prompts_of(grouped_rows(), 4, {}, None), 4, {}, None, "train", 0
-    )
-    assert uids == ["0"] * 4 + ["4"] * 4
-    generator_class = skyrl_prompts.generator_class(base)
-    generator: Any = object.__new__(generator_class)  # the hook reads nothing of the instance
-    seen = []
-    for extras, trajectory in zip(batch["env_extras"], batch["trajectory_ids"], strict=True):
-        own = generator._setup_env_extras(skyrl_env.ENV_ID, extras, None, trajectory)
-        assert own[skyrl_env.SESSION_ID] == f"{trajectory.instance_id}_{trajectory.repetition_id}"
-        seen.append(own[skyrl_env.ROW]["_rowidx"])
-    assert seen == list(range(8))
-
-
 @pytest.mark.parametrize(
     ("scenario", "reaches"),
     [
@@ -271,9 +129,9 @@ def test_only_faults_on_skyrls_own_requests_reach_it(scenario: str, reaches: boo
 # -- the real trees on the full stack ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def skyrl_trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The two pinned trees, unpacked; skip, saying why, where SkyRL cannot run."""
+    """The pinned trees, unpacked; skip, saying why, where SkyRL cannot run."""
     into = tmp_path_factory.mktemp("skyrl-trees")
-    return {name: trees.unpack(name, into) for name in (trees.BASE, trees.HEAD)}
+    return {name: trees.unpack(name, into) for name in (trees.BASE, trees.HEAD, trees.MAIN)}
 
 
 def upstream(tree: Path) -> list[str]:
@@ -313,6 +171,9 @@ WHOLE_BATCH_TEST = textwrap.dedent(
         rollouts = await chaos_collector.collect(chaos_gym.rows("calculator", 4), mode="train")
         assert [r.status for r in rollouts].count("aborted") == 1, rollouts
         assert rollouts[1].status == "aborted" and not rollouts[1].turns
+        # SkyRL trains the placeholder: in the batch its policy update gets, loss mask [0]
+        assert rollouts[1].in_train_batch and rollouts[1].loss_mask == [0], rollouts[1]
+        assert all(r.in_train_batch and any(r.loss_mask) for r in rollouts if r.status != "aborted")
         assert "reward function crashed on row 1" in rollouts[1].error, rollouts[1].error
         assert all(r.turns for r in rollouts if r.status != "aborted")
     """
@@ -413,7 +274,9 @@ CATALOG_GROUPS = ["group-trajectory-exception", "group-nan-logprobs", "group-age
 # - skyrl-group-verifier-exception, flag on (PR #1986's head): _substitute_failed_rollouts puts a
 #   placeholder (reward 0, loss mask [0]) in the failed rollout's place, its uid kept, and the
 #   trainer computes GRPO advantages by uid (trainer.py, compute_advantages_and_returns, index=
-#   uids): the placeholder's reward enters its three siblings' baseline. groups_intact fails.
+#   uids): the placeholder's reward enters its three siblings' baseline. groups_intact fails, and
+#   train_batch_sound, read at the batch the policy update gets: its zero loss mask under
+#   token_mean trains nothing, but it is not alone in its group.
 # - skyrl-group-nan-logprobs, flag off: RemoteInferenceClient._post parses each answer with orjson,
 #   which rejects a NaN literal, and retries an unparsable answer 30 times a second apart
 #   (_DATA_PLANE_RETRIES): the step stalls past the 10 s deadline (bounded, ends_promptly); no NaN
@@ -424,7 +287,7 @@ GROUP_RUNS = {
         "skyrl-group-nan-logprobs": ({"bounded", "ends_promptly"}, "NOT_JUDGED"),
     },
     ("skyrl_skip_failed_rollouts", trees.HEAD): {
-        "skyrl-group-verifier-exception": ({"groups_intact"}, "FAIL"),
+        "skyrl-group-verifier-exception": ({"groups_intact", "train_batch_sound"}, "FAIL"),
     },
 }
 
