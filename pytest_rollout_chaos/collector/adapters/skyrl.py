@@ -93,6 +93,7 @@ GENERATOR_UTILS_MODULE: Final = "skyrl.train.generators.utils"
 CONFIG_MODULE: Final = "skyrl.train.config"
 SKIP_FAILED: Final = "skip_failed_rollouts"
 GROUP_SIZE: Final = "generator.n_samples_per_prompt"
+LOSS_REDUCTION: Final = "trainer.algorithm.loss_reduction"
 GROUPS_UNSUPPORTED: Final = (
     f"this SkyRL tree's SkyRLGymGenerator has no {HOOK} hook, through which each of SkyRL's "
     "copies of a prompt gets its own row of the group (its TrajectoryID's repetition_id) to seed "
@@ -334,6 +335,7 @@ KNOWN: Final = (
     "generator.inference_engine.served_model_name",
     "trainer.policy.model.path",
     f"generator.{SKIP_FAILED}",
+    LOSS_REDUCTION,
 )
 """The ``SkyRLTrainConfig`` keys the adapter sets: what ``trainer_config`` may set (``skyrl.<key>``).
 Not ``generator.n_samples_per_prompt``: the workload's ``generations_per_prompt`` sets it."""
@@ -350,9 +352,9 @@ def settings(
     mini_batch_default: int = 1,
 ) -> TrainerSettings:
     """What the adapter sets on ``SkyRLTrainConfig()``: only what the run fixes (the policy, the
-    model, the harness's limits, the workload's group size); every other field stays SkyRL's
-    default, and so does ``generator.skip_failed_rollouts`` unless the scenario or the variant's
-    name asks."""
+    model, the harness's limits, the workload's group size and prompts); every other field stays
+    SkyRL's default, and so do ``generator.skip_failed_rollouts`` and
+    ``trainer.algorithm.loss_reduction`` unless the scenario (or the variant's name) asks."""
     taken = TrainerSettings("skyrl", ctx.settings.trainer_config, KNOWN)
     taken.check()
     run = ctx.settings
@@ -373,10 +375,9 @@ def settings(
     taken.run("generator.inference_engine.external_proxy_url", policy_root, "the policy server of this stack")
     taken.run("generator.inference_engine.served_model_name", ctx.model, "the model the policy serves")
     taken.run("trainer.policy.model.path", model_dir, "the policy's model directory")
-    if f"generator.{SKIP_FAILED}" in taken.asked:
-        taken.run(
-            f"generator.{SKIP_FAILED}", taken.asked[f"generator.{SKIP_FAILED}"], "asked by the scenario"
-        )
+    for key in (f"generator.{SKIP_FAILED}", LOSS_REDUCTION):  # SkyRL's default unless asked
+        if key in taken.asked:
+            taken.run(key, taken.asked[key], "asked by the scenario")
     return taken
 
 

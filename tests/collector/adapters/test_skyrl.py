@@ -263,6 +263,28 @@ GROUP_TWINS = {
           invariants: [groups_intact, finite_logprobs, isolated_failures, bounded, ends_promptly]
           within_s: 10
     """,
+    "skyrl-placeholder-sequence-mean": """
+        name: skyrl-placeholder-sequence-mean
+        description: >
+          verifier-exception-isolated under SkyRL's sequence_mean loss reduction: the placeholder
+          SkyRL keeps in the train batch counts in the loss's divisor, loss mask [0] or not.
+        tags: [semantic, isolation]
+        upstream: ["NovaSky-AI/SkyRL#1986"]
+        workload:
+          rows_per_task: 4
+          tasks: [calculator, echo]
+          trainer_config:
+            skyrl.trainer.algorithm.loss_reduction: sequence_mean
+        faults:
+          - kind: trajectory_exception
+            target: resources
+            route: /verify
+            row: 2
+            message: "reward function crashed on row 2"
+        expect:
+          invariants: [train_batch_sound, isolated_failures, accounted, root_cause_visible]
+          within_s: 30
+    """,
 }
 CATALOG_GROUPS = ["group-trajectory-exception", "group-nan-logprobs", "group-agent-killed"]
 
@@ -277,6 +299,9 @@ CATALOG_GROUPS = ["group-trajectory-exception", "group-nan-logprobs", "group-age
 #   uids): the placeholder's reward enters its three siblings' baseline. groups_intact fails, and
 #   train_batch_sound, read at the batch the policy update gets: its zero loss mask under
 #   token_mean trains nothing, but it is not alone in its group.
+# - skyrl-placeholder-sequence-mean, flag on: one generation per prompt, but under
+#   loss_reduction sequence_mean the placeholder counts in the divisor: train_batch_sound fails
+#   naming the setting (under the default token_mean, verifier-exception-isolated passes it).
 # - skyrl-group-nan-logprobs, flag off: RemoteInferenceClient._post parses each answer with orjson,
 #   which rejects a NaN literal, and retries an unparsable answer 30 times a second apart
 #   (_DATA_PLANE_RETRIES): the step stalls past the 10 s deadline (bounded, ends_promptly); no NaN
@@ -288,6 +313,7 @@ GROUP_RUNS = {
     },
     ("skyrl_skip_failed_rollouts", trees.HEAD): {
         "skyrl-group-verifier-exception": ({"groups_intact", "train_batch_sound"}, "FAIL"),
+        "skyrl-placeholder-sequence-mean": ({"train_batch_sound"}, "NOT_JUDGED"),
     },
 }
 
@@ -322,3 +348,7 @@ def test_skyrl_meets_groups_as_its_own_n_samples_per_prompt_does(
         failed = {invariant for invariant, status in result.invariants.items() if status == "FAIL"}
         assert failed == failing, f"{target} on {tree}, {name}:\n{result.message}"
         assert result.invariants["groups_intact"] == groups, result.message
+        if "train_batch_sound" in failing:  # the placeholder, named, and why it moves the gradient
+            assert "is in the train batch with reward 0.0, but it came back aborted" in result.message
+            setting = "trainer.algorithm.loss_reduction = 'sequence_mean' counts it in the loss's divisor"
+            assert (setting in result.message) == name.endswith("sequence-mean"), result.message

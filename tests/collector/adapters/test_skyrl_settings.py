@@ -63,6 +63,19 @@ def test_a_scenario_may_turn_on_skip_failed_rollouts() -> None:
     assert (asked.key, asked.value) == ("generator.skip_failed_rollouts", True)
 
 
+def test_a_scenario_may_set_the_loss_reduction() -> None:
+    """What ``train_batch_sound`` weighs an aborted sample in the train batch by."""
+    taken = skyrl.settings(
+        settings_context(**{"skyrl.trainer.algorithm.loss_reduction": "sequence_mean"}),
+        policy_root="http://x",
+        model_dir="/m",
+    )
+    [asked] = [item for item in taken.items if item.source == "scenario"]
+    assert (asked.key, asked.value) == ("trainer.algorithm.loss_reduction", "sequence_mean")
+    unasked = skyrl.settings(settings_context(), policy_root="http://x", model_dir="/m")
+    assert skyrl.LOSS_REDUCTION not in {item.key for item in unasked.items}
+
+
 def test_a_field_the_adapter_does_not_set_is_an_error() -> None:
     with pytest.raises(CollectorTargetError, match=r"no setting skyrl\.generator\.batched"):
         skyrl.settings(
