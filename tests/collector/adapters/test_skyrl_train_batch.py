@@ -127,3 +127,13 @@ def test_a_tree_whose_train_changed_is_not_judged(skyrl_tree: str, tmp_path: Any
     changed.write_text(source.read_text().replace("self.global_step += 1", "self.global_step += 2"))
     with pytest.raises(NotJudgedError, match=r"RayPPOTrainer.train changed since the adapter's copy"):
         skyrl_train_batch.COPIED.require(changed)
+
+
+def test_the_read_out_point_and_the_trainers_stand_ins_are_listed() -> None:
+    """Recorded with each call (``skyrl.STOOD_IN``): where the rollouts are read, and what of
+    ``RayPPOTrainer`` does not run as SkyRL's own."""
+    assert set(skyrl_train_batch.STOOD_IN) <= set(skyrl.STOOD_IN)
+    [read_out] = [item for item in skyrl.STOOD_IN if item.startswith("the read-out point")]
+    assert "forward_backward" in read_out
+    assert any(item.startswith("WorkerDispatch") for item in skyrl.STOOD_IN)
+    assert any(item.startswith("RayPPOTrainer.__init__") for item in skyrl.STOOD_IN)
