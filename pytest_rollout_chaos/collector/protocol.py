@@ -39,6 +39,19 @@ class Turn:
 
 
 @dataclass(frozen=True, slots=True)
+class LossReduction:
+    """How the trainer reduces its loss over a batch, as far as one sample's weight goes."""
+
+    per_token: bool
+    """True when the loss is a mean over the loss-mask tokens of the batch (or of each mini-batch):
+    a sample whose loss mask is all zero adds to neither the sum nor its divisor. False when every
+    sample counts whatever its mask (a mean over sequences or prompts, a fixed length)."""
+    setting: str
+    """The trainer's setting that decides it, as a user looks it up (``trainer.algorithm.loss_reduction
+    = 'token_mean'``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Rollout:
     """The outcome of one requested row; there is always exactly one per row."""
 
@@ -51,6 +64,12 @@ class Rollout:
     in_train_batch: bool | None = None
     """Whether the trainer hands this rollout to training as a sample (it is in the train batch);
     None when the collector does not say. ``train_batch_sound`` judges the rollouts marked True."""
+    loss_mask: list[int] | None = None
+    """For a sample in the train batch: the trainer's loss mask over its response tokens, as the
+    batch holds it (1: the token's loss counts); None when the collector does not say."""
+    loss_reduction: LossReduction | None = None
+    """For a sample in the train batch: how the trainer reduces the loss over the batch; None when
+    the collector does not say. With ``loss_mask``, what shows an aborted sample inert."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,11 @@ REPLICA_SCENARIOS = {
     "policy-replica-killed": ("swallowed_exception", "accounted"),
     "policy-replica-nan-logprobs": ("nan_silent", "finite_logprobs"),
 }
+# Scenarios whose fault another scenario's known bug also meets -> (that collector, the invariant
+# that must judge FAIL): the bug's own scenario is in CAUGHT_BY.
+ALSO_CAUGHT = {
+    "validation-row-hangs": ("no_deadline", "bounded"),  # one-row-hangs, in a validation pass
+}
 # Every scenario whose rows drift: a collector that fails the batch on one drifted row fails each.
 DRIFT_SCENARIOS = ("prefix-drift", "policy-tokenize-drift", "retokenization-drift", "unrepairable-drift")
 
@@ -129,12 +134,12 @@ def waits_for_the_models_drift(scenario: Scenario) -> bool:
 
 
 def rescored_by_the_verifier() -> set[str]:
-    """The gym-style scenarios whose rewards differ per attempt (``stack.rescore_bonus``): they need
-    our resources server to answer ``/verify``."""
+    """The gym-style scenarios whose rewards differ per attempt or per row (``stack.rescore_bonus``,
+    ``stack.reward_spread``): they need our resources server to answer ``/verify``."""
     return {
         scenario.name
         for scenario in map(load_scenario, CATALOG.glob("*.chaos.yaml"))
-        if scenario.stack.rescore_bonus and scenario.workload.style == "gym"
+        if (scenario.stack.rescore_bonus or scenario.stack.reward_spread) and scenario.workload.style == "gym"
     }
 
 
@@ -256,6 +261,25 @@ def test_known_bug_collector_fails_each_replica_scenario(
     args.append("--rollout-chaos-policy-replicas=2")
     verdicts = run_catalog(
         tmp_path, target=f"fixtures.collectors.{collector}:factory", scenarios=[scenario], stack_args=args
+    )
+    exposed = verdicts[scenario]
+    assert exposed.skipped is None, f"{scenario} skipped: {exposed.skipped}"
+    assert exposed.invariants.get(invariant) == "FAIL", (
+        f"{collector} on {scenario}: {invariant} judged {exposed.invariants.get(invariant)}: "
+        f"{exposed.invariants}\n{exposed.message}"
+    )
+
+
+@pytest.mark.parametrize("scenario", sorted(ALSO_CAUGHT))
+def test_known_bug_collector_fails_each_scenario_also_caught(
+    tmp_path: Path, scenario: str, known_bug_stack_args: list[str]
+) -> None:
+    collector, invariant = ALSO_CAUGHT[scenario]
+    verdicts = run_catalog(
+        tmp_path,
+        target=f"fixtures.collectors.{collector}:factory",
+        scenarios=[scenario],
+        stack_args=known_bug_stack_args,
     )
     exposed = verdicts[scenario]
     assert exposed.skipped is None, f"{scenario} skipped: {exposed.skipped}"

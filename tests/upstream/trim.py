@@ -2,9 +2,10 @@
 
     python tests/upstream/trim.py SOURCE NAME
 
-SOURCE is a git checkout of the repository (the commit named in ``NAME.files``, in full, is
-archived from it, whatever is checked out) or a ``git archive`` tarball of that commit; NAME is a tree of this
-folder (``slime-fec3da9b``). Only the files listed in ``NAME.files`` are kept: what the adapters
+SOURCE is a git repository, a checkout or a bare one (the commit named in ``NAME.files`` is
+archived from it, whatever is checked out, and only the listed paths, so a partial clone or a
+mirror lacking large blobs elsewhere serves), or a ``git archive`` tarball of that commit; NAME is a
+tree of this folder (``slime-fec3da9b``). Only the files listed in ``NAME.files`` are kept: what the adapters
 import and read, found by running the adapters' tests with an open-audit hook, plus the LICENSE.
 The tarball is written byte-for-byte reproducibly (sorted entries, zero times, root owner).
 """
@@ -34,14 +35,24 @@ def manifest(name: str) -> tuple[str, list[str]]:
     return commit, files
 
 
-def read_source(source: Path, name: str, commit: str) -> tarfile.TarFile:
-    if (source / ".git").exists():
-        archive = subprocess.run(
-            ["git", "-C", str(source), "archive", "--format=tar", f"--prefix={name}/", commit],
-            check=True,
+def is_git_repository(source: Path) -> bool:
+    """A checkout (``.git`` inside) or a bare repository (``HEAD`` and ``objects`` at its top)."""
+    return source.is_dir() and (
+        (source / ".git").exists() or ((source / "HEAD").is_file() and (source / "objects").is_dir())
+    )
+
+
+def read_source(source: Path, name: str, commit: str, files: list[str]) -> tarfile.TarFile:
+    if is_git_repository(source):
+        done = subprocess.run(
+            ["git", "-C", str(source), "archive", "--format=tar", f"--prefix={name}/", commit, "--", *files],
             capture_output=True,
-        ).stdout
-        return tarfile.open(fileobj=io.BytesIO(archive))
+            check=False,
+        )
+        if done.returncode != 0:
+            # a listed path the commit lacks, or the commit itself: git names it
+            raise SystemExit(f"git archive of {commit} in {source} failed: {done.stderr.decode().strip()}")
+        return tarfile.open(fileobj=io.BytesIO(done.stdout))
     return tarfile.open(source)
 
 
@@ -49,7 +60,7 @@ def trim(source: Path, name: str, into: Path = HERE) -> Path:
     commit, files = manifest(name)
     wanted = {f"{name}/{path}" for path in files}
     found: dict[str, bytes] = {}
-    with read_source(source, name, commit) as archive:
+    with read_source(source, name, commit, files) as archive:
         for member in archive.getmembers():
             # A tarball made with another prefix still matches on the path below its root folder.
             path = f"{name}/{member.name.split('/', 1)[-1]}"

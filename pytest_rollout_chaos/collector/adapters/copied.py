@@ -42,7 +42,7 @@ class CopiedFrom:
     """An upstream function whose lines an adapter runs as copied, and the versions it mirrors."""
 
     module: str  # dotted, e.g. ``nemo_rl.algorithms.grpo``
-    function: str  # a top-level function of that module
+    function: str  # a top-level function of that module, or a method as ``Class.method``
     fingerprints: frozenset[str]  # of the function in every tree the copy was checked against
     trees: str  # those trees, for the message
 
@@ -52,8 +52,13 @@ class CopiedFrom:
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         except (OSError, SyntaxError, UnicodeDecodeError):
             return Located(path, None, None)
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == self.function:
+        owner, _, name = self.function.rpartition(".")
+        body = tree.body
+        if owner:
+            classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == owner]
+            body = classes[0].body if classes else []
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
                 return Located(path, node.lineno, fingerprint(node))
         return Located(path, None, None)
 

@@ -9,7 +9,10 @@ environment, the tokenizer's chat template renders the prompt and every observat
 is called token in, token out through SkyRL's HTTP ``RemoteInferenceClient`` (its
 ``/inference/v1/generate`` route, its retries), and loss masks, logprobs and token-level rewards
 are SkyRL's bookkeeping. The tokenizer is loaded with SkyRL's ``get_tokenizer`` from the policy's
-model directory. What SkyRL raises, the collector raises, unchanged.
+model directory. Past the generator, ``skyrl_train_batch`` runs ``RayPPOTrainer``'s step to the
+batch its policy update receives (advantages as its config says); the rollouts are read back from
+the generator's output (``skyrl_output``), each marked in the train batch with the loss mask that
+batch holds for it and SkyRL's loss reduction. What SkyRL raises, the collector raises, unchanged.
 
 **Stood in** (``STOOD_IN``, recorded with each call). The trainer's dataloader: the adapter
 builds SkyRL's prompts from the rows (``prompt``, ``env_class``, ``env_extras``, ``uid``). The
@@ -20,12 +23,15 @@ of every model call; that function itself is not called, because its module impo
 ``vllm_router`` at the top. The rows' environment is ``skyrl_env`` (a
 ``skyrl_gym`` environment registered with ``skyrl_gym.register``): SkyRL has no NeMo Gym
 environment, so it seeds a session, runs tool calls and verifies on the stack's resources server
-through the ``collector->resources`` link. The rows' tool lists are not rendered: SkyRL's
-generator templates the messages alone. One generator hook, for groups (``skyrl_prompts``).
+through the ``collector->resources`` link. A row's tools become a system message of its prompt,
+in the words the policy's chat template gives them (SkyRL's generator templates the messages
+alone; a SkyRL dataset describes its tools in its prompts). One generator hook, for groups
+(``skyrl_prompts``).
 
 **Settings.** Upstream's defaults (``SkyRLTrainConfig()``), except what the scenario's run sets
 for every collector: ``generator.max_turns`` (``ctx.settings.max_turns``),
-``sampling_params.max_generate_length`` (``max_new_tokens``; SkyRL's 1024 exceeds the tiny
+``sampling_params.max_generate_length`` (what each generation gets through NeMo Gym: the rows'
+``max_output_tokens``, else the stack's model server's limit; SkyRL's 1024 exceeds the tiny
 model's context) and ``temperature``; ``n_samples_per_prompt`` is the workload's group size
 (``generations_per_prompt``, 1 by default, where SkyRL's own default is 5), not a
 ``trainer_config`` key.
@@ -38,7 +44,9 @@ raising rollout (the verifier's HTTP 500 in ``verifier-exception-isolated``, a p
 ``policy-503-storm``: ``RemoteInferenceClient`` retries dropped connections, not error statuses)
 takes the whole step down while its siblings run on detached (``isolated_failures``); with the
 flag on the failed rows come back as placeholders, and a batch whose every rollout failed raises
-(``RuntimeError`` from the first failure), so no batch of placeholders is handed on.
+(``RuntimeError`` from the first failure), so no batch of placeholders is handed on. The
+placeholders it keeps are in the train batch, reward 0 and loss mask ``[0]``: inert at one
+generation per prompt under SkyRL's ``token_mean``, not in a group (``train_batch_sound``).
 
 Scenarios whose faults act where SkyRL's loop never goes (the NeMo Gym agents and model server,
 the Gym client) skip, saying so (``reaches``); so do validation-mode ones.
@@ -55,8 +63,14 @@ from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from pytest_rollout_chaos.collector.adapters import skyrl_env
+from pytest_rollout_chaos.collector.adapters import skyrl_train_batch as train_batch
 from pytest_rollout_chaos.collector.adapters.skyrl_output import LoggedFailures, rollout_of
-from pytest_rollout_chaos.collector.adapters.skyrl_prompts import HOOK, generator_class, prompts_of
+from pytest_rollout_chaos.collector.adapters.skyrl_prompts import (
+    HOOK,
+    generation_limit,
+    generator_class,
+    prompts_of,
+)
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.failures import root_cause
@@ -69,6 +83,7 @@ from pytest_rollout_chaos.collector.protocol import (
     row_index,
 )
 from pytest_rollout_chaos.errors import CollectorTargetError
+from pytest_rollout_chaos.servers.gym.stack import MAX_OUTPUT_TOKENS
 
 GENERATOR_MODULE: Final = "skyrl.train.generators.skyrl_gym_generator"
 CLIENT_MODULE: Final = "skyrl.backends.skyrl_train.inference_servers.remote_inference_client"
@@ -78,6 +93,7 @@ GENERATOR_UTILS_MODULE: Final = "skyrl.train.generators.utils"
 CONFIG_MODULE: Final = "skyrl.train.config"
 SKIP_FAILED: Final = "skip_failed_rollouts"
 GROUP_SIZE: Final = "generator.n_samples_per_prompt"
+LOSS_REDUCTION: Final = "trainer.algorithm.loss_reduction"
 GROUPS_UNSUPPORTED: Final = (
     f"this SkyRL tree's SkyRLGymGenerator has no {HOOK} hook, through which each of SkyRL's "
     "copies of a prompt gets its own row of the group (its TrajectoryID's repetition_id) to seed "
@@ -85,15 +101,16 @@ GROUPS_UNSUPPORTED: Final = (
 )
 STOOD_IN: Final = (
     "the trainer's dataloader: one SkyRL prompt per group of rows (prompt, env_class, env_extras, "
-    "uid), built by the adapter",
+    "uid), built by the adapter; a row's tools a system message in the chat template's words",
     "build_new_inference_client: the RemoteInferenceClient built as it builds it for an external "
     "proxy (its module imports vllm_router)",
     "the environment: skyrl_env's NeMo Gym row over the stack's resources server (SkyRL has no "
     "NeMo Gym environment)",
     f"SkyRLGymGenerator.{HOOK} (a no-op upstream, for subclasses): each sample's extras get row "
     "repetition_id of its prompt's group and agent_loop's session id",
+    *train_batch.STOOD_IN,
 )
-"""What of the trainer's path to ``generate`` is stood in; every other line is SkyRL's."""
+"""What of the trainer's path to the policy update is stood in; every other line is SkyRL's."""
 SOURCE: Final = "collector"
 
 
@@ -131,11 +148,18 @@ class _SkyRLUpstream(Upstream):
             )
 
 
-_MODULES: Final = (GENERATOR_MODULE, CLIENT_MODULE, ENGINE_UTILS_MODULE, SERVER_UTILS_MODULE, "skyrl_gym")
+_MODULES: Final = (
+    GENERATOR_MODULE,
+    CLIENT_MODULE,
+    ENGINE_UTILS_MODULE,
+    SERVER_UTILS_MODULE,
+    train_batch.TRAINER_MODULE,
+    "skyrl_gym",
+)
 _INSTALL: Final = (
     "pip install torch==2.13.0 'transformers>=5.6.1,<=5.8.0' cloudpathlib loguru tqdm datasets "
     "safetensors tokenizers typer peft==0.18.1 zstandard xxhash rich pillow aiohttp httpx omegaconf "
-    "hydra-core gymnasium ray==2.60.0 orjson pybase64 on Python 3.12, with "
+    "hydra-core gymnasium ray==2.60.0 orjson pybase64 jaxtyping torchdata on Python 3.12, with "
     "--rollout-chaos-upstream=<a SkyRL checkout> (its root and its skyrl-gym/ go on sys.path)"
 )
 GYM_CLIENT: Final = (
@@ -198,7 +222,9 @@ class SkyRLCollector:
             "stood_in": list(STOOD_IN),
         }
         history.append(SOURCE, "invoke", "generate", call)
-        config = self.config(n_samples_per_prompt=size)
+        config = self.config(
+            n_samples_per_prompt=size, max_generate_length=generation_limit(rows), prompts=len(rows) // size
+        )
         client = self.client(config)
         generator = generator_class(generator_module.SkyRLGymGenerator)(
             generator_cfg=config.generator,
@@ -207,28 +233,35 @@ class SkyRLCollector:
             tokenizer=self.tokenizer,
             policy_model_name=importlib.import_module(SERVER_UTILS_MODULE).resolve_policy_model_name(config),
         )
-        batch = self.generator_input(rows, config, size)
+        batch, uids = self.generator_input(rows, config, size)
+        trainer = train_batch.trainer(config, self.tokenizer, generator)
         failures = LoggedFailures()
         try:
             with failures.listening():
-                output = await self.generate(generator, batch)
+                output = await self.generate(trainer, batch)
+                # read before the step: postprocess_generator_output rewrites the output in place
+                rollouts = [
+                    rollout_of(output, position, row_index(row, position), failures)
+                    for position, row in enumerate(rows)
+                ]
+                trained = train_batch.train_step(trainer, output, uids)
         except BaseException as error:
             history.append(SOURCE, "fail", "generate", {**call, "error": root_cause(error)})
             raise
-        history.append(SOURCE, "ok", "generate", {**call, "returned": len(output["response_ids"])})
+        history.append(SOURCE, "ok", "generate", {**call, "returned": len(rollouts)})
         await client.teardown()
         if generator.env_executor is not None:
             generator.env_executor.shutdown(wait=False)
-        return [
-            rollout_of(output, position, row_index(row, position), failures)
-            for position, row in enumerate(rows)
-        ]
+        return train_batch.marked(rollouts, trained, config)
 
-    async def generate(self, generator: Any, batch: Any) -> Any:
-        """What the trainer's step does with the batch: ``generator.generate(batch)``."""
-        return await generator.generate(batch)
+    async def generate(self, trainer: Any, batch: Any) -> Any:
+        """What the trainer's step does with the batch: ``RayPPOTrainer.generate`` (the generator's
+        ``generate``, then ``validate_generator_output``)."""
+        return await trainer.generate(batch)
 
-    def config(self, *, n_samples_per_prompt: int = 1) -> Any:
+    def config(
+        self, *, n_samples_per_prompt: int = 1, max_generate_length: int = MAX_OUTPUT_TOKENS, prompts: int = 1
+    ) -> Any:
         """``SkyRLTrainConfig()`` (SkyRL's defaults) with what ``settings`` gives it."""
         config: Any = importlib.import_module(CONFIG_MODULE).SkyRLTrainConfig()
         taken = settings(
@@ -236,6 +269,9 @@ class SkyRLCollector:
             policy_root=self.policy_root,
             model_dir=str(self.model_dir),
             n_samples_per_prompt=n_samples_per_prompt,
+            max_generate_length=max_generate_length,
+            prompts=prompts,
+            mini_batch_default=config.trainer.policy_mini_batch_size,
         )
         if self.skip_failed_rollouts:
             taken.variant(f"generator.{SKIP_FAILED}", True, "the skyrl_skip_failed_rollouts target")
@@ -267,9 +303,9 @@ class SkyRLCollector:
             tokenizer=self.tokenizer,
         )
 
-    def generator_input(self, rows: Sequence[Row], config: Any, size: int = 1) -> Any:
+    def generator_input(self, rows: Sequence[Row], config: Any, size: int = 1) -> tuple[Any, list[str]]:
         """``prepare_generator_input`` over one SkyRL prompt per group of ``size`` rows
-        (``skyrl_prompts``: groups), as the trainer's step builds it."""
+        (``skyrl_prompts``: groups), as the trainer's step builds it: the batch and its ``uids``."""
         utils: Any = importlib.import_module(GENERATOR_UTILS_MODULE)
         engine_utils: Any = importlib.import_module(ENGINE_UTILS_MODULE)
         extras: dict[str, Any] = {
@@ -280,15 +316,15 @@ class SkyRLCollector:
         sampling = engine_utils.get_sampling_params_for_backend(
             config.generator.inference_engine.backend, config.generator.sampling_params
         )
-        batch, _ = utils.prepare_generator_input(
-            prompts_of(rows, size, extras),
+        batch, uids = utils.prepare_generator_input(
+            prompts_of(rows, size, extras, self.tokenizer),
             config.generator.n_samples_per_prompt,
             sampling,
             config.environment.env_class,
             "train",
             0,
         )
-        return batch
+        return batch, list(uids)
 
 
 KNOWN: Final = (
@@ -299,34 +335,49 @@ KNOWN: Final = (
     "generator.inference_engine.served_model_name",
     "trainer.policy.model.path",
     f"generator.{SKIP_FAILED}",
+    LOSS_REDUCTION,
 )
 """The ``SkyRLTrainConfig`` keys the adapter sets: what ``trainer_config`` may set (``skyrl.<key>``).
 Not ``generator.n_samples_per_prompt``: the workload's ``generations_per_prompt`` sets it."""
 
 
 def settings(
-    ctx: CollectorContext, *, policy_root: str, model_dir: str, n_samples_per_prompt: int = 1
+    ctx: CollectorContext,
+    *,
+    policy_root: str,
+    model_dir: str,
+    n_samples_per_prompt: int = 1,
+    max_generate_length: int = MAX_OUTPUT_TOKENS,
+    prompts: int = 1,
+    mini_batch_default: int = 1,
 ) -> TrainerSettings:
     """What the adapter sets on ``SkyRLTrainConfig()``: only what the run fixes (the policy, the
-    model, the harness's limits, the workload's group size); every other field stays SkyRL's
-    default, and so does ``generator.skip_failed_rollouts`` unless the scenario or the variant's
-    name asks."""
+    model, the harness's limits, the workload's group size and prompts); every other field stays
+    SkyRL's default, and so do ``generator.skip_failed_rollouts`` and
+    ``trainer.algorithm.loss_reduction`` unless the scenario (or the variant's name) asks."""
     taken = TrainerSettings("skyrl", ctx.settings.trainer_config, KNOWN)
     taken.check()
     run = ctx.settings
     taken.run("generator.max_turns", run.max_turns, "the harness's turn limit")
     taken.run(GROUP_SIZE, n_samples_per_prompt, "the workload's generations_per_prompt (GRPO group size)")
+    taken.run("trainer.train_batch_size", prompts, "the workload's prompts: the step's batch")
     taken.run(
-        "generator.sampling_params.max_generate_length", run.max_new_tokens, "the harness's token limit"
+        "trainer.policy_mini_batch_size",
+        min(prompts, mini_batch_default),
+        "at most the step's prompts (SkyRL asserts it divides train_batch_size)",
+    )
+    taken.run(
+        "generator.sampling_params.max_generate_length",
+        max_generate_length,
+        "the rows' max_output_tokens, else the stack's model server's (skyrl_prompts.generation_limit)",
     )
     taken.run("generator.sampling_params.temperature", run.temperature, "the harness's temperature")
     taken.run("generator.inference_engine.external_proxy_url", policy_root, "the policy server of this stack")
     taken.run("generator.inference_engine.served_model_name", ctx.model, "the model the policy serves")
     taken.run("trainer.policy.model.path", model_dir, "the policy's model directory")
-    if f"generator.{SKIP_FAILED}" in taken.asked:
-        taken.run(
-            f"generator.{SKIP_FAILED}", taken.asked[f"generator.{SKIP_FAILED}"], "asked by the scenario"
-        )
+    for key in (f"generator.{SKIP_FAILED}", LOSS_REDUCTION):  # SkyRL's default unless asked
+        if key in taken.asked:
+            taken.run(key, taken.asked[key], "asked by the scenario")
     return taken
 
 

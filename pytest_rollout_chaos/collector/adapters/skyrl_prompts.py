@@ -13,6 +13,12 @@ a no-op upstream, called with the sample's ``TrajectoryID`` just before ``skyrl_
 picks row ``repetition_id`` of the group and the session id ``agent_loop`` uses. On a tree
 without the hook a workload of groups skips, saying so. The rows of a group differ only in
 ``_rowidx``, so the samples' environments behave alike; only the servers' records tell them apart.
+
+A row's tools (``responses_create_params.tools``) go into its prompt as a system message:
+SkyRL's generator templates the messages alone (``apply_chat_template`` without ``tools=``), and
+a SkyRL dataset describes its tools in its prompts. The message says what the policy's own chat
+template writes for those tools, so the first prompt is token for token what the model would
+see with ``tools=`` (checked; a template that does not put tools in a system turn is an error).
 """
 
 from __future__ import annotations
@@ -22,21 +28,29 @@ from typing import Any, Final
 
 from pytest_rollout_chaos.collector.adapters import skyrl_env
 from pytest_rollout_chaos.collector.protocol import Row, row_index
+from pytest_rollout_chaos.servers.gym.convert import tools_to_chat
+from pytest_rollout_chaos.servers.gym.stack import MAX_OUTPUT_TOKENS
 
 HOOK: Final = "_setup_env_extras"
+_MARK: Final = "\x00rollout-chaos-system\x00"  # stands for the system message's text while rendering
 
 
-def prompts_of(rows: Sequence[Row], size: int, extras: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One SkyRL prompt per group of ``size`` consecutive rows: the group's first row's messages,
-    ``uid`` its ``_rowidx``, and ``extras`` with the group's rows in order (``skyrl_env.ROWS``);
-    the row and session of repetition 0 are set too, what a generator without the hook uses."""
+def prompts_of(
+    rows: Sequence[Row], size: int, extras: Mapping[str, Any], tokenizer: Any
+) -> list[dict[str, Any]]:
+    """One SkyRL prompt per group of ``size`` consecutive rows: the group's first row's messages
+    (its tools in a system message, ``with_tools``), ``uid`` its ``_rowidx``, and ``extras`` with
+    the group's rows in order (``skyrl_env.ROWS``); the row and session of repetition 0 are set
+    too, what a generator without the hook uses."""
     prompts: list[dict[str, Any]] = []
     for start in range(0, len(rows), size):
         group = [dict(row) for row in rows[start : start + size]]
         uid = str(row_index(rows[start], start))
+        params = group[0].get("responses_create_params")
+        tools = tools_to_chat(params.get("tools")) if isinstance(params, dict) else []
         prompts.append(
             {
-                "prompt": messages_of(group[0]),
+                "prompt": with_tools(messages_of(group[0]), tools, tokenizer),
                 "env_class": skyrl_env.ENV_ID,
                 "env_extras": {
                     **extras,
@@ -117,3 +131,51 @@ def messages_of(row: Row) -> list[dict[str, Any]]:
             if isinstance(item, dict)
         ]
     raise ValueError(f"row {row.get('_rowidx')!r} has no responses_create_params.input")
+
+
+def with_tools(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]], tokenizer: Any
+) -> list[dict[str, Any]]:
+    """``messages`` with ``tools`` described in their system message, in the text the tokenizer's
+    chat template writes for them: rendered with ``tools=`` and with a marker system message, the
+    two renderings differ only where the marker stands, and that text becomes the system message."""
+    if not tools:
+        return messages
+    rest = messages[1:] if messages and messages[0].get("role") == "system" else messages
+    wanted = _render(tokenizer, messages, tools=tools)
+    marked = _render(tokenizer, [{"role": "system", "content": _MARK}, *rest])
+    before, _, after = marked.partition(_MARK)
+    made = [{"role": "system", "content": wanted[len(before) : len(wanted) - len(after)]}, *rest]
+    if not (wanted.startswith(before) and wanted.endswith(after)) or _render(tokenizer, made) != wanted:
+        raise ValueError(
+            "the policy's chat template does not write a row's tools into a system message, so the "
+            "skyrl adapter cannot hand them to SkyRL's generator (which templates messages without "
+            f"tools=) as a SkyRL dataset would, in its prompt; rendered with tools: {wanted!r}"
+        )
+    return made
+
+
+def _render(tokenizer: Any, messages: list[dict[str, Any]], **kwargs: Any) -> str:
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kwargs)
+    return str(text)
+
+
+def generation_limit(rows: Sequence[Row]) -> int:
+    """SkyRL's ``max_generate_length`` (one per batch): the rows' ``max_output_tokens``, else what
+    the stack's model server gives a call without one, so each generation gets the budget it would
+    get through NeMo Gym; rows that differ are an error (SkyRL cannot give each its own)."""
+    limits = set()
+    for position, row in enumerate(rows):
+        params = row.get("responses_create_params")
+        given = params.get("max_output_tokens") if isinstance(params, dict) else None
+        if given is not None and not (isinstance(given, int) and given > 0):
+            raise ValueError(
+                f"row {row_index(row, position)}: max_output_tokens {given!r} is no positive integer"
+            )
+        limits.add(given or MAX_OUTPUT_TOKENS)
+    if len(limits) > 1:
+        raise ValueError(
+            f"the rows set different max_output_tokens ({sorted(limits)}); SkyRL's generator has one "
+            "generator.sampling_params.max_generate_length per batch"
+        )
+    return limits.pop() if limits else MAX_OUTPUT_TOKENS

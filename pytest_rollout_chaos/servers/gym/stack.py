@@ -39,6 +39,8 @@ RESOURCES_NAME: Final = "gym_resources"
 MODEL_NAME: Final = "gym_model"
 HEAD_NAME: Final = "gym_head"
 DEFAULT_AGENTS: Final = ("calculator_agent", "echo_agent")
+MAX_OUTPUT_TOKENS: Final = 64
+"""The token limit of a model call whose row sets no ``max_output_tokens`` (the model server's)."""
 _PACKAGE: Final = "pytest_rollout_chaos.servers.gym"
 
 
@@ -99,7 +101,7 @@ def model_spec(
     eos_token_id: int | None,
     splice: bool = True,
     name: str = MODEL_NAME,
-    default_max_tokens: int = 64,
+    default_max_tokens: int = MAX_OUTPUT_TOKENS,
 ) -> ServerSpec:
     """The Gym model server in front of the policy (or its replicas, which it spreads its calls
     over); ``splice=False`` is vanilla vLLM behaviour."""

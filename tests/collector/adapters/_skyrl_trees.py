@@ -4,8 +4,9 @@ exception.
 The trees are ``git archive``s of NovaSky-AI/SkyRL (``tests.collector.adapters._trees`` finds them):
 ``BASE`` is PR #1986's base (``SkyRLGymGenerator.generate`` gathers its rollouts with
 ``tqdm.gather``, so the first raising one aborts the step), ``HEAD`` the PR's head
-(``generator.skip_failed_rollouts``, off by default). SkyRL needs Python 3.12 and its own
-dependencies; without them the tests that need a tree skip, saying so.
+(``generator.skip_failed_rollouts``, off by default), ``MAIN`` SkyRL's main of 2026-08-21, 35
+commits past the base and without the PR. SkyRL needs Python 3.12 and its own dependencies;
+without them the tests that need a tree skip, saying so.
 
 ``SwallowingSkyRLCollector`` is the adapter with one fault of its own: it wraps SkyRL's
 ``agent_loop`` and turns a raising rollout into a placeholder itself (what PR #1986 does, done by
@@ -29,6 +30,7 @@ from tests.collector.adapters._trees import pinned_tree
 
 BASE: Final = "skyrl-1ec7fae4"
 HEAD: Final = "skyrl-caf4ce6f"
+MAIN: Final = "skyrl-a9564572"
 SCENARIO: Final = "verifier-exception-isolated"
 SKYRL_DEPENDENCIES: Final = (
     "torch",
@@ -41,6 +43,8 @@ SKYRL_DEPENDENCIES: Final = (
     "cloudpathlib",
     "datasets",
     "peft",
+    "jaxtyping",  # RayPPOTrainer's step (skyrl.train.trainer and what it imports)
+    "torchdata",
 )
 PYTHON: Final = (3, 12)
 
@@ -74,8 +78,9 @@ def importable(tree: Path) -> Iterator[None]:
 class SwallowingSkyRLCollector(skyrl.SkyRLCollector):
     """BROKEN ON PURPOSE: catches each rollout's exception and hands back a placeholder itself."""
 
-    async def generate(self, generator: Any, batch: Any) -> Any:
+    async def generate(self, trainer: Any, batch: Any) -> Any:
         module: Any = importlib.import_module(skyrl.GENERATOR_MODULE)
+        generator = trainer.generator
         agent_loop: Callable[..., Awaitable[Any]] = generator.agent_loop
         pad = self.tokenizer.pad_token_id
 
@@ -94,7 +99,7 @@ class SwallowingSkyRLCollector(skyrl.SkyRLCollector):
                 )
 
         generator.agent_loop = swallowing
-        return await generator.generate(batch)
+        return await trainer.generate(batch)
 
 
 swallowing_factory = SwallowingSkyRLCollector

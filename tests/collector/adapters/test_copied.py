@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rollout_chaos.collector.adapters.copied import CopiedFrom
 from pytest_rollout_chaos.collector.adapters.nemo_rl_train_batch import COPIED
 from pytest_rollout_chaos.errors import NotJudgedError
 from tests.collector.adapters._trees import upstream_dir
@@ -72,3 +73,19 @@ def test_a_tree_without_the_function_is_not_judged(tmp_path: Path) -> None:
     assert COPIED.stale(path) == (
         f"grpo_train is gone from nemo_rl.algorithms.grpo ({path}): the adapter runs lines copied from it"
     )
+
+
+def test_a_method_is_found_in_its_class_only(tmp_path: Path) -> None:
+    """``Class.method`` (SkyRL's ``RayPPOTrainer.train``): a function of that name elsewhere does
+    not count."""
+    path = tmp_path / "trainer.py"
+    path.write_text(
+        "def train():\n    return 0\n\n\nclass Trainer:\n    def train(self):\n        return 1\n"
+    )
+    method = CopiedFrom("pkg.trainer", "Trainer.train", frozenset(), "none")
+    function = CopiedFrom("pkg.trainer", "train", frozenset(), "none")
+    found = method.locate(path)
+    assert found.line == 6
+    assert found.fingerprint != function.locate(path).fingerprint
+    path.write_text("class Other:\n    def train(self):\n        return 1\n")
+    assert method.locate(path).fingerprint is None

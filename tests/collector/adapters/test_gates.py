@@ -208,8 +208,7 @@ def test_the_gate_shows_the_fix_and_every_other_verdict_the_pr_changes(
     else:
         assert target["head"]["invariants"][pair.by] == "PASS", target["head"]["message"]
         assert not not_fixed, not_fixed
-    # A baseline red on both sides (SkyRL's, where no row with two model calls goes through its
-    # generator, was measured so) leaves the gate "not judged" (exit 2) whatever else moved.
+    # A baseline red on both sides leaves the gate "not judged" (exit 2) whatever else moved.
     green = changes["baseline"]["change"] == "passed on both"
     assert status == (1 if pair.regressions or pair.still_raises else 0 if green else 2), (
         document["failures"],
@@ -246,8 +245,8 @@ def test_skyrls_flag_off_by_default_changes_no_verdict(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """PR #1986 with ``generator.skip_failed_rollouts`` at its default: ``generate`` takes the same
-    ``tqdm.gather`` path as before, so every verdict stays, red ones included; where baseline is
-    red on both sides the gate does not pass (exit 2, not judged) on what little it judged."""
+    ``tqdm.gather`` path as before, so every verdict stays, red ones included; the baseline is
+    green and judged on both sides (multi-turn rows through SkyRL's generator), so the gate passes."""
     pair = dataclasses.replace(PAIRS["skyrl#1986"], head_target=None)
     base, head = _archives(pair)
     monkeypatch.chdir(REPO)
@@ -260,8 +259,5 @@ def test_skyrls_flag_off_by_default_changes_no_verdict(
     assert changes[pair.fixes]["base"]["invariants"][pair.by] == "FAIL"
     assert changes[pair.fixes]["head"]["invariants"][pair.by] == "FAIL"
     assert document["failures"] == []
-    if changes["baseline"]["change"] == "passed on both":
-        assert status == 0, document["not_judged"]
-    else:  # red on both sides: no PASS on what little was judged
-        assert document["not_judged"][0].startswith("baseline: not judged: it must pass on both sides")
-        assert status == 2
+    assert changes["baseline"]["change"] == "passed on both", changes["baseline"]
+    assert status == 0, document["not_judged"]

@@ -17,16 +17,14 @@ the reason, where this interpreter cannot run SkyRL (Python 3.12 and its depende
 
 from __future__ import annotations
 
-import importlib
 import textwrap
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_env, skyrl_output, skyrl_prompts
+from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_output
 from pytest_rollout_chaos.engine.fit import unreachable
 from pytest_rollout_chaos.scenario.model import load_scenario
 from tests.catalog._verdicts import CATALOG, run_catalog
@@ -109,82 +107,6 @@ def test_a_placeholder_is_an_aborted_row_naming_what_skyrl_logged_for_that_rollo
     assert "SkyRL logged no cause for it" in silent
 
 
-def test_rows_become_skyrl_prompts_and_sessions() -> None:
-    assert skyrl_prompts.messages_of({"responses_create_params": {"input": "hi there"}}) == [
-        {"role": "user", "content": "hi there"}
-    ]
-    with pytest.raises(ValueError, match=r"row 4 has no responses_create_params.input"):
-        skyrl_prompts.messages_of({"_rowidx": 4})
-    assert skyrl_prompts.session_id("12", 0) == "12_0"
-
-
-# -- GRPO groups: one SkyRL prompt per group, each of SkyRL's copies seeded from its own row ----------
-def grouped_rows(size: int = 4, prompts: int = 2) -> list[dict[str, Any]]:
-    """``prompts`` prompts, each ``size`` consecutive rows equal but for ``_rowidx``."""
-    return [
-        {"responses_create_params": {"input": f"question {p}"}, "task": "echo", "_rowidx": p * size + k}
-        for p in range(prompts)
-        for k in range(size)
-    ]
-
-
-@dataclass(frozen=True)
-class Trajectory:
-    """The two fields of SkyRL's ``TrajectoryID`` the hook reads."""
-
-    instance_id: str
-    repetition_id: int
-
-
-def test_a_group_is_one_prompt_whose_extras_carry_every_row() -> None:
-    prompts = skyrl_prompts.prompts_of(grouped_rows(), 4, {"shared": 1})
-    assert [prompt["uid"] for prompt in prompts] == ["0", "4"]
-    assert [row["_rowidx"] for row in prompts[1]["env_extras"][skyrl_env.ROWS]] == [4, 5, 6, 7]
-    assert prompts[1]["prompt"] == [{"role": "user", "content": "question 1"}]
-    assert prompts[1]["env_extras"]["shared"] == 1
-    one_each = skyrl_prompts.prompts_of(grouped_rows(), 1, {})
-    assert [prompt["uid"] for prompt in one_each] == [str(i) for i in range(8)]
-
-
-def test_each_sample_gets_the_row_of_its_repetition_and_its_trajectorys_session() -> None:
-    [_, second] = skyrl_prompts.prompts_of(grouped_rows(), 4, {})
-    own = skyrl_prompts.sample_extras(dict(second["env_extras"]), Trajectory("4", 2))
-    assert own[skyrl_env.ROW]["_rowidx"] == 6
-    assert own[skyrl_env.SESSION_ID] == "4_2"
-    with pytest.raises(ValueError, match=r"repetition_id outside the group of 4 rows"):
-        skyrl_prompts.sample_extras(dict(second["env_extras"]), Trajectory("4", 4))
-    with pytest.raises(ValueError, match=r"no trajectory_id for a prompt of 4 rows"):
-        skyrl_prompts.sample_extras(dict(second["env_extras"]), None)
-
-
-@pytest.fixture(params=[trees.BASE, trees.HEAD])
-def skyrl_tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One pinned tree's ``skyrl`` imported (by name), without the stack."""
-    with trees.importable(trees.unpack(request.param, tmp_path_factory.mktemp("skyrl"))):
-        yield request.param
-
-
-def test_skyrls_own_repetition_reaches_each_sample_its_own_row(skyrl_tree: str) -> None:
-    """SkyRL's ``prepare_generator_input`` copies one prompt's extras per sample; the generator's
-    ``_setup_env_extras`` (called by ``agent_loop`` with the sample's ``TrajectoryID``) then holds
-    the sample's own row, in row order, and the session id ``agent_loop`` gives the trajectory."""
-    utils: Any = importlib.import_module(skyrl.GENERATOR_UTILS_MODULE)
-    base: Any = importlib.import_module(skyrl.GENERATOR_MODULE).SkyRLGymGenerator
-    assert hasattr(base, skyrl_prompts.HOOK), f"{skyrl_tree} has no {skyrl_prompts.HOOK}"
-    batch, uids = utils.prepare_generator_input(
-        skyrl_prompts.prompts_of(grouped_rows(), 4, {}), 4, {}, None, "train", 0
-    )
-    assert uids == ["0"] * 4 + ["4"] * 4
-    generator_class = skyrl_prompts.generator_class(base)
-    generator: Any = object.__new__(generator_class)  # the hook reads nothing of the instance
-    seen = []
-    for extras, trajectory in zip(batch["env_extras"], batch["trajectory_ids"], strict=True):
-        own = generator._setup_env_extras(skyrl_env.ENV_ID, extras, None, trajectory)
-        assert own[skyrl_env.SESSION_ID] == f"{trajectory.instance_id}_{trajectory.repetition_id}"
-        seen.append(own[skyrl_env.ROW]["_rowidx"])
-    assert seen == list(range(8))
-
-
 @pytest.mark.parametrize(
     ("scenario", "reaches"),
     [
@@ -207,9 +129,9 @@ def test_only_faults_on_skyrls_own_requests_reach_it(scenario: str, reaches: boo
 # -- the real trees on the full stack ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def skyrl_trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The two pinned trees, unpacked; skip, saying why, where SkyRL cannot run."""
+    """The pinned trees, unpacked; skip, saying why, where SkyRL cannot run."""
     into = tmp_path_factory.mktemp("skyrl-trees")
-    return {name: trees.unpack(name, into) for name in (trees.BASE, trees.HEAD)}
+    return {name: trees.unpack(name, into) for name in (trees.BASE, trees.HEAD, trees.MAIN)}
 
 
 def upstream(tree: Path) -> list[str]:
@@ -249,6 +171,9 @@ WHOLE_BATCH_TEST = textwrap.dedent(
         rollouts = await chaos_collector.collect(chaos_gym.rows("calculator", 4), mode="train")
         assert [r.status for r in rollouts].count("aborted") == 1, rollouts
         assert rollouts[1].status == "aborted" and not rollouts[1].turns
+        # SkyRL trains the placeholder: in the batch its policy update gets, loss mask [0]
+        assert rollouts[1].in_train_batch and rollouts[1].loss_mask == [0], rollouts[1]
+        assert all(r.in_train_batch and any(r.loss_mask) for r in rollouts if r.status != "aborted")
         assert "reward function crashed on row 1" in rollouts[1].error, rollouts[1].error
         assert all(r.turns for r in rollouts if r.status != "aborted")
     """
@@ -338,6 +263,28 @@ GROUP_TWINS = {
           invariants: [groups_intact, finite_logprobs, isolated_failures, bounded, ends_promptly]
           within_s: 10
     """,
+    "skyrl-placeholder-sequence-mean": """
+        name: skyrl-placeholder-sequence-mean
+        description: >
+          verifier-exception-isolated under SkyRL's sequence_mean loss reduction: the placeholder
+          SkyRL keeps in the train batch counts in the loss's divisor, loss mask [0] or not.
+        tags: [semantic, isolation]
+        upstream: ["NovaSky-AI/SkyRL#1986"]
+        workload:
+          rows_per_task: 4
+          tasks: [calculator, echo]
+          trainer_config:
+            skyrl.trainer.algorithm.loss_reduction: sequence_mean
+        faults:
+          - kind: trajectory_exception
+            target: resources
+            route: /verify
+            row: 2
+            message: "reward function crashed on row 2"
+        expect:
+          invariants: [train_batch_sound, isolated_failures, accounted, root_cause_visible]
+          within_s: 30
+    """,
 }
 CATALOG_GROUPS = ["group-trajectory-exception", "group-nan-logprobs", "group-agent-killed"]
 
@@ -349,7 +296,12 @@ CATALOG_GROUPS = ["group-trajectory-exception", "group-nan-logprobs", "group-age
 # - skyrl-group-verifier-exception, flag on (PR #1986's head): _substitute_failed_rollouts puts a
 #   placeholder (reward 0, loss mask [0]) in the failed rollout's place, its uid kept, and the
 #   trainer computes GRPO advantages by uid (trainer.py, compute_advantages_and_returns, index=
-#   uids): the placeholder's reward enters its three siblings' baseline. groups_intact fails.
+#   uids): the placeholder's reward enters its three siblings' baseline. groups_intact fails, and
+#   train_batch_sound, read at the batch the policy update gets: its zero loss mask under
+#   token_mean trains nothing, but it is not alone in its group.
+# - skyrl-placeholder-sequence-mean, flag on: one generation per prompt, but under
+#   loss_reduction sequence_mean the placeholder counts in the divisor: train_batch_sound fails
+#   naming the setting (under the default token_mean, verifier-exception-isolated passes it).
 # - skyrl-group-nan-logprobs, flag off: RemoteInferenceClient._post parses each answer with orjson,
 #   which rejects a NaN literal, and retries an unparsable answer 30 times a second apart
 #   (_DATA_PLANE_RETRIES): the step stalls past the 10 s deadline (bounded, ends_promptly); no NaN
@@ -360,7 +312,8 @@ GROUP_RUNS = {
         "skyrl-group-nan-logprobs": ({"bounded", "ends_promptly"}, "NOT_JUDGED"),
     },
     ("skyrl_skip_failed_rollouts", trees.HEAD): {
-        "skyrl-group-verifier-exception": ({"groups_intact"}, "FAIL"),
+        "skyrl-group-verifier-exception": ({"groups_intact", "train_batch_sound"}, "FAIL"),
+        "skyrl-placeholder-sequence-mean": ({"train_batch_sound"}, "NOT_JUDGED"),
     },
 }
 
@@ -395,3 +348,52 @@ def test_skyrl_meets_groups_as_its_own_n_samples_per_prompt_does(
         failed = {invariant for invariant, status in result.invariants.items() if status == "FAIL"}
         assert failed == failing, f"{target} on {tree}, {name}:\n{result.message}"
         assert result.invariants["groups_intact"] == groups, result.message
+        if "train_batch_sound" in failing:  # the placeholder, named, and why it moves the gradient
+            assert "is in the train batch with reward 0.0, but it came back aborted" in result.message
+            setting = "trainer.algorithm.loss_reduction = 'sequence_mean' counts it in the loss's divisor"
+            assert (setting in result.message) == name.endswith("sequence-mean"), result.message
+
+
+# -- SkyRL's main (a9564572, PR #1986 not merged) over the whole catalog -----------------------------
+# Measured: what runs on SkyRL's requests is judged as on the PR's base; the rest skips by reach.
+MAIN_PASSED = {
+    "baseline",
+    "native-token-limit-truncated",
+    "policy-not-ready-at-start",
+    "token-limit-truncated",
+}
+MAIN_FAILED = {
+    # one raising rollout (the verifier's 500, a policy 503) takes the step down: SkyRL #1613
+    "verifier-exception-isolated": {"isolated_failures", "raise_has_cause"},
+    "policy-503-storm": {"isolated_failures", "raise_has_cause"},  # its 503s fall at random
+}
+MAIN_VACUOUS = {
+    # token in, token out: SkyRL never re-renders a turn, so no prompt ids drift to see
+    "retokenization-drift": "prompt_ids_drifted: NOT_SEEN",
+    # SkyRL's rewards come from its environment's /verify, which no record ties to a row
+    "workload-out-of-order": "rewards_recorded: NOT_JUDGED",
+}
+MAIN_SKIPS = ("cannot reach the collector under test", "validation-mode scenario")
+
+
+@pytest.mark.slow
+def test_the_whole_catalog_on_skyrls_main(tmp_path: Path, skyrl_trees: dict[str, Path]) -> None:
+    """Main's verdicts (``MAIN_*``): the baseline green and judged (multi-turn rows through SkyRL's
+    generator, read at the batch its policy update gets), #1613 still open, the rest skips."""
+    verdicts = run_catalog(tmp_path, target="skyrl", stack_args=upstream(skyrl_trees[trees.MAIN]))
+    passed = {name for name, result in verdicts.items() if result.passed}
+    assert passed - {"policy-503-storm"} == MAIN_PASSED, {n: verdicts[n].message for n in passed}
+    assert verdicts["baseline"].invariants["prefix_consistent"] == "PASS"
+    assert verdicts["baseline"].invariants["train_batch_sound"] == "PASS"
+    for name, failing in MAIN_FAILED.items():
+        result = verdicts[name]
+        failed = {invariant for invariant, status in result.invariants.items() if status == "FAIL"}
+        assert failed == failing or (name == "policy-503-storm" and not failed), result.message
+    for name, unseen in MAIN_VACUOUS.items():
+        assert not verdicts[name].passed, verdicts[name].skipped
+        assert unseen in verdicts[name].message, verdicts[name].message
+    rest = set(verdicts) - MAIN_PASSED - set(MAIN_FAILED) - set(MAIN_VACUOUS)
+    for name in rest:
+        skipped = verdicts[name].skipped
+        assert skipped is not None, f"{name}: {verdicts[name].message}"
+        assert any(reason in skipped for reason in MAIN_SKIPS), skipped

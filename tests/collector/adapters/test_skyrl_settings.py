@@ -1,9 +1,10 @@
 """The ``skyrl`` adapter starts from ``SkyRLTrainConfig()`` and sets only what the run fixes.
 
-Every field it sets is a field of SkyRL's config (on both pinned trees); the ones whose value
+Every field it sets is a field of SkyRL's config (on every pinned tree); the ones whose value
 differs from SkyRL's own default are exactly the run's (the policy, its model, the harness's
-turn and token limits, the workload's group size), and ``generator.skip_failed_rollouts`` keeps
-SkyRL's default unless the variant's name or the scenario asks.
+turn and token limits, the workload's group size and prompts per step), and
+``generator.skip_failed_rollouts`` keeps SkyRL's default unless the variant's name or the
+scenario asks.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import pytest
 from pytest_rollout_chaos.collector.adapters import skyrl
 from pytest_rollout_chaos.errors import CollectorTargetError
 from tests.collector.adapters._settings_context import settings_context
-from tests.collector.adapters._skyrl_trees import BASE, HEAD, importable, unpack
+from tests.collector.adapters._skyrl_trees import BASE, HEAD, MAIN, importable, unpack
 
 # What the run fixes where SkyRL has a default of its own: the workload's shape and the stack.
 RUN_DEPARTURES = {
     "generator.max_turns",
     "generator.n_samples_per_prompt",
+    "trainer.train_batch_size",
+    "trainer.policy_mini_batch_size",
     "generator.sampling_params.max_generate_length",
     "generator.inference_engine.external_proxy_url",
     "generator.inference_engine.served_model_name",
@@ -29,7 +32,7 @@ RUN_DEPARTURES = {
 }
 
 
-@pytest.fixture(params=[BASE, HEAD])
+@pytest.fixture(params=[BASE, HEAD, MAIN])
 def config_class(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     with importable(unpack(request.param, tmp_path_factory.mktemp("skyrl"))):
         yield importlib.import_module(skyrl.CONFIG_MODULE).SkyRLTrainConfig
@@ -58,6 +61,19 @@ def test_a_scenario_may_turn_on_skip_failed_rollouts() -> None:
     taken = skyrl.settings(ctx, policy_root="http://127.0.0.1:1", model_dir="/m")
     [asked] = [item for item in taken.items if item.source == "scenario"]
     assert (asked.key, asked.value) == ("generator.skip_failed_rollouts", True)
+
+
+def test_a_scenario_may_set_the_loss_reduction() -> None:
+    """What ``train_batch_sound`` weighs an aborted sample in the train batch by."""
+    taken = skyrl.settings(
+        settings_context(**{"skyrl.trainer.algorithm.loss_reduction": "sequence_mean"}),
+        policy_root="http://x",
+        model_dir="/m",
+    )
+    [asked] = [item for item in taken.items if item.source == "scenario"]
+    assert (asked.key, asked.value) == ("trainer.algorithm.loss_reduction", "sequence_mean")
+    unasked = skyrl.settings(settings_context(), policy_root="http://x", model_dir="/m")
+    assert skyrl.LOSS_REDUCTION not in {item.key for item in unasked.items}
 
 
 def test_a_field_the_adapter_does_not_set_is_an_error() -> None:
