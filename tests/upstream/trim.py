@@ -2,10 +2,11 @@
 
     python tests/upstream/trim.py SOURCE NAME
 
-SOURCE is a git checkout of the repository (the commit named in ``NAME.files``, in full, is
-archived from it, whatever is checked out) or a ``git archive`` tarball of that commit; NAME is a tree of this
-folder (``slime-fec3da9b``). Only the files listed in ``NAME.files`` are kept: what the adapters
-import and read, found by running the adapters' tests with an open-audit hook, plus the LICENSE.
+SOURCE is a git checkout or a bare git directory of the repository (the commit named in
+``NAME.files``, in full, is archived from it, whatever is checked out) or a ``git archive`` tarball
+of that commit; NAME is a tree of this folder (``slime-fec3da9b``). Only the files listed in
+``NAME.files`` are kept: what the adapters import and read, found by running the adapters' tests
+with an open-audit hook, plus the LICENSE.
 The tarball is written byte-for-byte reproducibly (sorted entries, zero times, root owner).
 """
 
@@ -35,7 +36,7 @@ def manifest(name: str) -> tuple[str, list[str]]:
 
 
 def read_source(source: Path, name: str, commit: str) -> tarfile.TarFile:
-    if (source / ".git").exists():
+    if source.is_dir():  # a checkout or a bare git directory: git archive reads either
         archive = subprocess.run(
             ["git", "-C", str(source), "archive", "--format=tar", f"--prefix={name}/", commit],
             check=True,
