@@ -200,6 +200,35 @@ def test_a_row_slime_left_out_of_the_train_data_is_aborted_out_of_the_batch() ->
     assert rollouts[1].error == "slime left row 1 out of the train data"
 
 
+def test_a_row_slime_trains_as_several_samples_is_one_rollout_with_their_turns() -> None:
+    """On slime's ``TrajectoryManager`` trees the hook returns each row as a ``list[Sample]``, one per
+    chain (a fork where a prompt drifted): the row is every one of them, not a placeholder."""
+    first, fork, other = two_turns(0), two_turns(0), two_turns(1)
+    fork.tokens, fork.response_length, fork.loss_mask, fork.rollout_log_probs = [7, 8, 9], 1, [1], [-2.0]
+    data = train_data(first, fork, other)
+    data["truncated"] = [0, 1, 0]
+    rollouts = slime_train_data.read_train_data(
+        data, [[[first, fork]], [[other]]], slime_train_data.CrashLog(), fan_out=True
+    )
+    assert [(r.row_index, r.status, r.error, r.in_train_batch) for r in rollouts] == [
+        (0, "truncated", None, True),
+        (1, "completed", None, True),
+    ]
+    assert [t.generation_token_ids for t in rollouts[0].turns] == [[10, 11], [12], [9]]
+    assert rollouts[0].turns[2].prompt_token_ids == [7, 8]
+
+
+def test_a_bool_reward_is_read_as_slime_trains_it() -> None:
+    """slime makes its advantages of ``torch.tensor(raw_rewards, dtype=torch.float)``: True is 1.0."""
+    sample = two_turns(0)
+    data = train_data(sample)
+    data["raw_reward"] = [True]
+    (rollout,) = slime_train_data.read_train_data(data, [[sample]], slime_train_data.CrashLog())
+    assert rollout.reward == 1.0
+    sample.reward = False
+    assert slime_train_data.read_back(sample, slime_train_data.CrashLog()).reward == 0.0
+
+
 def test_rows_group_by_prompt_in_the_workload_layout() -> None:
     rows = [{"q": q, "_rowidx": i} for i, q in enumerate(["a", "a", "b", "b", "c", "c"])]
     groups = slime.prompt_groups(rows)
@@ -245,9 +274,9 @@ def test_stubs_only_what_cannot_be_imported_as_slime_builds_them(monkeypatch: py
 # -- the real trees on the full stack ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def slime_trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The two pinned trees, unpacked; skip, saying why, when they or slime's imports are missing."""
+    """The three pinned trees, unpacked; skip, saying why, when they or slime's imports are missing."""
     into = tmp_path_factory.mktemp("slime-trees")
-    unpacked = {name: trees.unpack(name, into) for name in (trees.BASE, trees.HEAD)}
+    unpacked = {name: trees.unpack(name, into) for name in (trees.BASE, trees.HEAD, trees.MAIN)}
     reason = trees.cannot_import(unpacked[trees.BASE])
     if reason is not None:
         pytest.skip(f"slime's rollout does not import in this interpreter: {reason}")
@@ -292,7 +321,10 @@ TRAIN_DATA_TEST = textwrap.dedent(
         assert [d["call"] for d in done] == ["slime.ray.rollout.RolloutManager.generate"], done
         assert done[0]["samples"] == 4
         invoked = history.events(source="collector", kind="invoke", op="upstream")
-        assert any("_split_train_data_by_dp" in line for line in invoked[0].data["stood_in"])
+        stood_in = invoked[0].data["stood_in"]
+        for named in ("_split_train_data_by_dp", "generate_rollout_async's loop", "the generate hook",
+                      "placeholder row's error", "GymClient"):
+            assert any(named in line for line in stood_in), (named, stood_in)
     """
 )
 
@@ -311,7 +343,7 @@ def run_child(pytester: pytest.Pytester, tree: Path, monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("tree", [trees.BASE, trees.HEAD])
+@pytest.mark.parametrize("tree", [trees.BASE, trees.HEAD, trees.MAIN])
 def test_the_adapter_reads_the_rows_from_slimes_train_data(
     tree: str, pytester: pytest.Pytester, slime_trees: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
