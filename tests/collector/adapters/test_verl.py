@@ -2,10 +2,11 @@
 
 In-process tests run the recipe's ``_async_generate_sequences`` over the hand-written Gym
 runner (``tests/collector/_fake_gym.py``, which records ``/run`` answers as the fault layer
-does, so the invariants can judge). The slow test runs catalog scenarios on the real stack in
-child sessions. Both show the fidelity guard: the recipe's 1-token dummy, substituted for a
-row it cannot read, stays a completed rollout that ``turns_generated`` fails, and an adapter
-that hides it (``_verl_variants.HidesPlaceholder``) turns the same verdict green.
+does, so the invariants can judge), on PR #80's tree and on verl-recipe main's. The slow tests run
+catalog scenarios on the real stack in child sessions. Both show the fidelity guard: the
+recipe's 1-token dummy, substituted for a row it cannot read, stays a completed rollout that
+``turns_generated`` fails, and an adapter that hides it (``_verl_variants.HidesPlaceholder``)
+turns the same verdict green.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pytest_rollout_chaos.invariants.compose import check_all
 from tests.catalog._verdicts import ScenarioVerdicts, run_catalog
 from tests.collector._fake_gym import FakeGym, context, result_for, rows
 from tests.collector.adapters._train_batch import NOT_READ
-from tests.collector.adapters._verl_trees import verl_recipe, verl_recipe_tree
+from tests.collector.adapters._verl_trees import verl_recipe, verl_recipe_main_tree, verl_recipe_tree
 from tests.collector.adapters._verl_variants import (
     GenerationOnly,
     HidesPlaceholder,
@@ -38,7 +39,7 @@ from tests.collector.adapters._verl_variants import (
     looks_like_placeholder,
 )
 
-__all__ = ["verl_recipe", "verl_recipe_tree"]  # the fixtures, imported to be found
+__all__ = ["verl_recipe", "verl_recipe_main_tree", "verl_recipe_tree"]  # the fixtures, imported to be found
 
 Result = tuple[dict[str, Any], dict[str, Any]]
 
@@ -353,3 +354,16 @@ def test_on_the_stack_the_dummy_fails_turns_generated_and_hiding_it_would_pass(
     assert faithful[DRIFT].invariants.get("turns_generated") == "FAIL", faithful[DRIFT].message
     hidden = verdicts_of(f"{variants}:hides_placeholder", [DRIFT], verl_recipe_tree, tmp_path / "hidden")
     assert hidden[DRIFT].passed, hidden[DRIFT].message
+
+
+@pytest.mark.slow
+def test_on_verl_recipe_main_the_recipe_collects_as_pr_80_did(
+    verl_recipe_main_tree: Path, tmp_path: Path
+) -> None:
+    """verl-recipe main renamed the manager and added its vLLM replica class; its collection code is
+    PR #80's, so the verdicts are PR #80's: baseline green, the short count raised, nothing lost."""
+    real = verdicts_of("verl", SCENARIOS, verl_recipe_main_tree, tmp_path / "main")
+    assert real["baseline"].passed, real["baseline"].message
+    short = real["short-results"]
+    assert short.invariants["accounted"] == "PASS", short.message
+    assert short.invariants["no_silent_short_count"] == "PASS", short.message
