@@ -188,8 +188,8 @@ class VerlCollector:
         status = verl_status.statuses(batch, watched.hit_max())
         for position, row in enumerate(rows):
             rollout, declared_turns = rollout_from_row(batch, position, row_index(row, position))
-            state, error = status[position]
-            rollout = replace(rollout, status=state, error=error, in_train_batch=True if trained else None)
+            state, why = status[position]
+            rollout = replace(rollout, status=state, error=why, in_train_batch=True if trained else None)
             if declared_turns != len(rollout.turns):
                 history.append(
                     SOURCE,
