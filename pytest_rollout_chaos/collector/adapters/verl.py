@@ -211,7 +211,7 @@ class VerlCollector:
         what verl raises on the way is raised, unchanged."""
         history = self.ctx.history
         call = {"call": f"{train_batch.TRAINER_MODULE}.RayPPOTrainer.fit, generation to update_actor"}
-        stood_in = [*train_batch.STOOD_IN, *verl_status.STOOD_IN]
+        stood_in = [GYM_CLIENT, *train_batch.STOOD_IN, *verl_status.STOOD_IN]
         history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": stood_in})
         try:
             batch = train_batch.train_batch(step, output, nested(taken.items, "algorithm"), n=_n(taken))

@@ -144,7 +144,11 @@ async def test_train_rows_come_from_the_batch_update_actor_gets_and_stopping_at_
         fit = [event for event in ctx.history.events(source="collector") if event.op == "upstream"]
         if name == "real":
             assert [event.kind for event in fit] == ["invoke", "ok"]
-            assert fit[0].data["stood_in"] == [*verl_train_batch.STOOD_IN, *verl_status.STOOD_IN]
+            assert fit[0].data["stood_in"] == [
+                verl.GYM_CLIENT,
+                *verl_train_batch.STOOD_IN,
+                *verl_status.STOOD_IN,
+            ]
         else:
             assert fit == []
     assert NOT_READ not in summaries["real"][0], summaries
