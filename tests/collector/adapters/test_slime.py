@@ -8,7 +8,9 @@ on the one-element list the placeholder is: the step raises there (``test_gates`
 over the catalog). The adapter reads its rows from the train data on both trees; one broken on
 purpose to stop at ``generate_and_rm_group`` again (``_slime_broken``) is caught by the verdicts
 that differ; one that repaired slime (caught the group's exception itself) makes the base tree
-look isolated, which the gate would read as a fix.
+look isolated, which the gate would read as a fix. On slime's main, which never merged the PR and
+makes its samples with ``TrajectoryManager``, the step goes down as on the base tree, and drift
+is realigned or forked by slime's own code.
 
 The fast tests read hand-made samples with no slime at all; the slow ones unpack the pinned trees
 (``_slime_trees``) and run child pytest sessions on the full stack, skipping, with the reason,
@@ -343,7 +345,7 @@ def run_child(pytester: pytest.Pytester, tree: Path, monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("tree", [trees.BASE, trees.HEAD, trees.MAIN])
+@pytest.mark.parametrize("tree", [trees.BASE, trees.HEAD])
 def test_the_adapter_reads_the_rows_from_slimes_train_data(
     tree: str, pytester: pytest.Pytester, slime_trees: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -404,3 +406,30 @@ def test_an_adapter_that_stops_at_generation_is_caught(tmp_path: Path, slime_tre
     assert broken[trees.SCENARIO].passed, broken[trees.SCENARIO].message
     assert real["resources-down"].invariants["train_batch_sound"] == "FAIL", real["resources-down"].message
     assert broken["resources-down"].invariants["train_batch_sound"] == "NOT_JUDGED"
+
+
+@pytest.mark.slow
+def test_on_slime_main_the_trajectory_manager_makes_the_samples(
+    tmp_path: Path, slime_trees: dict[str, Path]
+) -> None:
+    """slime main never merged PR #2078 and makes its samples with ``TrajectoryManager``: the
+    baseline is green, and one raising trajectory takes the step down in ``generate_and_rm_group``
+    as on the base tree. A retokenized turn is realigned: the turn before it is masked out of
+    training (``turns_generated``). A drift too early to realign forks the row into a second
+    sample: every turn is trained, but the fork starts from the drifted prompt, which the policy
+    was never sent (``prefix_consistent``, ``prompts_sent``)."""
+    scenarios = ["baseline", trees.SCENARIO, "retokenization-drift", "prefix-drift"]
+    verdicts = run_catalog(
+        tmp_path, target="slime", scenarios=scenarios, stack_args=upstream(slime_trees[trees.MAIN])
+    )
+    assert verdicts["baseline"].passed, verdicts["baseline"].message
+    crashed = verdicts[trees.SCENARIO]
+    assert crashed.invariants["isolated_failures"] == "FAIL", crashed.message
+    assert "in generate_and_rm\n" in crashed.message, crashed.message
+    realigned = verdicts["retokenization-drift"]
+    assert realigned.invariants["turns_generated"] == "FAIL", realigned.message
+    assert "turns [0] were dropped" in realigned.message, realigned.message
+    forked = verdicts["prefix-drift"]
+    assert forked.invariants["turns_generated"] == "PASS", forked.message
+    assert forked.invariants["prefix_consistent"] == "FAIL", forked.message
+    assert forked.invariants["prompts_sent"] == "FAIL", forked.message
