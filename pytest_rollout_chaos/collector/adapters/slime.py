@@ -13,8 +13,9 @@ check and the flattening of the groups), ``_log_rollout_data`` (``log_rollout_da
 ``_convert_samples_to_train_data`` (reward normalization, loss masks). The adapter's own code is
 the step loop around the group tasks (``generate_rollout_async``'s, checked by ``COPIED``), the
 generate hook, the stand-ins past generation and the reading of the train data
-(``slime_train_data``); all it stands in for is listed with each call (``stood_in``). slime's
-arguments are ``slime_settings``'s, its imports ``slime_imports``'s.
+(``slime_train_data``); all it stands in for is recorded with each call into slime
+(``upstream_call``), and a failure's story lists it. slime's arguments are ``slime_settings``'s,
+its imports ``slime_imports``'s.
 
 **Generation: slime's custom-generate hook, not SGLang's ``/generate``.**
 ``args.custom_generate_function_path`` names ``generate_with_gym`` here; slime loads it by path
@@ -77,7 +78,8 @@ import importlib
 import logging
 import sys
 from argparse import Namespace
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -107,6 +109,7 @@ from pytest_rollout_chaos.collector.protocol import (
     Row,
     row_index,
 )
+from pytest_rollout_chaos.history import History
 
 ROW_KEY: Final = "nemo_gym_row"
 SOURCE: Final = "collector"
@@ -138,6 +141,12 @@ HOOK: Final = (
     "Gym client returns other than the one result asked for (slime has no such count) or a result "
     "has no generation data"
 )
+LOOP: Final = (
+    "generate_rollout_async's loop (the adapter's step: every group submitted at once, each finished "
+    "task's result read as slime reads it); left out: its group-size assert, the dynamic filter and "
+    "the sample filters (none by default), and the router abort() after the batch (no router here)"
+)
+GENERATION_CALL: Final = f"{ROLLOUT_MODULE}.generate_and_rm_group, a task per group"
 COPIED: Final = CopiedFrom(
     module=ROLLOUT_MODULE,
     function="generate_rollout_async",
@@ -205,10 +214,13 @@ class SlimeCollector:
         logger = logging.getLogger(ROLLOUT_MODULE)
         logger.addHandler(crashes)
         rollout.GenerateState.clear_instances()
+        call = {"call": GENERATION_CALL, "rollout_id": self.rollout_id + 1}
         try:
-            state = rollout.GenerateState(args)
-            finished = await self.step(state, samples)
-            state.reset()
+            with upstream_call(self.ctx.history, call, generation_stood_in()) as done:
+                state = rollout.GenerateState(args)
+                finished = await self.step(state, samples)
+                state.reset()
+                done["groups"] = len(finished)
         finally:
             logger.removeHandler(crashes)
             rollout.GenerateState.clear_instances()
@@ -226,14 +238,9 @@ class SlimeCollector:
         training ranks; what slime raises on the way is raised, unchanged."""
         manager = train_manager(args, finished)
         call = {"call": f"{MANAGER_MODULE}.RolloutManager.generate", "rollout_id": self.rollout_id}
-        history = self.ctx.history
-        history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": stood_in()})
-        try:
+        with upstream_call(self.ctx.history, call, list(STOOD_IN)) as done:
             data: dict[str, Any] = manager.generate(self.rollout_id)
-        except BaseException as error:
-            history.append(SOURCE, "fail", "upstream", {**call, "error": f"{type(error).__name__}: {error}"})
-            raise
-        history.append(SOURCE, "ok", "upstream", {**call, "samples": len(data["tokens"])})
+            done["samples"] = len(data["tokens"])
         return data
 
     async def step(self, state: Any, samples: list[list[Any]]) -> list[list[Any]]:
@@ -267,16 +274,30 @@ class SlimeCollector:
         )
 
 
-def stood_in() -> list[str]:
-    """What of slime's path this collection stands in for, on the tree in use."""
+def generation_stood_in() -> list[str]:
+    """What of slime's generation this collection stands in for, on the tree in use."""
     manager = slime_trajectory.uses_manager(importlib.import_module(TRAJECTORY_MODULE))
     return [
         GYM_CLIENT,
         HOOK,
         *slime_trajectory.STOOD_IN,
         *(slime_trajectory.MANAGER_STOOD_IN if manager else ()),
-        *STOOD_IN,
+        LOOP,
     ]
+
+
+@contextmanager
+def upstream_call(history: History, call: dict[str, Any], stood_in: list[str]) -> Iterator[dict[str, Any]]:
+    """Record one call into slime's code with what it stands in for, then how it ended (the dict
+    yielded: what to record with ``ok``); what slime raises is raised, unchanged."""
+    history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": stood_in})
+    done: dict[str, Any] = {}
+    try:
+        yield done
+    except BaseException as error:
+        history.append(SOURCE, "fail", "upstream", {**call, "error": f"{type(error).__name__}: {error}"})
+        raise
+    history.append(SOURCE, "ok", "upstream", {**call, **done})
 
 
 def factory(ctx: CollectorContext) -> Collector:

@@ -2,7 +2,7 @@
 the collected groups, and the Rollouts are read back from it.
 
 **``RolloutManager.generate``, what is stood in** (``STOOD_IN``, recorded in
-the History with each call, so the report's timeline lists them). The manager is built with
+the History with each call, so a failure's story lists them). The manager is built with
 ``RolloutManager.__new__`` as slime's CPU tests build one, without ``__init__`` (no Ray actor,
 SGLang servers, router, data source or tracking), holding the attributes ``generate`` reads. Its
 rollout function hands ``generate`` the groups the step loop collected, sorted by their first
@@ -51,9 +51,6 @@ STOOD_IN: Final = (
     "the rollout function (slime's generate_rollout): hands generate() the groups the adapter's "
     "step collected, sorted by their first sample's index as slime sorts them, with slime's "
     "MetricGatherer's metrics",
-    "generate_rollout_async's loop (the adapter's step: every group submitted at once, each finished "
-    "task's result read as slime reads it); left out: its group-size assert, the dynamic filter and "
-    "the sample filters (none by default), and the router abort() after the batch (no router here)",
     "RolloutManager._split_train_data_by_dp (Ray's object store and the DP schedule): the train "
     "data is read where slime packs it for its training ranks",
     "an aborted placeholder row's error: slime's train data carries no cause, so the adapter writes "

@@ -320,13 +320,17 @@ TRAIN_DATA_TEST = textwrap.dedent(
         assert all(r.turns for r in rollouts)
         history = chaos_collector_context.history
         done = [e.data for e in history.events(source="collector", kind="ok", op="upstream")]
-        assert [d["call"] for d in done] == ["slime.ray.rollout.RolloutManager.generate"], done
-        assert done[0]["samples"] == 4
+        assert [d["call"] for d in done] == [
+            "slime.rollout.sglang_rollout.generate_and_rm_group, a task per group",
+            "slime.ray.rollout.RolloutManager.generate",
+        ], done
+        assert (done[0]["groups"], done[1]["samples"]) == (4, 4)
         invoked = history.events(source="collector", kind="invoke", op="upstream")
-        stood_in = invoked[0].data["stood_in"]
-        for named in ("_split_train_data_by_dp", "generate_rollout_async's loop", "the generate hook",
-                      "placeholder row's error", "GymClient"):
-            assert any(named in line for line in stood_in), (named, stood_in)
+        generation, train_data = (event.data["stood_in"] for event in invoked)
+        for named in ("generate_rollout_async's loop", "the generate hook", "GymClient"):
+            assert any(named in line for line in generation), (named, generation)
+        for named in ("_split_train_data_by_dp", "placeholder row's error"):
+            assert any(named in line for line in train_data), (named, train_data)
     """
 )
 
