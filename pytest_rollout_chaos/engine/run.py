@@ -357,12 +357,21 @@ def failure_text(result: ScenarioResult) -> str:
 
 
 def settings_section(history: History) -> list[str]:
-    """What an adapter gave the trainer's code (every setting, and why), when the collector is one."""
+    """What an adapter gave the trainer's code (every setting, and why), when the collector is one,
+    and what of the trainer's path it stood in for (each upstream call it recorded with a list)."""
     lines = []
     for entry in trainer_settings.recorded(history):
         facts = ", ".join(f"{key} {entry[key]}" for key in ("mode", "variant") if entry.get(key))
         lines.append(f"settings given to {entry.get('trainer')}{f' ({facts})' if facts else ''}:")
         lines += [f"  {line}" for line in trainer_settings.describe(entry)]
+        lines.append("")
+    stood_in: dict[str, list[str]] = {}
+    for event in history.events(source="collector", kind="invoke", op="upstream"):
+        if event.data.get("stood_in"):
+            stood_in.setdefault(str(event.data.get("call")), [str(line) for line in event.data["stood_in"]])
+    for call, listed in stood_in.items():
+        lines.append(f"stood in for, on the way to {call}:")
+        lines += [f"  {line}" for line in listed]
         lines.append("")
     return lines
 

@@ -49,6 +49,15 @@ def result_for(index: int, behaviour: str) -> dict[str, Any]:
             "generation_log_probs": [-0.4, -0.5],
         },
     ]
+    if behaviour == "empty":  # one model call that generated no token
+        output = [
+            {
+                "type": "message",
+                "prompt_token_ids": first_prompt,
+                "generation_token_ids": [],
+                "generation_log_probs": [],
+            }
+        ]
     return {"response": {"output": output}, "reward": 1.0}
 
 

@@ -1,4 +1,5 @@
-"""A failing run's text lists what an adapter gave the trainer, every setting and why."""
+"""A failing run's text lists what an adapter gave the trainer, every setting and why, and what of the
+trainer's path it stood in for."""
 
 from __future__ import annotations
 
@@ -30,3 +31,17 @@ def test_the_failure_text_lists_the_settings_given_to_the_trainer() -> None:
 
 def test_a_collector_that_is_no_adapter_has_no_settings_section() -> None:
     assert settings_section(History()) == []
+
+
+def test_the_failure_text_lists_what_the_adapter_stood_in_for_once_per_call() -> None:
+    outcome = result("adapter-run", verdicts=[Verdict("accounted", Status.FAIL, "row 2 has no rollout", ())])
+    call = {"call": "slime.ray.rollout.RolloutManager.generate", "stood_in": ["the hook", "the DP split"]}
+    outcome.history.append("collector", "invoke", "upstream", {**call, "rollout_id": 0})
+    outcome.history.append("collector", "invoke", "upstream", {**call, "rollout_id": 1})
+    outcome.history.append("collector", "invoke", "upstream", {"call": "listing nothing"})
+    text = failure_text(outcome)
+    assert (
+        "stood in for, on the way to slime.ray.rollout.RolloutManager.generate:\n  the hook\n  the DP split\n"
+    ) in text
+    assert text.count("stood in for") == 1
+    assert text.index("stood in for") < text.index("timeline")

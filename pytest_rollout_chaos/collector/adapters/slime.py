@@ -8,11 +8,14 @@ after every collection, so its semaphore belongs to the collection's event loop)
 prompt group, ``generate_and_rm`` with its semaphore and custom-generate branch,
 ``slime.agent.trajectory`` to turn a trajectory into a training sample, and past generation
 ``RolloutManager.generate`` (``slime/ray/rollout.py``): ``_get_rollout_data`` (the rollout-id
-check and the flattening of the groups), ``_log_rollout_data`` (``compute_metrics_from_samples``,
-``compute_perf_metrics_from_samples``) and ``_convert_samples_to_train_data`` (reward
-normalization, loss masks). The adapter's own code is the step loop around the group tasks, the
+check and the flattening of the groups), ``_log_rollout_data`` (``log_rollout_data`` on main:
+``compute_metrics_from_samples``, ``compute_perf_metrics_from_samples``) and
+``_convert_samples_to_train_data`` (reward normalization, loss masks). The adapter's own code is
+the step loop around the group tasks (``generate_rollout_async``'s, checked by ``COPIED``), the
 generate hook, the stand-ins past generation and the reading of the train data
-(``slime_train_data``); slime's arguments are ``slime_settings``'s, its imports ``slime_imports``'s.
+(``slime_train_data``); all it stands in for is recorded with each call into slime
+(``upstream_call``), and a failure's story lists it. slime's arguments are ``slime_settings``'s,
+its imports ``slime_imports``'s.
 
 **Generation: slime's custom-generate hook, not SGLang's ``/generate``.**
 ``args.custom_generate_function_path`` names ``generate_with_gym`` here; slime loads it by path
@@ -26,12 +29,12 @@ agent, so agent-level faults (the ``trajectory_exception`` fault is an HTTP 500 
 an exception out of generate. The hook catches nothing and has no deadline of its own (slime's
 ``generate_and_rm`` has none either); what slime does with an exception is what is under test.
 
-The hook turns the ``/run`` result into slime's shape with slime's own helpers: each model call
-(an output item carrying token ids) is a ``TurnRecord``, ``merge_turns`` stitches them into one
-segment (model tokens loss-mask 1, tool and template tokens 0; on prefix drift it restarts or
-truncates the segment and masks, as slime does), and ``write_segment_to_sample`` fills ``tokens``,
-``response_length``, ``loss_mask`` and ``rollout_log_probs``. A result with no generation data, or
-fewer results than the one row asked for, raises.
+The hook hands the ``/run`` result to slime's own trajectory code (``slime_trajectory``): on
+trees before slime's ``TrajectoryManager`` (#2005), ``merge_turns`` and
+``write_segment_to_sample`` make the one Sample; since, slime's agent adapter records each model
+call and ``finish_session`` linearizes them into one Sample per chain (a fork where a prompt
+drifts), a ``list[Sample]`` as slime's fan-out generate functions return. A result with no
+generation data, or other than the one result the row asked for, raises.
 
 **Reward: the Gym result's.** The agent's ``/verify`` scored the trajectory; the hook puts that
 reward on the sample, and ``generate_and_rm`` then skips ``async_rm`` ("custom generate paths may
@@ -53,15 +56,16 @@ that raised ends the collection with that exception, unchanged: the whole rollou
 the trainer sees. The other groups' tasks, and the raising group's siblings (``gather`` without
 ``return_exceptions`` cancels none), keep running detached; the invariants judge that.
 
-What the two pinned trees (main before PR #2078, and its head) show on the catalog: before, every
-scenario in which one trajectory's ``/run`` raises takes the step down in ``generate_and_rm_group``
-(``isolated_failures``); after, the step goes on and goes down in ``RolloutManager`` on the
-placeholder list instead (the same verdict, with slime's ``AttributeError``), and a batch that
-fails as a whole (every ``/run`` failing, a result the Gym client lost) becomes a train batch of
-placeholders instead of an error (``train_batch_sound``, ``no_empty_epoch``). On both: no
-deadline anywhere on this path (a frozen agent or a black-holed link hangs: ``bounded``),
-non-finite logprobs pass through (``finite_logprobs``), and ``merge_turns`` drops or masks turns
-on prefix drift while the sample stays COMPLETED (``turns_generated``).
+What the pinned trees show on the catalog: before PR #2078 (and on main, which never merged it),
+every scenario in which one trajectory's ``/run`` raises takes the step down in
+``generate_and_rm_group`` (``isolated_failures``); at the PR's head the step goes on and goes down
+in ``RolloutManager`` on the placeholder list instead (the same verdict, with slime's
+``AttributeError``), and a batch that fails as a whole (every ``/run`` failing, a result the Gym
+client lost) becomes a train batch of placeholders instead of an error (``train_batch_sound``,
+``no_empty_epoch``). On all: no deadline anywhere on this path (a frozen agent or a black-holed
+link hangs: ``bounded``) and non-finite logprobs pass through (``finite_logprobs``). On prefix
+drift ``merge_turns`` drops or masks turns while the sample stays COMPLETED (``turns_generated``);
+main's ``TrajectoryManager`` forks the row into samples of its own or masks a short drift instead.
 
 Workloads: gym style, train mode (``eval_rollout`` does not go through ``generate_and_rm_group``);
 other scenarios skip, saying so.
@@ -74,11 +78,14 @@ import importlib
 import logging
 import sys
 from argparse import Namespace
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
-from pytest_rollout_chaos.collector import readiness, results
+from pytest_rollout_chaos.collector import readiness
+from pytest_rollout_chaos.collector.adapters import slime_trajectory
+from pytest_rollout_chaos.collector.adapters.copied import CopiedFrom
 from pytest_rollout_chaos.collector.adapters.slime_imports import (
     MANAGER_MODULE,
     ROLLOUT_MODULE,
@@ -102,6 +109,7 @@ from pytest_rollout_chaos.collector.protocol import (
     Row,
     row_index,
 )
+from pytest_rollout_chaos.history import History
 
 ROW_KEY: Final = "nemo_gym_row"
 SOURCE: Final = "collector"
@@ -127,6 +135,25 @@ GYM_CLIENT: Final = (
     "custom-generate hook; slime has no NeMo Gym client of its own on this path"
 )
 """What plays NeMo Gym's client here (``rollout-chaos gate`` reports it per side)."""
+HOOK: Final = (
+    "the generate hook (slime's --custom-generate-function-path, the adapter's own in place of an "
+    "agent example's generate): one NeMo Gym /run per sample; it raises, in its own words, when the "
+    "Gym client returns other than the one result asked for (slime has no such count) or a result "
+    "has no generation data"
+)
+LOOP: Final = (
+    "generate_rollout_async's loop (the adapter's step: every group submitted at once, each finished "
+    "task's result read as slime reads it); left out: its group-size assert, the dynamic filter and "
+    "the sample filters (none by default), and the router abort() after the batch (no router here)"
+)
+GENERATION_CALL: Final = f"{ROLLOUT_MODULE}.generate_and_rm_group, a task per group"
+COPIED: Final = CopiedFrom(
+    module=ROLLOUT_MODULE,
+    function="generate_rollout_async",
+    fingerprints=frozenset({"21618657d120027f", "75ce318e2e17b185"}),
+    trees="slime fec3da9b and 1bc255ed (PR #2078's base and head) and 624b824a (main)",
+)
+"""The adapter's ``step`` and the rollout function's sort are ``generate_rollout_async``'s lines."""
 UPSTREAM = _SlimeUpstream(
     adapter="slime",
     modules=(ROLLOUT_MODULE, TRAJECTORY_MODULE, MANAGER_MODULE),
@@ -145,7 +172,6 @@ async def generate_with_gym(args: Namespace, sample: Any, sampling_params: dict[
     with no generation data, raise too. The sampling params are the agent's business (the row's
     ``responses_create_params``), so they are not used.
     """
-    trajectory = importlib.import_module(TRAJECTORY_MODULE)
     row = sample.metadata[ROW_KEY]
     awaitables = list(args.rollout_chaos_gym.run_examples([row]))
     if len(awaitables) != 1:
@@ -156,22 +182,8 @@ async def generate_with_gym(args: Namespace, sample: Any, sampling_params: dict[
             f"{len(awaitables)}"
         )
     _, result = await awaitables[0]
-    records = [
-        trajectory.TurnRecord(
-            prompt_ids=turn.prompt_token_ids,
-            output_ids=turn.generation_token_ids,
-            finish_reason="stop",
-            output_log_probs=turn.generation_log_probs,
-        )
-        for turn in results.turns_from_result(result)  # MalformedResultError without generation data
-    ]
-    segment = trajectory.merge_turns(records)
-    trajectory.write_segment_to_sample(
-        sample, segment, results.reward_of(result), args.rollout_chaos_tokenizer
-    )
-    if results.status_of(result) == "truncated":
-        sample.status = type(sample).Status.TRUNCATED
-    return sample
+    trajectory = importlib.import_module(TRAJECTORY_MODULE)
+    return await slime_trajectory.samples_of(trajectory, sample, row, result, args.rollout_chaos_tokenizer)
 
 
 # -- the collector ---------------------------------------------------------------------------------
@@ -188,6 +200,7 @@ class SlimeCollector:
         self.rollout_id = -1
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
+        COPIED.require()  # declines on a tree whose generate_rollout_async is not the one copied
         rollout = importlib.import_module(ROLLOUT_MODULE)
         groups = prompt_groups(rows)
         if not groups:
@@ -201,10 +214,13 @@ class SlimeCollector:
         logger = logging.getLogger(ROLLOUT_MODULE)
         logger.addHandler(crashes)
         rollout.GenerateState.clear_instances()
+        call = {"call": GENERATION_CALL, "rollout_id": self.rollout_id + 1}
         try:
-            state = rollout.GenerateState(args)
-            finished = await self.step(state, samples)
-            state.reset()
+            with upstream_call(self.ctx.history, call, generation_stood_in()) as done:
+                state = rollout.GenerateState(args)
+                finished = await self.step(state, samples)
+                state.reset()
+                done["groups"] = len(finished)
         finally:
             logger.removeHandler(crashes)
             rollout.GenerateState.clear_instances()
@@ -214,21 +230,17 @@ class SlimeCollector:
 
     def read(self, args: Namespace, finished: list[list[Any]], crashes: CrashLog) -> list[Rollout]:
         """The Rollouts of the step: read from the train data slime makes of the groups."""
-        return read_train_data(self.train_data(args, finished), finished, crashes)
+        fan_out = slime_trajectory.uses_manager(importlib.import_module(TRAJECTORY_MODULE))
+        return read_train_data(self.train_data(args, finished), finished, crashes, fan_out=fan_out)
 
     def train_data(self, args: Namespace, finished: list[list[Any]]) -> dict[str, Any]:
         """slime's ``RolloutManager.generate`` on the groups, to the train data it would hand its
         training ranks; what slime raises on the way is raised, unchanged."""
         manager = train_manager(args, finished)
         call = {"call": f"{MANAGER_MODULE}.RolloutManager.generate", "rollout_id": self.rollout_id}
-        history = self.ctx.history
-        history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": list(STOOD_IN)})
-        try:
+        with upstream_call(self.ctx.history, call, list(STOOD_IN)) as done:
             data: dict[str, Any] = manager.generate(self.rollout_id)
-        except BaseException as error:
-            history.append(SOURCE, "fail", "upstream", {**call, "error": f"{type(error).__name__}: {error}"})
-            raise
-        history.append(SOURCE, "ok", "upstream", {**call, "samples": len(data["tokens"])})
+            done["samples"] = len(data["tokens"])
         return data
 
     async def step(self, state: Any, samples: list[list[Any]]) -> list[list[Any]]:
@@ -260,6 +272,32 @@ class SlimeCollector:
         return types_module.Sample(
             group_index=group_index, index=index, prompt=prompt, metadata={ROW_KEY: dict(row)}
         )
+
+
+def generation_stood_in() -> list[str]:
+    """What of slime's generation this collection stands in for, on the tree in use."""
+    manager = slime_trajectory.uses_manager(importlib.import_module(TRAJECTORY_MODULE))
+    return [
+        GYM_CLIENT,
+        HOOK,
+        *slime_trajectory.STOOD_IN,
+        *(slime_trajectory.MANAGER_STOOD_IN if manager else ()),
+        LOOP,
+    ]
+
+
+@contextmanager
+def upstream_call(history: History, call: dict[str, Any], stood_in: list[str]) -> Iterator[dict[str, Any]]:
+    """Record one call into slime's code with what it stands in for, then how it ended (the dict
+    yielded: what to record with ``ok``); what slime raises is raised, unchanged."""
+    history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": stood_in})
+    done: dict[str, Any] = {}
+    try:
+        yield done
+    except BaseException as error:
+        history.append(SOURCE, "fail", "upstream", {**call, "error": f"{type(error).__name__}: {error}"})
+        raise
+    history.append(SOURCE, "ok", "upstream", {**call, **done})
 
 
 def factory(ctx: CollectorContext) -> Collector:

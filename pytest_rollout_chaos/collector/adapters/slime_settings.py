@@ -58,6 +58,7 @@ KNOWN: Final = (
     "mask_offpolicy_in_partial_rollout",
     "use_rollout_routing_replay",
     "ci_test",
+    "custom_rm_path",
     *(name for name, _ in _TRAIN_DATA_DEFAULTS),
     "rollout_batch_size",
     "grpo_std_normalization",
@@ -123,6 +124,7 @@ _SLIME_DEFAULTS: Final[tuple[tuple[str, Any], ...]] = (
     ("mask_offpolicy_in_partial_rollout", False),
     ("use_rollout_routing_replay", False),
     ("ci_test", False),
+    ("custom_rm_path", None),
 )
 """slime's parser defaults of the arguments this path reads (the hook ignores the sampling ones:
 the agent samples; they still reach ``GenerateState``'s sampling params as slime builds them)."""

@@ -1,8 +1,8 @@
 """The ``slime`` adapter past generation: slime's ``RolloutManager.generate`` makes the train data of
 the collected groups, and the Rollouts are read back from it.
 
-**``RolloutManager.generate``, three things stood in** (``STOOD_IN``, recorded in
-the History with each call, so the report's timeline lists them). The manager is built with
+**``RolloutManager.generate``, what is stood in** (``STOOD_IN``, recorded in
+the History with each call, so a failure's story lists them). The manager is built with
 ``RolloutManager.__new__`` as slime's CPU tests build one, without ``__init__`` (no Ray actor,
 SGLang servers, router, data source or tracking), holding the attributes ``generate`` reads. Its
 rollout function hands ``generate`` the groups the step loop collected, sorted by their first
@@ -49,12 +49,17 @@ STOOD_IN: Final = (
     "RolloutManager.__init__ (no Ray actor, no SGLang servers, router, data source or tracking: the "
     "instance gets the attributes generate() reads)",
     "the rollout function (slime's generate_rollout): hands generate() the groups the adapter's "
-    "generate_rollout_async wait loop collected, sorted by their first sample's index as slime sorts "
-    "them, with slime's MetricGatherer's metrics",
+    "step collected, sorted by their first sample's index as slime sorts them, with slime's "
+    "MetricGatherer's metrics",
     "RolloutManager._split_train_data_by_dp (Ray's object store and the DP schedule): the train "
     "data is read where slime packs it for its training ranks",
+    "an aborted placeholder row's error: slime's train data carries no cause, so the adapter writes "
+    "one naming the shape slime handed back and the line slime logged for the row (root_cause_visible "
+    "judges that text)",
 )
 """What of slime's ``RolloutManager.generate`` path is stood in; every other line of it is slime's."""
+_SEVERITY: Final[tuple[RolloutStatus, ...]] = ("aborted", "truncated", "completed")
+"""A row slime trains as several samples reads as its worst one's status."""
 _CRASH_INDEX = re.compile(r"\bidx=(\d+)\b")
 
 
@@ -109,44 +114,58 @@ def _first(group: list[Any]) -> Any:
     return group[0][0] if isinstance(group[0], list) else group[0]
 
 
-def read_train_data(data: dict[str, Any], finished: list[list[Any]], crashes: CrashLog) -> list[Rollout]:
-    """One Rollout per sample of slime's train data, read from it: the tokens, response length,
+def read_train_data(
+    data: dict[str, Any], finished: list[list[Any]], crashes: CrashLog, *, fan_out: bool = False
+) -> list[Rollout]:
+    """One Rollout per row of slime's train data, read from it: the tokens, response length,
     loss mask and rollout logprobs the trainer gets, the raw reward (``rewards`` holds the
     normalized advantages), truncation; the status and abort reason are the sample's own (the
     train data carries none). Each is marked in the train batch; a row slime handed back but left
-    out of the train data comes back aborted, out of it."""
-    samples = {}
+    out of the train data comes back aborted, out of it.
+
+    ``fan_out``: the generate hook returns each row as a ``list[Sample]`` (slime's
+    ``TrajectoryManager``), so a list is that row's samples, one per chain, each trained: the row's
+    turns are theirs in train-data order. Otherwise a list where a Sample was returned is PR
+    #2078's placeholder."""
+    rows: dict[int, Any] = {}
     for group in finished:
         for element in group:
-            sample = element[0] if isinstance(element, list) and element else element
-            samples[sample.index] = (sample, element)
-    rollouts = []
-    seen = set()
+            members = element if isinstance(element, list) else [element]
+            if members:
+                rows[members[0].index] = element
+    positions: dict[int, list[int]] = {}
     for position, index in enumerate(data["sample_indices"]):
-        sample, element = samples[index]
-        logprobs = data.get("rollout_log_probs")
-        trained = types.SimpleNamespace(
-            index=index,
-            tokens=data["tokens"][position],
-            response_length=data["response_lengths"][position],
-            loss_mask=data["loss_masks"][position],
-            rollout_log_probs=logprobs[position] if logprobs is not None else None,
-            reward=data["raw_reward"][position],
-            status=sample.status,
-            metadata=sample.metadata,
-        )
-        made = read_back(trained if not isinstance(element, list) else [trained], crashes)
-        if data["truncated"][position] and made.status == "completed":
-            made = replace(made, status="truncated")
-        rollouts.append(replace(made, in_train_batch=True))
-        seen.add(index)
-    for index, (_, element) in samples.items():
-        if index not in seen:
-            made = read_back(element, crashes)
-            error = f"slime left row {index} out of the train data" + (
-                f": {made.error}" if made.error else ""
+        positions.setdefault(index, []).append(position)
+    logprobs = data.get("rollout_log_probs")
+    rollouts = []
+    for index, element in rows.items():
+        members = element if isinstance(element, list) else [element]
+        placeholder = isinstance(element, list) and not fan_out
+        made = []
+        for at, position in enumerate(positions.get(index, [])):
+            sample = members[min(at, len(members) - 1)]
+            trained = types.SimpleNamespace(
+                index=index,
+                tokens=data["tokens"][position],
+                response_length=data["response_lengths"][position],
+                loss_mask=data["loss_masks"][position],
+                rollout_log_probs=logprobs[position] if logprobs is not None else None,
+                reward=data["raw_reward"][position],
+                status=sample.status,
+                metadata=sample.metadata,
             )
-            rollouts.append(replace(made, status="aborted", error=error, in_train_batch=False))
+            one = read_back([trained] if placeholder else trained, crashes)
+            if data["truncated"][position] and one.status == "completed":
+                one = replace(one, status="truncated")
+            made.append(one)
+        if made:
+            worst = min(made, key=lambda one: _SEVERITY.index(one.status))
+            turns = [turn for one in made for turn in one.turns]
+            rollouts.append(replace(worst, turns=turns, in_train_batch=True))
+            continue
+        left = read_back(element if placeholder or not isinstance(element, list) else members[0], crashes)
+        error = f"slime left row {index} out of the train data" + (f": {left.error}" if left.error else "")
+        rollouts.append(replace(left, status="aborted", error=error, in_train_batch=False))
     return rollouts
 
 
@@ -228,7 +247,10 @@ def turns_of(sample: Any) -> list[Turn]:
 
 
 def _reward(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+    """The reward as slime trains it (``torch.tensor(raw_rewards, dtype=torch.float)``: a bool is 1.0
+    or 0.0 like any number); ``None``, a row never scored, only ever one left out of the train
+    data, is the protocol's unscored 0.0."""
+    return 0.0 if value is None else float(value)
 
 
 class CrashLog(logging.Handler):

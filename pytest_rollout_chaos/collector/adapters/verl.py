@@ -44,10 +44,10 @@ Mapping: one Rollout per row of that batch, read from the tensors verl trains on
 ``response_mask`` ones is a turn (generation ids and ``rollout_log_probs``), its prompt the
 row's prompt plus every response token before it; the reward is the row's
 ``token_level_rewards`` (``rm_scores`` in validation); in train mode every row is
-``in_train_batch``. verl's ``DataProto`` carries no finish reason and no per-row truncation (the
-recipe folds its ``hit_max`` into a batch-wide ``truncation_rate``), and the recipe marks no row
-failed, so every row is ``completed`` (``STOOD_IN``): a row cut at the token limit is trained as
-a complete one, and a substituted dummy stays a completed rollout whose one turn the model never
+``in_train_batch``. The status comes from verl's own per-row signals only (``verl_status``): no
+response token is aborted, the recipe's ``hit_max`` truncated, anything else completed. So under
+verl's defaults (``max_model_len: null``) a row cut at the token limit is trained, and read, as a
+complete one, and a substituted dummy stays a completed rollout whose one turn the model never
 generated, for ``turns_generated`` to see.
 Under transformers 5 (verl 0.9.1 requires it) the dummy is never built: ``_empty_result``
 slices the ``BatchEncoding`` that ``apply_chat_template`` now returns as if it were token ids
@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pytest_rollout_chaos.collector import readiness
+from pytest_rollout_chaos.collector.adapters import verl_status
 from pytest_rollout_chaos.collector.adapters import verl_train_batch as train_batch
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings, nested
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
@@ -175,7 +176,8 @@ class VerlCollector:
         call = {"rows": len(rows), "validate": mode == "validation"}
         history.append(SOURCE, "invoke", "generate_sequences", call)
         try:
-            output = await manager._async_generate_sequences(prompts)
+            with verl_status.watching(self.recipe) as watched:
+                output = await manager._async_generate_sequences(prompts)
         except BaseException as error:
             history.append(SOURCE, "fail", "generate_sequences", {**call, "error": root_cause(error)})
             raise
@@ -183,10 +185,11 @@ class VerlCollector:
         batch = output if step is None else self.train_batch(step, output, taken)
         trained = batch is not output  # the rows of a train batch fit made, not the manager's output
         rollouts = []
+        status = verl_status.statuses(batch, watched.hit_max())
         for position, row in enumerate(rows):
             rollout, declared_turns = rollout_from_row(batch, position, row_index(row, position))
-            if trained:
-                rollout = replace(rollout, in_train_batch=True)
+            state, why = status[position]
+            rollout = replace(rollout, status=state, error=why, in_train_batch=True if trained else None)
             if declared_turns != len(rollout.turns):
                 history.append(
                     SOURCE,
@@ -208,7 +211,8 @@ class VerlCollector:
         what verl raises on the way is raised, unchanged."""
         history = self.ctx.history
         call = {"call": f"{train_batch.TRAINER_MODULE}.RayPPOTrainer.fit, generation to update_actor"}
-        history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": list(train_batch.STOOD_IN)})
+        stood_in = [GYM_CLIENT, *train_batch.STOOD_IN, *verl_status.STOOD_IN]
+        history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": stood_in})
         try:
             batch = train_batch.train_batch(step, output, nested(taken.items, "algorithm"), n=_n(taken))
         except BaseException as error:
@@ -329,6 +333,7 @@ def rollout_from_row(output: Any, position: int, index: int) -> tuple[Rollout, i
         for start, end in mask_runs(trained)
     ]
     declared = int(output.non_tensor_batch["__num_turns__"][position])
+    # completed until verl_status reads the row's status from verl's own signals
     return Rollout(row_index=index, status="completed", reward=reward, turns=turns), declared
 
 

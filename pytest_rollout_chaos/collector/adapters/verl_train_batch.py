@@ -32,8 +32,9 @@ STOOD_IN: Final = (
     "RayPPOTrainer._compute_old_log_prob (the actor workers): old_log_probs are the batch's "
     "rollout_log_probs, the logprobs of the weights that generated it",
     "the step's metrics (calculate_debug_metrics, entropy, timing): not computed",
-    "the row status: verl's DataProto carries no finish reason and no per-row truncation, so every "
-    "row is read back completed",
+    "no reference policy and no critic: GRPO without a KL loss, as the recipe's scripts run it",
+    "the batch's temperature (fit's batch.meta_info['temperature']): not set; only the stood-in "
+    "old-logprob pass reads it",
 )
 """What of ``RayPPOTrainer.fit``'s path from the prompts to ``update_actor`` is stood in."""
 TRAINER_MODULE: Final = "verl.trainer.ppo.ray_trainer"

@@ -3,7 +3,8 @@
 The trees are ``git archive``s of THUDM/slime (``tests.collector.adapters._trees`` finds them):
 ``BASE`` is main just before PR #2078 (a bare ``asyncio.gather`` in ``generate_and_rm_group``),
 ``HEAD`` is the PR's head (``return_exceptions=True`` and a one-element ``list[Sample]``
-placeholder per crash).
+placeholder per crash), ``MAIN`` is slime's main of 2026-08-21 (the bare ``gather`` still, and
+``TrajectoryManager`` making the samples).
 
 ``RepairingSlimeCollector`` is the adapter with one fault of its own: it runs each group itself
 and catches the group's exception, marking the group's unfinished samples aborted with reward 0
@@ -30,6 +31,8 @@ from tests.collector.adapters._trees import REPO, pinned_tree, wrong_python
 
 BASE: Final = "slime-fec3da9b"
 HEAD: Final = "slime-1bc255ed"
+MAIN: Final = "slime-624b824a"
+"""slime main: ``TrajectoryManager`` in place of ``merge_turns``; PR #2078 never merged."""
 SCENARIO: Final = "trajectory-exception-isolated"
 
 

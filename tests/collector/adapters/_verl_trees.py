@@ -1,4 +1,4 @@
-"""The verl-recipe tree for the ``verl`` adapter's tests: unpacked once from ``tests/upstream``.
+"""The verl-recipe trees for the ``verl`` adapter's tests: unpacked from ``tests/upstream``.
 
 ``tests.collector.adapters._trees`` finds and unpacks it, or skips saying why.
 """
@@ -20,15 +20,17 @@ from pytest_rollout_chaos.collector.adapters.upstream import use_tree
 from tests.collector.adapters._trees import pinned_tree
 
 RECIPE_TREE: Final = "verl-recipe-2cb1ae41"
-"""verl-project/verl-recipe PR #80 (merged): the NeMo Gym recipe; the only verl tree there is."""
+"""verl-project/verl-recipe PR #80 (merged): the NeMo Gym recipe as it came in."""
+MAIN_RECIPE_TREE: Final = "verl-recipe-48ea0a79"
+"""verl-recipe main: the same recipe after #87's renames and #104; its collection code is PR #80's."""
+RECIPE_TREES: Final = (RECIPE_TREE, MAIN_RECIPE_TREE)
 VERL_DEPENDENCIES: Final = ("verl", "omegaconf", "tensordict", "transformers", "ray")
 
 
-@pytest.fixture(scope="session")
-def verl_recipe_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The recipe's ``git archive``, unpacked; skip without the tarball or without verl installed."""
+def recipe_tree(name: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recipe's ``git archive`` ``name``, unpacked; skip without it or without verl installed."""
     return pinned_tree(
-        RECIPE_TREE,
+        name,
         tmp_path_factory.mktemp("verl-upstream"),
         needs=VERL_DEPENDENCIES,
         holds="nemo_gym",
@@ -37,11 +39,26 @@ def verl_recipe_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def verl_recipe(verl_recipe_tree: Path) -> Iterator[ModuleType]:
-    """``nemo_gym.agent_loop`` from the tree; ``sys.path`` and the recipe's modules are restored
-    afterwards, since real NeMo Gym's package has the same top-level name."""
+def verl_recipe_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """PR #80's tree (``RECIPE_TREE``), unpacked."""
+    return recipe_tree(RECIPE_TREE, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def verl_recipe_main_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """verl-recipe main's tree (``MAIN_RECIPE_TREE``), unpacked."""
+    return recipe_tree(MAIN_RECIPE_TREE, tmp_path_factory)
+
+
+@pytest.fixture(scope="session", params=RECIPE_TREES)
+def verl_recipe(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ModuleType]:
+    """``nemo_gym.agent_loop`` from each tree in turn; ``sys.path`` and the recipe's modules are
+    restored afterwards, since real NeMo Gym's package has the same top-level name."""
+    tree = recipe_tree(request.param, tmp_path_factory)
     saved_path = list(sys.path)
-    use_tree(verl_recipe_tree)
+    use_tree(tree)
     verl.UPSTREAM.require()
     try:
         yield importlib.import_module(verl.RECIPE_MODULE)

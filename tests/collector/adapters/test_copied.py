@@ -1,8 +1,9 @@
 """An adapter's copied upstream lines hold only on the trees they mirror: on a tree whose function
 changed the adapter declines (NOT_JUDGED), naming the function, the file and the line.
 
-Read from the pinned NeMo RL trees' ``grpo.py`` (no NeMo RL import: this runs in the plain project
-venv); a copy of one tree is edited the way upstream changes move the function.
+Read from the pinned NeMo RL trees' ``grpo.py`` and slime trees' ``sglang_rollout.py`` (no trainer
+import: this runs in the plain project venv); a copy of one tree is edited the way upstream changes
+move the function.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rollout_chaos.collector.adapters import slime
 from pytest_rollout_chaos.collector.adapters.copied import CopiedFrom
 from pytest_rollout_chaos.collector.adapters.nemo_rl_train_batch import COPIED
 from pytest_rollout_chaos.errors import NotJudgedError
@@ -22,13 +24,17 @@ GRPO = "nemo_rl/algorithms/grpo.py"
 
 
 def _grpo(tree: str, into: Path) -> Path:
+    return _member(tree, GRPO, into)
+
+
+def _member(tree: str, name: str, into: Path) -> Path:
     archive = upstream_dir() / f"{tree}.tar.gz"
     if not archive.is_file():
         pytest.skip(f"no {archive.name} in {upstream_dir()}")
     with tarfile.open(archive) as unpacked:
-        member = unpacked.extractfile(f"{tree}/{GRPO}")
+        member = unpacked.extractfile(f"{tree}/{name}")
         assert member is not None
-        path = into / tree / GRPO
+        path = into / tree / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(member.read())
     return path
@@ -89,3 +95,25 @@ def test_a_method_is_found_in_its_class_only(tmp_path: Path) -> None:
     assert found.fingerprint != function.locate(path).fingerprint
     path.write_text("class Other:\n    def train(self):\n        return 1\n")
     assert method.locate(path).fingerprint is None
+
+
+# -- slime: the adapter's step is generate_rollout_async's wait loop -----------------------------------
+SLIME_TREES = ("slime-fec3da9b", "slime-1bc255ed", "slime-624b824a")
+SGLANG_ROLLOUT = "slime/rollout/sglang_rollout.py"
+
+
+@pytest.mark.parametrize("tree", SLIME_TREES)
+def test_slimes_step_holds_on_every_pinned_slime_tree_main_included(tree: str, tmp_path: Path) -> None:
+    path = _member(tree, SGLANG_ROLLOUT, tmp_path)
+    assert slime.COPIED.stale(path) is None
+
+
+def test_a_changed_generate_rollout_async_is_not_judged(tmp_path: Path) -> None:
+    """A tree that stopped reading each finished task's result would make the adapter's loop a stale copy."""
+    path = _member(SLIME_TREES[-1], SGLANG_ROLLOUT, tmp_path)
+    source = path.read_text()
+    at = source.index("async def generate_rollout_async(")
+    changed = source[:at] + source[at:].replace("task.result()", "task.exception()", 1)
+    path.write_text(changed)
+    with pytest.raises(NotJudgedError, match="generate_rollout_async changed since the adapter's copy"):
+        slime.COPIED.require(path)

@@ -8,7 +8,9 @@ on the one-element list the placeholder is: the step raises there (``test_gates`
 over the catalog). The adapter reads its rows from the train data on both trees; one broken on
 purpose to stop at ``generate_and_rm_group`` again (``_slime_broken``) is caught by the verdicts
 that differ; one that repaired slime (caught the group's exception itself) makes the base tree
-look isolated, which the gate would read as a fix.
+look isolated, which the gate would read as a fix. On slime's main, which never merged the PR and
+makes its samples with ``TrajectoryManager``, the step goes down as on the base tree, and drift
+is realigned or forked by slime's own code.
 
 The fast tests read hand-made samples with no slime at all; the slow ones unpack the pinned trees
 (``_slime_trees``) and run child pytest sessions on the full stack, skipping, with the reason,
@@ -200,6 +202,35 @@ def test_a_row_slime_left_out_of_the_train_data_is_aborted_out_of_the_batch() ->
     assert rollouts[1].error == "slime left row 1 out of the train data"
 
 
+def test_a_row_slime_trains_as_several_samples_is_one_rollout_with_their_turns() -> None:
+    """On slime's ``TrajectoryManager`` trees the hook returns each row as a ``list[Sample]``, one per
+    chain (a fork where a prompt drifted): the row is every one of them, not a placeholder."""
+    first, fork, other = two_turns(0), two_turns(0), two_turns(1)
+    fork.tokens, fork.response_length, fork.loss_mask, fork.rollout_log_probs = [7, 8, 9], 1, [1], [-2.0]
+    data = train_data(first, fork, other)
+    data["truncated"] = [0, 1, 0]
+    rollouts = slime_train_data.read_train_data(
+        data, [[[first, fork]], [[other]]], slime_train_data.CrashLog(), fan_out=True
+    )
+    assert [(r.row_index, r.status, r.error, r.in_train_batch) for r in rollouts] == [
+        (0, "truncated", None, True),
+        (1, "completed", None, True),
+    ]
+    assert [t.generation_token_ids for t in rollouts[0].turns] == [[10, 11], [12], [9]]
+    assert rollouts[0].turns[2].prompt_token_ids == [7, 8]
+
+
+def test_a_bool_reward_is_read_as_slime_trains_it() -> None:
+    """slime makes its advantages of ``torch.tensor(raw_rewards, dtype=torch.float)``: True is 1.0."""
+    sample = two_turns(0)
+    data = train_data(sample)
+    data["raw_reward"] = [True]
+    (rollout,) = slime_train_data.read_train_data(data, [[sample]], slime_train_data.CrashLog())
+    assert rollout.reward == 1.0
+    sample.reward = False
+    assert slime_train_data.read_back(sample, slime_train_data.CrashLog()).reward == 0.0
+
+
 def test_rows_group_by_prompt_in_the_workload_layout() -> None:
     rows = [{"q": q, "_rowidx": i} for i, q in enumerate(["a", "a", "b", "b", "c", "c"])]
     groups = slime.prompt_groups(rows)
@@ -245,9 +276,9 @@ def test_stubs_only_what_cannot_be_imported_as_slime_builds_them(monkeypatch: py
 # -- the real trees on the full stack ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def slime_trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The two pinned trees, unpacked; skip, saying why, when they or slime's imports are missing."""
+    """The three pinned trees, unpacked; skip, saying why, when they or slime's imports are missing."""
     into = tmp_path_factory.mktemp("slime-trees")
-    unpacked = {name: trees.unpack(name, into) for name in (trees.BASE, trees.HEAD)}
+    unpacked = {name: trees.unpack(name, into) for name in (trees.BASE, trees.HEAD, trees.MAIN)}
     reason = trees.cannot_import(unpacked[trees.BASE])
     if reason is not None:
         pytest.skip(f"slime's rollout does not import in this interpreter: {reason}")
@@ -289,10 +320,17 @@ TRAIN_DATA_TEST = textwrap.dedent(
         assert all(r.turns for r in rollouts)
         history = chaos_collector_context.history
         done = [e.data for e in history.events(source="collector", kind="ok", op="upstream")]
-        assert [d["call"] for d in done] == ["slime.ray.rollout.RolloutManager.generate"], done
-        assert done[0]["samples"] == 4
+        assert [d["call"] for d in done] == [
+            "slime.rollout.sglang_rollout.generate_and_rm_group, a task per group",
+            "slime.ray.rollout.RolloutManager.generate",
+        ], done
+        assert (done[0]["groups"], done[1]["samples"]) == (4, 4)
         invoked = history.events(source="collector", kind="invoke", op="upstream")
-        assert any("_split_train_data_by_dp" in line for line in invoked[0].data["stood_in"])
+        generation, train_data = (event.data["stood_in"] for event in invoked)
+        for named in ("generate_rollout_async's loop", "the generate hook", "GymClient"):
+            assert any(named in line for line in generation), (named, generation)
+        for named in ("_split_train_data_by_dp", "placeholder row's error"):
+            assert any(named in line for line in train_data), (named, train_data)
     """
 )
 
@@ -372,3 +410,30 @@ def test_an_adapter_that_stops_at_generation_is_caught(tmp_path: Path, slime_tre
     assert broken[trees.SCENARIO].passed, broken[trees.SCENARIO].message
     assert real["resources-down"].invariants["train_batch_sound"] == "FAIL", real["resources-down"].message
     assert broken["resources-down"].invariants["train_batch_sound"] == "NOT_JUDGED"
+
+
+@pytest.mark.slow
+def test_on_slime_main_the_trajectory_manager_makes_the_samples(
+    tmp_path: Path, slime_trees: dict[str, Path]
+) -> None:
+    """slime main never merged PR #2078 and makes its samples with ``TrajectoryManager``: the
+    baseline is green, and one raising trajectory takes the step down in ``generate_and_rm_group``
+    as on the base tree. A retokenized turn is realigned: the turn before it is masked out of
+    training (``turns_generated``). A drift too early to realign forks the row into a second
+    sample: every turn is trained, but the fork starts from the drifted prompt, which the policy
+    was never sent (``prefix_consistent``, ``prompts_sent``)."""
+    scenarios = ["baseline", trees.SCENARIO, "retokenization-drift", "prefix-drift"]
+    verdicts = run_catalog(
+        tmp_path, target="slime", scenarios=scenarios, stack_args=upstream(slime_trees[trees.MAIN])
+    )
+    assert verdicts["baseline"].passed, verdicts["baseline"].message
+    crashed = verdicts[trees.SCENARIO]
+    assert crashed.invariants["isolated_failures"] == "FAIL", crashed.message
+    assert "in generate_and_rm\n" in crashed.message, crashed.message
+    realigned = verdicts["retokenization-drift"]
+    assert realigned.invariants["turns_generated"] == "FAIL", realigned.message
+    assert "turns [0] were dropped" in realigned.message, realigned.message
+    forked = verdicts["prefix-drift"]
+    assert forked.invariants["turns_generated"] == "PASS", forked.message
+    assert forked.invariants["prefix_consistent"] == "FAIL", forked.message
+    assert forked.invariants["prompts_sent"] == "FAIL", forked.message

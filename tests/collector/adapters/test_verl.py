@@ -2,10 +2,11 @@
 
 In-process tests run the recipe's ``_async_generate_sequences`` over the hand-written Gym
 runner (``tests/collector/_fake_gym.py``, which records ``/run`` answers as the fault layer
-does, so the invariants can judge). The slow test runs catalog scenarios on the real stack in
-child sessions. Both show the fidelity guard: the recipe's 1-token dummy, substituted for a
-row it cannot read, stays a completed rollout that ``turns_generated`` fails, and an adapter
-that hides it (``_verl_variants.HidesPlaceholder``) turns the same verdict green.
+does, so the invariants can judge), on PR #80's tree and on verl-recipe main's. The slow tests run
+catalog scenarios on the real stack in child sessions. Both show the fidelity guard: the
+recipe's 1-token dummy, substituted for a row it cannot read, stays a completed rollout that
+``turns_generated`` fails, and an adapter that hides it (``_verl_variants.HidesPlaceholder``)
+turns the same verdict green.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import dataclasses
 import importlib
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from pathlib import Path
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any
 
 import pytest
@@ -23,14 +24,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_rollout_chaos import bundled, tokens
-from pytest_rollout_chaos.collector.adapters import verl, verl_train_batch
+from pytest_rollout_chaos.collector.adapters import verl, verl_status, verl_train_batch
 from pytest_rollout_chaos.collector.protocol import CollectorContext, Rollout
 from pytest_rollout_chaos.invariants.base import Observation
 from pytest_rollout_chaos.invariants.compose import check_all
 from tests.catalog._verdicts import ScenarioVerdicts, run_catalog
 from tests.collector._fake_gym import FakeGym, context, result_for, rows
 from tests.collector.adapters._train_batch import NOT_READ
-from tests.collector.adapters._verl_trees import verl_recipe, verl_recipe_tree
+from tests.collector.adapters._verl_trees import verl_recipe, verl_recipe_main_tree, verl_recipe_tree
 from tests.collector.adapters._verl_variants import (
     GenerationOnly,
     HidesPlaceholder,
@@ -38,7 +39,7 @@ from tests.collector.adapters._verl_variants import (
     looks_like_placeholder,
 )
 
-__all__ = ["verl_recipe", "verl_recipe_tree"]  # the fixtures, imported to be found
+__all__ = ["verl_recipe", "verl_recipe_main_tree", "verl_recipe_tree"]  # the fixtures, imported to be found
 
 Result = tuple[dict[str, Any], dict[str, Any]]
 
@@ -143,7 +144,11 @@ async def test_train_rows_come_from_the_batch_update_actor_gets_and_stopping_at_
         fit = [event for event in ctx.history.events(source="collector") if event.op == "upstream"]
         if name == "real":
             assert [event.kind for event in fit] == ["invoke", "ok"]
-            assert fit[0].data["stood_in"] == list(verl_train_batch.STOOD_IN)
+            assert fit[0].data["stood_in"] == [
+                verl.GYM_CLIENT,
+                *verl_train_batch.STOOD_IN,
+                *verl_status.STOOD_IN,
+            ]
         else:
             assert fit == []
     assert NOT_READ not in summaries["real"][0], summaries
@@ -207,6 +212,60 @@ async def test_an_adapter_that_hides_the_dummy_makes_the_same_run_look_green(ver
     rollouts = await HidesPlaceholder(ctx).collect(requested, mode="train")
     assert rollouts[1].status == "aborted"
     assert set(judged(ctx, requested, rollouts).values()) == {"PASS"}
+
+
+@pytest.mark.parametrize(
+    ("max_model_len", "status"),
+    [
+        (None, "completed"),  # verl's default: the recipe knows of no truncation
+        (9, "completed"),  # every row's 8 tokens fit
+        (8, "truncated"),  # the recipe's hit_max: all of a row's tokens >= max_model_len
+    ],
+)
+@pytest.mark.asyncio
+async def test_the_row_status_is_verls_own_per_row_signal(
+    verl_recipe: ModuleType, max_model_len: int | None, status: str
+) -> None:
+    """Each row is 2 prompt tokens and 6 more (``result_for``): truncated exactly where the recipe's
+    ``_compute_rollout_metrics`` says ``hit_max`` (``verl_status``)."""
+    asked = {} if max_model_len is None else {"verl.actor_rollout_ref.rollout.max_model_len": max_model_len}
+    ctx = dataclasses.replace(
+        context(StartedGym(), trainer_config=MappingProxyType(asked)), model_dir=bundled.tiny_model_dir()
+    )
+    rollouts = await verl.factory(ctx).collect(rows(3), mode="train")
+    assert [(rollout.status, rollout.error, rollout.in_train_batch) for rollout in rollouts] == [
+        (status, None, True)
+    ] * 3
+    assert verl_recipe._compute_rollout_metrics.__name__ == "_compute_rollout_metrics"  # restored
+
+
+@pytest.mark.asyncio
+async def test_a_model_call_that_generated_nothing_takes_the_batch_down_in_the_recipes_packing(
+    verl_recipe: ModuleType,
+) -> None:
+    """The recipe pads each response with the tokenizer; an empty one comes back a list, not a
+    tensor, so one row with no response token fails the whole batch before verl sees it."""
+    with pytest.raises(AttributeError, match="'list' object has no attribute 'dim'") as raised:
+        await verl.factory(verl_context(StartedGym({1: ["empty"]}))).collect(rows(3), mode="train")
+    assert str(raised.traceback[-1].path).endswith("nemo_gym/agent_loop.py")
+
+
+def test_a_row_with_no_response_token_reads_aborted_as_verls_metrics_count_it(
+    verl_recipe: ModuleType,
+) -> None:
+    torch = pytest.importorskip("torch")
+    protocol: Any = importlib.import_module("verl.protocol")
+    batch = protocol.DataProto.from_dict(
+        {
+            "responses": torch.tensor([[5, 6], [0, 0], [7, 0]]),
+            "attention_mask": torch.tensor([[1, 1, 1], [1, 0, 0], [1, 1, 0]]),
+        }
+    )
+    assert verl_status.statuses(batch, hit_max=[False, False, True]) == [
+        ("completed", None),
+        ("aborted", verl_status.ABORTED),
+        ("truncated", None),
+    ]
 
 
 def test_validation_rows_carry_the_validation_sampling(verl_recipe: ModuleType) -> None:
@@ -299,3 +358,16 @@ def test_on_the_stack_the_dummy_fails_turns_generated_and_hiding_it_would_pass(
     assert faithful[DRIFT].invariants.get("turns_generated") == "FAIL", faithful[DRIFT].message
     hidden = verdicts_of(f"{variants}:hides_placeholder", [DRIFT], verl_recipe_tree, tmp_path / "hidden")
     assert hidden[DRIFT].passed, hidden[DRIFT].message
+
+
+@pytest.mark.slow
+def test_on_verl_recipe_main_the_recipe_collects_as_pr_80_did(
+    verl_recipe_main_tree: Path, tmp_path: Path
+) -> None:
+    """verl-recipe main renamed the manager and added its vLLM replica class; its collection code is
+    PR #80's, so the verdicts are PR #80's: baseline green, the short count raised, nothing lost."""
+    real = verdicts_of("verl", SCENARIOS, verl_recipe_main_tree, tmp_path / "main")
+    assert real["baseline"].passed, real["baseline"].message
+    short = real["short-results"]
+    assert short.invariants["accounted"] == "PASS", short.message
+    assert short.invariants["no_silent_short_count"] == "PASS", short.message
