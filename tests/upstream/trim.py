@@ -2,8 +2,9 @@
 
     python tests/upstream/trim.py SOURCE NAME
 
-SOURCE is a git checkout of the repository (the commit named in ``NAME.files``, in full, is
-archived from it, whatever is checked out) or a ``git archive`` tarball of that commit; NAME is a tree of this
+SOURCE is a git checkout of the repository or a bare clone or mirror of it (the commit named in
+``NAME.files``, in full, is archived from it, whatever is checked out), or a ``git archive``
+tarball of that commit; NAME is a tree of this
 folder (``slime-fec3da9b``). Only the files listed in ``NAME.files`` are kept: what the adapters
 import and read, found by running the adapters' tests with an open-audit hook, plus the LICENSE.
 The tarball is written byte-for-byte reproducibly (sorted entries, zero times, root owner).
@@ -34,8 +35,13 @@ def manifest(name: str) -> tuple[str, list[str]]:
     return commit, files
 
 
+def is_repository(source: Path) -> bool:
+    """A work tree (``.git`` inside) or a bare repository (``HEAD`` and ``objects`` at its top)."""
+    return (source / ".git").exists() or ((source / "HEAD").is_file() and (source / "objects").is_dir())
+
+
 def read_source(source: Path, name: str, commit: str) -> tarfile.TarFile:
-    if (source / ".git").exists():
+    if is_repository(source):
         archive = subprocess.run(
             ["git", "-C", str(source), "archive", "--format=tar", f"--prefix={name}/", commit],
             check=True,
