@@ -65,6 +65,25 @@ class _Refusing(types.ModuleType):
         return refuse
 
 
+def typed_config(grpo: Any, config: dict[str, Any]) -> Any:
+    """The master config as the tree's ``grpo`` types it: the plain dict where its ``MasterConfig``
+    is a ``TypedDict`` (before NeMo RL #3000); its pydantic ``MasterConfig`` after, built as NeMo
+    RL's own unit tests build one (``model_construct``), each section of its own config class
+    (``GRPOConfig``, ``ClippedPGLossConfig``, ``RewardPenaltyConfig``) validated from the settings,
+    so what they do not name is that class's default. No logger runs: W&B is off."""
+    model = getattr(grpo, "MasterConfig", None)
+    if not callable(getattr(model, "model_construct", None)):
+        return config
+    return model.model_construct(  # type: ignore[union-attr]
+        grpo=grpo.GRPOConfig.model_validate(config.get("grpo", {})),
+        loss_fn=grpo.ClippedPGLossConfig.model_validate(config.get("loss_fn", {})),
+        reward_penalties=grpo.RewardPenaltyConfig.model_validate(config.get("reward_penalties", {})),
+        policy=config.get("policy", {}),
+        env=config.get("env", {}),
+        logger={"wandb_enabled": False, "wandb": {}, **config.get("logger", {})},
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class TrainBatch:
     """What ``policy.train`` would get, and the batch it was made from."""

@@ -16,10 +16,8 @@ is ``grpo.calculate_advantages_on_gpu``, off by default, which the adapter never
 ``_apply_configured_message_level_advantage_penalties`` (3315); ``_clip_grpo_advantages`` (3321).
 Every named function is NeMo RL's own, called with what ``grpo_train`` passes it.
 
-The master config is built as NeMo RL's own unit tests build one (``MasterConfig.model_construct``,
-``tests/unit/algorithms/test_grpo.py``): the sections this step reads, each of NeMo RL's config
-classes (``GRPOConfig``, ``ClippedPGLossConfig``, ``RewardPenaltyConfig``) validated from the
-settings given, so what the settings do not name is that class's own default.
+The master config is built as NeMo RL's own unit tests build one (``nemo_rl_grpo.typed_config``:
+``MasterConfig.model_construct``, as in ``tests/unit/algorithms/test_grpo.py``).
 
 What is stood in (``STOOD_IN``, recorded with each call):
 
@@ -37,7 +35,7 @@ from typing import Any, Final
 
 from pytest_rollout_chaos.collector.adapters import nemo_rl_settings
 from pytest_rollout_chaos.collector.adapters.copied import CopiedFrom
-from pytest_rollout_chaos.collector.adapters.nemo_rl_grpo import GRPO_MODULE, TrainBatch
+from pytest_rollout_chaos.collector.adapters.nemo_rl_grpo import GRPO_MODULE, TrainBatch, typed_config
 
 STOOD_IN: Final = (
     "grpo_train's inline lines (overlong filter, the train_data dict, the arguments it computes for "
@@ -60,14 +58,7 @@ WHERE: Final = nemo_rl_settings.WHERE_GRPO_CONFIG_7EA279AB
 
 def master_config(config: dict[str, Any], grpo: Any) -> Any:
     """The ``MasterConfig`` ``grpo_train`` gets, from the plain dict of the settings."""
-    return grpo.MasterConfig.model_construct(
-        grpo=grpo.GRPOConfig.model_validate(config["grpo"]),
-        loss_fn=grpo.ClippedPGLossConfig.model_validate(config["loss_fn"]),
-        reward_penalties=grpo.RewardPenaltyConfig.model_validate(config.get("reward_penalties", {})),
-        policy=config["policy"],
-        env=config["env"],
-        logger={"wandb_enabled": False, "wandb": {}},
-    )
+    return typed_config(grpo, config)
 
 
 def caller_kwargs(grpo: Any, master_config: Any) -> dict[str, Any]:
