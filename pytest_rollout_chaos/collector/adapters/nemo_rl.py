@@ -103,7 +103,7 @@ UPSTREAM = Upstream(
     modules=("nemo_rl.environments.nemo_gym", "nemo_rl.experience.rollouts"),
     install=(
         "pip install torch==2.13.0 numpy pillow requests typing_extensions transformers==5.5.4 "
-        "ray==2.60.0 datasets fastapi uvicorn pyzmq rich tqdm wandb decord"
+        "ray==2.60.0 datasets fastapi uvicorn pyzmq rich tqdm wandb decord tensordict"
     ),
 )
 SOURCE: Final = "collector"
