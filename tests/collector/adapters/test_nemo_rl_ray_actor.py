@@ -31,7 +31,7 @@ from pytest_rollout_chaos.collector.protocol import CollectorContext, CollectorS
 from pytest_rollout_chaos.history import History
 from tests.catalog._verdicts import REPO, run_catalog
 from tests.collector.adapters import _actor_seen
-from tests.collector.adapters._nemo_rl_trees import BASE, HEAD, MAIN, nemo_rl_tree
+from tests.collector.adapters._nemo_rl_trees import BASE, HEAD, nemo_rl_tree
 from tests.collector.adapters._ray_session import RAY_ON, ray_session
 
 __all__ = ["ray_session"]  # the fixture, used by name
@@ -41,7 +41,7 @@ PROMPT = [1, 2, 3]
 GENERATION = [4, 5]
 LOGPROBS = [-0.5, -0.25]
 DEADLINE_S = 120.0
-ALL_TREES = (BASE, HEAD, "nemo-rl-3069f281", "nemo-rl-c6a661e8", MAIN)
+ALL_TREES = (BASE, HEAD, "nemo-rl-3069f281", "nemo-rl-c6a661e8")
 
 Result = tuple[dict[str, Any], dict[str, Any]]
 
@@ -254,10 +254,9 @@ def test_the_actor_keeps_the_trees_run_rollouts_and_its_api(name: str, tmp_path:
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     found = json.loads(completed.stdout.strip().splitlines()[-1])
-    streams = name == MAIN  # main's actor streams its rows (#3000); the older trees return one list
     assert found == {
-        "streaming": streams,
-        "actor_streams": streams,
+        "streaming": False,  # every pinned tree returns one list
+        "actor_streams": False,
         "same_method": True,
         "root": str(tree.resolve()),
     }
