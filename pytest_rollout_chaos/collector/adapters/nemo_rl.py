@@ -3,9 +3,10 @@
 Train mode runs, from the tree ``--rollout-chaos-upstream`` names (or the installed package):
 the trainer-side caller (``nemo_rl.experience.rollouts.run_async_nemo_gym_rollout``, or
 ``run_nemo_gym_rollout_sync`` on trees whose actor streams its rows) and, under it, the actor
-method ``NemoGym.run_rollouts`` with NeMo RL's own postprocessing, NaN retry, ordering and
-metrics. Which API a tree has is read from it at run time: a ``run_rollouts`` that is an async
-generator is consumed as Ray's ``num_returns="streaming"``, else it returns one list.
+method ``NemoGym.run_rollouts`` with NeMo RL's own postprocessing, NaN check (a retry of the
+batch before #3000, a raise after), ordering and metrics. Which API a tree has is read from it
+at run time: a ``run_rollouts`` that is an async generator is consumed as Ray's
+``num_returns="streaming"``, else it returns one list.
 
 Real: everything of NeMo RL above; the Gym client (``ctx.gym``, NeMo Gym's transport over HTTP
 to our agents) behind NeMo Gym's ``RolloutCollectionHelper.run_examples(examples=...,

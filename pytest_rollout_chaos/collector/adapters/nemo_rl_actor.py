@@ -6,7 +6,7 @@ actor seam (``nemo_rl_ray``): NeMo RL's caller talks to a real actor with the re
 Ray's serializer, and an actor that dies reaches it as Ray's ``ActorDiedError``.
 
 Real: the actor's class is the tree's own ``NemoGym`` (``run_rollouts``, its postprocessing,
-NaN retries, ordering and metrics), made an actor with the options NeMo RL's decorator gives
+NaN check, ordering and metrics), made an actor with the options NeMo RL's decorator gives
 it (``max_restarts=-1, max_task_retries=-1``: a crashed actor restarts and its call is retried
 by Ray; ``ray.kill`` is final), created on the cluster in its own worker process.
 
