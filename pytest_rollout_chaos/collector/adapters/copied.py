@@ -5,7 +5,9 @@ an adapter runs its lines as written upstream. Such a copy is true only for the 
 copied from: on a tree whose function changed, running it would judge the adapter's old lines,
 not the trainer. So the adapter records a fingerprint of each function it copied from, per
 version it was checked against, and declines (``NotJudgedError``) on a tree whose function has
-another, naming the function, the file and the line, rather than run a stale copy.
+another, naming the function, the file and the line, rather than run a stale copy. Where upstream
+changed the function and the adapter copied it again, ``Versions`` holds one copy per version and
+picks the one whose fingerprint is the tree's, so the older trees keep running their own copy.
 
 A fingerprint is a digest of the function's syntax tree without its docstring: comments, blank
 lines, formatting and where the function sits in its file do not move it; any change to what it
@@ -93,6 +95,50 @@ class CopiedFrom:
         why = self.stale(path)
         if why is not None:
             raise NotJudgedError(why)
+
+
+@dataclass(frozen=True, slots=True)
+class Versions:
+    """One upstream function copied once per version of it (oldest first): the copy a tree needs."""
+
+    copies: tuple[CopiedFrom, ...]
+
+    def __post_init__(self) -> None:
+        if not self.copies or len({(copy.module, copy.function) for copy in self.copies}) != 1:
+            raise ValueError("Versions holds copies of one upstream function, at least one")
+
+    def every(self) -> CopiedFrom:
+        """All copies as one, for the message that no copy holds (it names every tree mirrored)."""
+        first = self.copies[0]
+        return CopiedFrom(
+            module=first.module,
+            function=first.function,
+            fingerprints=frozenset().union(*(copy.fingerprints for copy in self.copies)),
+            trees="; ".join(copy.trees for copy in self.copies),
+        )
+
+    def chosen(self, path: Path | None = None) -> CopiedFrom | None:
+        """The copy whose function is the tree's (``path``: the module's file); None when none is,
+        or when the module cannot be found (its import then says why)."""
+        first = self.copies[0]
+        path = path or first.source_file()
+        if path is None:
+            return None
+        found = first.locate(path).fingerprint
+        return next((copy for copy in self.copies if found in copy.fingerprints), None)
+
+    def stale(self, path: Path | None = None) -> str | None:
+        """Why no copy holds for the tree in use, or None."""
+        return self.every().stale(path)
+
+    def require(self, path: Path | None = None) -> CopiedFrom:
+        """The copy the tree in use needs; ``NotJudgedError`` when there is none."""
+        self.every().require(path)
+        chosen = self.chosen(path)
+        if chosen is None:  # the module is not importable: no copy to run, and nothing judged
+            first = self.copies[0]
+            raise NotJudgedError(f"{first.module} cannot be found: no copy of {first.function} to run")
+        return chosen
 
 
 def fingerprint(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:

@@ -3,9 +3,10 @@
 Train mode runs, from the tree ``--rollout-chaos-upstream`` names (or the installed package):
 the trainer-side caller (``nemo_rl.experience.rollouts.run_async_nemo_gym_rollout``, or
 ``run_nemo_gym_rollout_sync`` on trees whose actor streams its rows) and, under it, the actor
-method ``NemoGym.run_rollouts`` with NeMo RL's own postprocessing, NaN retry, ordering and
-metrics. Which API a tree has is read from it at run time: a ``run_rollouts`` that is an async
-generator is consumed as Ray's ``num_returns="streaming"``, else it returns one list.
+method ``NemoGym.run_rollouts`` with NeMo RL's own postprocessing, NaN check (a retry of the
+batch before #3000, a raise after), ordering and metrics. Which API a tree has is read from it
+at run time: a ``run_rollouts`` that is an async generator is consumed as Ray's
+``num_returns="streaming"``, else it returns one list.
 
 Real: everything of NeMo RL above; the Gym client (``ctx.gym``, NeMo Gym's transport over HTTP
 to our agents) behind NeMo Gym's ``RolloutCollectionHelper.run_examples(examples=...,
@@ -31,9 +32,12 @@ runs on the event loop, as a trainer's driver blocks while the actor's loop work
 
 Past the rollout, ``nemo_rl_train_batch`` runs ``grpo_train``'s own steps on the caller's result
 (rewards, baselines, dynamic sampling, loss masks, the flat ``train_data``, advantages) to what
-``policy.train`` would get; its ``STOOD_IN`` (the inline data-processing lines, the policy's
-logprob recomputation) is recorded with the call. What NeMo RL raises there is what ``collect``
-raises.
+``policy.train`` would get, through the copy of its lines that the tree's ``grpo_train`` needs
+(one per version; none fits, and train mode declines as not judged); that copy's ``STOOD_IN`` (the
+inline lines, the policy's logprob recomputation) is recorded with the call, and it builds the
+master config as the tree types it (a dict before #3000, NeMo RL's ``MasterConfig`` after), from
+which it also gives the caller what ``grpo_train`` gives it. What NeMo RL raises there is what
+``collect`` raises.
 
 Mapping, one Rollout per row, read from that ``train_data`` (input order): the flat tokens, loss
 mask and generation logprobs, cut at message boundaries into one Turn per message in the loss
@@ -57,6 +61,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from types import ModuleType
 from typing import Any, ClassVar, Final
 
 from pytest_rollout_chaos.collector.adapters import nemo_rl_settings
@@ -99,7 +104,7 @@ UPSTREAM = Upstream(
     modules=("nemo_rl.environments.nemo_gym", "nemo_rl.experience.rollouts"),
     install=(
         "pip install torch==2.13.0 numpy pillow requests typing_extensions transformers==5.5.4 "
-        "ray==2.60.0 datasets fastapi uvicorn pyzmq rich tqdm wandb decord"
+        "ray==2.60.0 datasets fastapi uvicorn pyzmq rich tqdm wandb decord tensordict"
     ),
 )
 SOURCE: Final = "collector"
@@ -134,8 +139,10 @@ class NemoRLCollector:
         # seconds, and the event loop would stand still for them inside the collection.
         self._trainer = load_trainer()
         self._tokenizer = trainer_tokenizer(ctx)
-        self._settings = nemo_rl_settings.train(ctx, _max_model_len(self._tokenizer))
-        self._master_config: dict[str, Any] = {}
+        self._settings = nemo_rl_settings.train(
+            ctx, _max_model_len(self._tokenizer), nan_retry_knob=self._trainer.nan_retry_knob
+        )
+        self._master_config: Any = {}
         _preload_validation()
         with trainer_warnings(), contextlib.suppress(Exception):  # collect raises it, if it fails
             train_batch.load_grpo()
@@ -155,29 +162,35 @@ class NemoRLCollector:
             return await _validation(self._ctx, rows)
         if self._stale_copy is not None:
             raise NotJudgedError(self._stale_copy)
+        step = train_batch.step()
         history = self._ctx.history
         size = group_size(rows, setting=GROUP_SIZE)
-        self._master_config = nemo_rl_settings.train_step(
-            self._settings, prompts=len(rows) // size, generations=size
+        config = nemo_rl_settings.train_step(
+            self._settings, prompts=len(rows) // size, generations=size, rows=step.SETTINGS, where=step.WHERE
         )
+        with trainer_warnings():
+            self._master_config = step.master_config(config, train_batch.load_grpo())
         self._settings.record(history, mode="train")
         history.append(SOURCE, "invoke", "collect", {"rows": len(rows), "mode": mode, "style": "gym"})
         try:
-            rollouts = await self._train(rows)
+            rollouts = await self._train(rows, step)
         except BaseException as error:
             history.append(SOURCE, "fail", "collect", {"error": f"{type(error).__name__}: {error}"})
             raise
         history.append(SOURCE, "ok", "collect", {"returned": len(rollouts)})
         return rollouts  # type: ignore[return-value]  # None entries: rows NeMo RL lost, left visible
 
-    async def _train(self, rows: Sequence[Row]) -> list[Rollout | None]:
+    async def _train(self, rows: Sequence[Row], step: ModuleType) -> list[Rollout | None]:
         trainer = self._trainer
+        extra = step.caller_kwargs(train_batch.load_grpo(), self._master_config)
         helper = self.helper_class(self._ctx)
         name = f"{trainer.caller.__module__}.{trainer.caller.__name__}"
         data = {"call": name, "api": "streaming" if trainer.streaming else "list", "rows": len(rows)}
         try:
             async with self._actor_handle(helper) as handle:
-                call = trainer.caller_call(self._ctx, rows, handle, self._tokenizer, self._settings)
+                call = trainer.caller_call(
+                    self._ctx, rows, handle, self._tokenizer, self._settings, extra=extra
+                )
                 self._ctx.history.append(SOURCE, "invoke", "upstream", data)
                 with trainer_warnings():
                     result = await in_thread(asyncio.get_running_loop(), call)
@@ -187,7 +200,7 @@ class NemoRLCollector:
             )
             raise
         self._ctx.history.append(SOURCE, "ok", "upstream", {"call": name})
-        rollouts = self.read(rows, result, attempts=max(1, helper.calls))
+        rollouts = self.read(rows, result, step, attempts=max(1, helper.calls))
         for rollout in rollouts:
             if rollout is not None:
                 self._ctx.history.append(
@@ -195,15 +208,20 @@ class NemoRLCollector:
                 )
         return rollouts
 
-    def read(self, rows: Sequence[Row], result: Any, *, attempts: int) -> list[Rollout | None]:
+    def read(
+        self, rows: Sequence[Row], result: Any, step: ModuleType, *, attempts: int
+    ) -> list[Rollout | None]:
         """The Rollouts of the step: read from the ``train_data`` ``grpo_train`` makes of the
         caller's result for ``policy.train``; what NeMo RL raises on the way is raised, unchanged."""
         history = self._ctx.history
-        call = {"call": f"{train_batch.GRPO_MODULE}.grpo_train, rollout to policy.train"}
-        history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": list(train_batch.STOOD_IN)})
+        call = {
+            "call": f"{train_batch.GRPO_MODULE}.grpo_train, rollout to policy.train",
+            "copy": step.__name__,
+        }
+        history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": list(step.STOOD_IN)})
         try:
             with trainer_warnings():
-                batch = train_batch.train_batch(result, self._master_config, self._tokenizer)
+                batch = train_batch.train_batch(step, result, self._master_config, self._tokenizer)
         except BaseException as error:
             history.append(SOURCE, "fail", "upstream", {**call, "error": f"{type(error).__name__}: {error}"})
             raise

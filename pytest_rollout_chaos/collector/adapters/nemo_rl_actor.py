@@ -6,16 +6,17 @@ actor seam (``nemo_rl_ray``): NeMo RL's caller talks to a real actor with the re
 Ray's serializer, and an actor that dies reaches it as Ray's ``ActorDiedError``.
 
 Real: the actor's class is the tree's own ``NemoGym`` (``run_rollouts``, its postprocessing,
-NaN retries, ordering and metrics), made an actor with the options NeMo RL's decorator gives
+NaN check, ordering and metrics), made an actor with the options NeMo RL's decorator gives
 it (``max_restarts=-1, max_task_retries=-1``: a crashed actor restarts and its call is retried
 by Ray; ``ray.kill`` is final), created on the cluster in its own worker process.
 
 Faked: only ``__init__``, which upstream starts NeMo Gym's servers (``RunHelper``) and builds a
 ``RolloutCollectionHelper``; the stack runs those servers already. The subclass ``__init__``
-sets what that spin-up sets (``spun_up``): ``cfg``, ``rollout_max_attempts_to_avoid_lp_nan``,
-``rh`` (``StackServers``: nothing to poll or shut down), ``head_server_config`` (the stack's
-head server) and, once the collection starts, ``rch``: a ``RelayHelper`` that reaches this
-process's Gym client (``nemo_rl_relay`` says why it stays here). The actor asks for no CPU
+sets what that spin-up sets (``spun_up``): ``cfg``, ``rollout_max_attempts_to_avoid_lp_nan`` (on
+trees before #3000), ``rh`` (``StackServers``: nothing to poll or shut down),
+``head_server_config`` (the stack's head server) and, once the collection starts, ``rch``: a
+``RelayHelper`` that reaches this process's Gym client (``nemo_rl_relay`` says why it stays
+here). The actor asks for no CPU
 (``num_cpus=0``), as it only waits on I/O, so it schedules on a small machine.
 
 The worker imports the tree and this package from the ``PYTHONPATH`` of the actor's
@@ -70,14 +71,17 @@ class StackServers:
         return None
 
 
-def spun_up(actor: Any, *, rch: Any, head_server_config: Any, max_attempts: int, tokenizer: Any) -> None:
+def spun_up(
+    actor: Any, *, rch: Any, head_server_config: Any, max_attempts: int | None, tokenizer: Any
+) -> None:
     """Set on ``actor`` what ``NemoGym``'s spin-up sets, over the stack's servers."""
     actor.rch = rch
     actor.head_server_config = head_server_config
     actor.rh = StackServers()
-    # NeMo RL's knob for whole-batch NaN retries (trees that have it): its own default of 1 unless
-    # the scenario's trainer_config asks otherwise (nemo_rl_settings)
-    actor.rollout_max_attempts_to_avoid_lp_nan = max_attempts
+    if max_attempts is not None:
+        # NeMo RL's knob for whole-batch NaN retries (trees before #3000): its own default of 1
+        # unless the scenario's trainer_config asks otherwise (nemo_rl_settings)
+        actor.rollout_max_attempts_to_avoid_lp_nan = max_attempts
     if callable(getattr(actor, "set_tokenizer", None)):  # trees where the actor holds its tokenizer
         actor.set_tokenizer(tokenizer)
 
@@ -86,7 +90,7 @@ def actor_class(upstream: Any) -> type:
     """``upstream`` (the tree's plain ``NemoGym``) with its spin-up replaced, as an actor's class."""
 
     def __init__(
-        self: Any, cfg: dict[str, Any], head_server_config: Any, max_attempts: int, tokenizer: Any
+        self: Any, cfg: dict[str, Any], head_server_config: Any, max_attempts: int | None, tokenizer: Any
     ) -> None:
         if hasattr(upstream, "_spinup"):  # spin-up lives outside __init__: __init__ is safe
             upstream.__init__(self, cfg)
@@ -135,7 +139,7 @@ class RayActor:
         tree: Path,
         cfg: dict[str, Any],
         head_server_config: Any,
-        max_attempts: int,
+        max_attempts: int | None,
         tokenizer: Any,
         history: History,
     ) -> None:

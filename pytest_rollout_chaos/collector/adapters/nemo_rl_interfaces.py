@@ -57,6 +57,10 @@ class HttpGeneration:
     def finish_generation(self, *args: Any, **kwargs: Any) -> bool:
         return True
 
+    def shutdown(self) -> bool:
+        """Nothing to shut down: the stack owns the policy server (abstract in NeMo RL after #3000)."""
+        return True
+
     def generate(self, data: Any, greedy: bool = False) -> Any:
         """The whole batch at once, padded as NeMo RL pads generation outputs."""
 

@@ -4,9 +4,10 @@ Train mode gives the ``NemoGym`` actor its ``NemoGymConfig`` (``env.nemo_gym``) 
 skipped spin-up would have set (the NaN-retry count), and the caller its generation config
 (``policy.generation``). Validation mode gives ``grpo.validate()`` a master config. Each value is
 upstream's own default (``where`` names the line at the pinned trees: NVIDIA-NeMo/RL 3eebe4da,
-964b609a, 3069f281, c6a661e8), a value the run fixes where NeMo RL has no default (a required
-key of its ``TypedDict`` configs), or what the scenario's ``trainer_config`` asks
-(``nemo_rl.<key>``).
+964b609a, 3069f281, c6a661e8; ``GRPO_STEP_7EA279AB`` names main's, 7ea279ab), a value the run
+fixes where NeMo RL has no default (a required key of its configs), or what the scenario's
+``trainer_config`` asks (``nemo_rl.<key>``). The NaN-retry knob is taken only on a tree whose
+``NemoGym`` has it (#3000 removed it: a NaN logprob then fails the batch at once).
 
 Validation runs the path ``validate()`` takes by default: ``vllm_cfg.async_engine`` unset is
 ``False`` (``grpo._should_use_async_rollouts``), so it calls ``run_multi_turn_rollout``. The
@@ -17,6 +18,7 @@ after PR #2209) is the variant a scenario chooses with
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings, nested
@@ -39,6 +41,15 @@ WHERE_GYM_STOPS: Final = (
     "nemo_rl/environments/nemo_gym.py:280-281 (298-299 at 964b609a), setup_nemo_gym_config sets it None; "
     "run_async_nemo_gym_rollout asserts it is unset"
 )
+STACK_MAX_TOKENS: Final = 64
+"""The stack's limit on one generation of a row that names none (the Gym model server's default)."""
+WHY_MAX_NEW_TOKENS: Final = (
+    "the stack's limit on one generation (a row's own max_output_tokens is lower when the workload "
+    "sets one): NeMo RL's configs give ${policy.max_total_sequence_length} "
+    "(examples/configs/grpo_math_1B.yaml:277, 370 at 7ea279ab), which NeMo RL's own vLLM server "
+    "clamps to the room left in the context and the stack's policy refuses, as stock vLLM does; "
+    "NeMo RL main stamps it on every row (_prepare_nemo_gym_rows), older trees ignore it"
+)
 WHERE_GYM_TOP_K: Final = (
     "nemo_rl/experience/rollouts.py, run_async_nemo_gym_rollout: assert not generation_config['top_k']"
 )
@@ -57,6 +68,38 @@ GRPO_STEP: Final[tuple[tuple[str, Any, str], ...]] = (
 )
 """What ``grpo_train`` reads between the rollout and ``policy.train`` that its ``GRPOConfig`` and
 ``PolicyConfig`` require, with the value (and line) of ``grpo_math_1B.yaml`` at both train trees."""
+
+
+@dataclass(frozen=True, slots=True)
+class Same:
+    """A value the config file interpolates from another key (``${grpo.normalize_rewards}``)."""
+
+    key: str
+
+
+WHERE_GRPO_CONFIG_7EA279AB: Final = "examples/configs/grpo_math_1B.yaml at 7ea279ab"
+GRPO_STEP_7EA279AB: Final[tuple[tuple[str, Any, str], ...]] = (
+    ("grpo.normalize_rewards", True, "8"),
+    ("grpo.use_leave_one_out_baseline", True, "9"),
+    ("grpo.overlong_filtering", False, "14"),
+    ("grpo.advantage_clip_low", None, "15"),
+    ("grpo.advantage_clip_high", None, "16"),
+    ("grpo.use_dynamic_sampling", False, "27"),
+    ("grpo.reward_shaping.enabled", False, "31"),
+    ("grpo.adv_estimator.name", "grpo", "40"),
+    ("grpo.adv_estimator.normalize_rewards", Same("grpo.normalize_rewards"), "41"),
+    ("grpo.adv_estimator.use_leave_one_out_baseline", Same("grpo.use_leave_one_out_baseline"), "42"),
+    ("grpo.reward_scaling.enabled", False, "45"),
+    ("grpo.seq_logprob_error_threshold", None, "50"),
+    ("grpo.invalid_tool_call_advantage", None, "52"),
+    ("grpo.malformed_thinking_advantage", None, "54"),
+    ("loss_fn.force_on_policy_ratio", False, "103"),
+    ("policy.precision", "bfloat16", "137"),
+    ("policy.make_sequence_length_divisible_by", 1, "341 (policy.dtensor_cfg.tensor_parallel_size, 147)"),
+)
+"""The same for NeMo RL main (7ea279ab): its step reads more (advantage clipping and penalties, the
+estimator's own section, the loss config, the policy's precision), the rest is ``GRPOConfig``'s
+own defaults. The lines are of ``grpo_math_1B.yaml`` at 7ea279ab."""
 
 KNOWN: Final = (
     "env.nemo_gym.model_name",
@@ -77,7 +120,7 @@ KNOWN: Final = (
     "grpo.max_val_samples",
     "grpo.max_rollout_turns",
     "logger.num_val_samples_to_print",
-    *(key for key, _, _ in GRPO_STEP),
+    *dict.fromkeys(key for key, _, _ in (*GRPO_STEP, *GRPO_STEP_7EA279AB)),
 )
 """Every key the adapter hands NeMo RL, in either mode: what ``trainer_config`` may set."""
 
@@ -89,14 +132,15 @@ def settings(ctx: CollectorContext) -> TrainerSettings:
     return taken
 
 
-def train(ctx: CollectorContext, max_model_len: int) -> TrainerSettings:
-    """Train mode's settings: the actor's ``NemoGymConfig`` and NaN retries, the caller's generation
-    config."""
+def train(ctx: CollectorContext, max_model_len: int, *, nan_retry_knob: bool = True) -> TrainerSettings:
+    """Train mode's settings: the actor's ``NemoGymConfig`` and NaN retries (on a tree whose actor
+    has the knob), the caller's generation config."""
     taken = settings(ctx)
     run = ctx.settings
     taken.run("env.nemo_gym.model_name", ctx.model, "the model the policy serves")
     taken.run("env.nemo_gym.base_urls", [ctx.policy], "the policy server of this stack")
-    taken.default(NAN_RETRIES, 1, WHERE_NAN_RETRIES)
+    if nan_retry_knob:
+        taken.default(NAN_RETRIES, 1, WHERE_NAN_RETRIES)
     taken.run(
         "policy.generation.backend", "vllm", "GenerationConfig requires it; the policy speaks vLLM's API"
     )
@@ -105,20 +149,30 @@ def train(ctx: CollectorContext, max_model_len: int) -> TrainerSettings:
     )
     taken.run("policy.generation.top_p", 1.0, "GenerationConfig requires it: plain sampling")
     taken.default("policy.generation.top_k", None, WHERE_GYM_TOP_K)
-    taken.run(
-        "policy.generation.max_new_tokens", run.max_new_tokens, "GenerationConfig requires it (the harness's)"
-    )
+    taken.run("policy.generation.max_new_tokens", STACK_MAX_TOKENS, WHY_MAX_NEW_TOKENS)
     taken.default("policy.generation.stop_strings", None, WHERE_GYM_STOPS)
     taken.default("policy.generation.stop_token_ids", None, WHERE_GYM_STOPS)
     taken.run("policy.generation.vllm_cfg.max_model_len", max_model_len, "the policy model's context length")
+    taken.run("policy.max_total_sequence_length", max_model_len, "the policy model's context length")
     return taken
 
 
-def train_step(taken: TrainerSettings, *, prompts: int, generations: int) -> dict[str, Any]:
-    """What ``grpo_train`` reads from the rollout to ``policy.train`` (``nemo_rl_train_batch``):
-    taken into ``taken``; the master config those steps get."""
-    for key, value, line in GRPO_STEP:
-        taken.run(key, value, f"GRPOConfig/PolicyConfig require it; {WHERE_GRPO_CONFIG}:{line}")
+def train_step(
+    taken: TrainerSettings,
+    *,
+    prompts: int,
+    generations: int,
+    rows: tuple[tuple[str, Any, str], ...] = GRPO_STEP,
+    where: str = WHERE_GRPO_CONFIG,
+) -> dict[str, Any]:
+    """What ``grpo_train`` reads from the rollout to ``policy.train`` (``rows``, of the config file
+    ``where``): taken into ``taken``; the master config those steps get, as a plain dict."""
+    values: dict[str, Any] = {}
+    for key, value, line in rows:
+        if isinstance(value, Same):
+            values[key] = taken.run(key, values[value.key], f"{where}:{line}: ${{{value.key}}}")
+        else:
+            values[key] = taken.run(key, value, f"GRPOConfig/PolicyConfig require it; {where}:{line}")
     taken.run("grpo.num_prompts_per_step", prompts, "the workload's prompts: one step collects them all")
     taken.run(
         "grpo.num_generations_per_prompt",
@@ -127,14 +181,15 @@ def train_step(taken: TrainerSettings, *, prompts: int, generations: int) -> dic
     )
     config = nested(taken.items, "")
     # _create_advantage_estimator hands loss_fn to the estimator; GRPO's reads nothing of it.
-    config["loss_fn"] = {}
+    config.setdefault("loss_fn", {})
     return config
 
 
-def nan_retries(taken: TrainerSettings) -> int:
-    """``rollout_max_attempts_to_avoid_lp_nan`` as the actor's spin-up would have set it."""
-    value = next(item.value for item in taken.items if item.key == NAN_RETRIES)
-    return int(value)
+def nan_retries(taken: TrainerSettings) -> int | None:
+    """``rollout_max_attempts_to_avoid_lp_nan`` as the actor's spin-up would have set it; None on a
+    tree without the knob."""
+    value = next((item.value for item in taken.items if item.key == NAN_RETRIES), None)
+    return None if value is None else int(value)
 
 
 def actor_cfg(taken: TrainerSettings) -> dict[str, Any]:

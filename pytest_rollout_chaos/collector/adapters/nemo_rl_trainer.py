@@ -10,10 +10,10 @@ import copy
 import importlib
 import inspect
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
+from types import MappingProxyType, SimpleNamespace
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -72,6 +72,7 @@ class Trainer:
     rollouts: Any  # the nemo_rl.experience.rollouts module
     batch_class: type
     streaming: bool
+    nan_retry_knob: bool  # NemoGym takes rollout_max_attempts_to_avoid_lp_nan (trees before #3000)
 
     def actor(self, helper: GymHelper, tokenizer: Any, settings: TrainerSettings) -> Any:
         """A ``NemoGym`` with what its spin-up sets, over our servers instead of starting its own."""
@@ -98,8 +99,11 @@ class Trainer:
         handle: Any,
         tokenizer: Any,
         settings: TrainerSettings,
+        *,
+        extra: Mapping[str, Any] = MappingProxyType({}),
     ) -> Callable[[], Any]:
-        """The caller bound to its arguments, as NeMo RL's GRPO loop calls it."""
+        """The caller bound to its arguments, as NeMo RL's GRPO loop calls it (``extra``: what the
+        tree's ``grpo_train`` computes for it from its master config, ``nemo_rl_train_batch``)."""
         batch = input_batch(self.batch_class, rows)
         generation = nested(settings.items, "policy.generation")
         offered = {
@@ -109,6 +113,7 @@ class Trainer:
             "task_to_env": {"nemo_gym": handle},
             "generation_config": generation,
             "log_full_result_tables": False,
+            **extra,
         }
         parameters = inspect.signature(self.caller).parameters
         kwargs = {name: value for name, value in offered.items() if name in parameters}
@@ -159,8 +164,11 @@ def load_trainer() -> Trainer:
             "this NeMo RL tree is newer than the adapter"
         )
     streaming = inspect.isasyncgenfunction(actor_class.run_rollouts)
+    knob = nemo_rl_settings.NAN_RETRIES.rpartition(".")[2] in inspect.getsource(gym_module)
     root = Path(str(gym_module.__file__)).resolve().parents[2]  # <root>/nemo_rl/environments/nemo_gym.py
-    return Trainer(actor_class, remote_class, root, caller, rollouts, batches.BatchedDataDict, streaming)
+    return Trainer(
+        actor_class, remote_class, root, caller, rollouts, batches.BatchedDataDict, streaming, knob
+    )
 
 
 def trainer_tokenizer(ctx: CollectorContext) -> Any:

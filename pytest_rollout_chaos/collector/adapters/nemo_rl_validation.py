@@ -49,6 +49,7 @@ from typing import Any, Final, cast
 import aiohttp
 
 from pytest_rollout_chaos.collector.adapters import nemo_rl_settings
+from pytest_rollout_chaos.collector.adapters.nemo_rl_grpo import load_grpo, typed_config
 from pytest_rollout_chaos.collector.adapters.nemo_rl_interfaces import (
     EnvHandle,
     HttpGeneration,
@@ -104,7 +105,7 @@ class ValidateCall:
     val_dataloader: Any
     tokenizer: Any
     val_task_to_env: dict[str, EnvHandle]
-    master_config: dict[str, Any]
+    master_config: Any  # a dict, or NeMo RL's MasterConfig after #3000 (nemo_rl_grpo.typed_config)
 
 
 class Validation:
@@ -168,7 +169,7 @@ class Validation:
             ),
             tokenizer=tokenizer,
             val_task_to_env=envs,
-            master_config=config,
+            master_config=typed_config(nemo.grpo, config),
         )
         with _PATCHING, ray_get_resolves(nemo.ray):
             return self.drive(nemo, call)
@@ -225,7 +226,7 @@ class NemoRL:
     def load(cls) -> NemoRL:
         module = importlib.import_module
         return cls(
-            grpo=module("nemo_rl.algorithms.grpo"),
+            grpo=load_grpo(),
             ray=module("ray"),
             batches=module("nemo_rl.distributed.batched_data_dict").BatchedDataDict,
             interface=module("nemo_rl.models.generation.interfaces").GenerationInterface,

@@ -79,7 +79,7 @@ class GenerationOnly(NemoRLCollector):
     """BROKEN ON PURPOSE: reads the caller's ``final_batch``, never the ``train_data`` that
     ``grpo_train`` makes of it for ``policy.train``."""
 
-    def read(self, rows: Sequence[Row], result: Any, *, attempts: int) -> list[Rollout | None]:
+    def read(self, rows: Sequence[Row], result: Any, step: Any, *, attempts: int) -> list[Rollout | None]:
         return rollouts_from_batch(rows, result.final_batch, attempts=attempts)
 
 

@@ -14,6 +14,9 @@ BASE: Final = "nemo-rl-3eebe4da"
 """main just before PR #2394: a row the Gym never returned stays a ``None`` slot."""
 HEAD: Final = "nemo-rl-964b609a"
 """PR #2394's head: fewer rollouts than rows is a ``RuntimeError``."""
+MAIN: Final = "nemo-rl-7ea279ab"
+"""NeMo RL main after #3000: the streaming actor, a pydantic ``MasterConfig``, its own copy of
+``grpo_train``'s step (``nemo_rl_step_7ea279ab``)."""
 TRAINER_MODULES: Final = (
     "torch",
     "numpy",
@@ -30,8 +33,11 @@ TRAINER_MODULES: Final = (
     "wandb",
     "decord",
 )
+MAIN_MODULES: Final = ("tensordict",)
+"""What main imports beyond the older trees (``nemo_rl.data_plane``, which ``grpo`` imports)."""
 
 
 def nemo_rl_tree(name: str, into: Path) -> Path:
     """The tree of tarball ``name`` unpacked under ``into`` (once); skip when it cannot be had."""
-    return pinned_tree(name, into, needs=TRAINER_MODULES, holds="nemo_rl", trainer="nemo_rl")
+    needs = TRAINER_MODULES + (MAIN_MODULES if name == MAIN else ())
+    return pinned_tree(name, into, needs=needs, holds="nemo_rl", trainer="nemo_rl")

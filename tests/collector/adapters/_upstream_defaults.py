@@ -10,7 +10,7 @@ the tree itself:
 - ``name: type = DEFAULT`` in a class body (a dataclass or config class);
 - ``parser.add_argument("--the-name", ..., default=DEFAULT)`` (``action="store_true"``: False).
 
-``config_keys`` lists the keys upstream's ``TypedDict`` configs declare: a setting the run fixes
+``config_keys`` lists the keys upstream's config classes declare: a setting the run fixes
 must be one of them (a key upstream reads and has no default for), not a name the adapter made up.
 """
 
@@ -67,12 +67,17 @@ def attributes_read(tree: Path, package: str, owner: str) -> set[str]:
     return names
 
 
+CONFIG_BASES = ("TypedDict", "BaseModel")
+"""What upstream's config classes derive from: ``TypedDict``, or pydantic's ``BaseModel`` (NeMo RL
+after #3000)."""
+
+
 def config_keys(tree: Path, package: str) -> set[str]:
-    """The field names of every ``TypedDict`` class in ``tree/package``."""
+    """The field names of every config class (``CONFIG_BASES``) in ``tree/package``."""
     keys: set[str] = set()
     for module in _modules(tree / package):
         for node in ast.walk(module):
-            if isinstance(node, ast.ClassDef) and any(_name(base) == "TypedDict" for base in node.bases):
+            if isinstance(node, ast.ClassDef) and any(_name(base) in CONFIG_BASES for base in node.bases):
                 keys |= {
                     item.target.id
                     for item in node.body

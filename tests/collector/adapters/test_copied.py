@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import slime
-from pytest_rollout_chaos.collector.adapters.copied import CopiedFrom
+from pytest_rollout_chaos.collector.adapters import nemo_rl_step_3eebe4da, nemo_rl_step_7ea279ab, slime
+from pytest_rollout_chaos.collector.adapters.copied import CopiedFrom, Versions
 from pytest_rollout_chaos.collector.adapters.nemo_rl_train_batch import COPIED
 from pytest_rollout_chaos.errors import NotJudgedError
 from tests.collector.adapters._trees import upstream_dir
 
 PINNED = ("nemo-rl-3eebe4da", "nemo-rl-964b609a", "nemo-rl-3069f281", "nemo-rl-c6a661e8")
+MAIN = "nemo-rl-7ea279ab"
 GRPO = "nemo_rl/algorithms/grpo.py"
 
 
@@ -40,11 +41,35 @@ def _member(tree: str, name: str, into: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("tree", PINNED)
+@pytest.mark.parametrize("tree", [*PINNED, MAIN])
 def test_the_copy_holds_on_every_pinned_tree(tree: str, tmp_path: Path) -> None:
     path = _grpo(tree, tmp_path)
     assert COPIED.stale(path) is None
     COPIED.require(path)
+
+
+@pytest.mark.parametrize("tree", [*PINNED, MAIN])
+def test_each_tree_runs_the_copy_made_from_its_own_version(tree: str, tmp_path: Path) -> None:
+    """The trees before NeMo RL #3000 keep their copy; main runs the one made from main."""
+    path = _grpo(tree, tmp_path)
+    expected = nemo_rl_step_7ea279ab if tree == MAIN else nemo_rl_step_3eebe4da
+    assert COPIED.chosen(path) == expected.COPIED
+    assert COPIED.require(path) == expected.COPIED
+
+
+def test_one_version_alone_declines_the_other_naming_only_its_trees(tmp_path: Path) -> None:
+    path = _grpo(MAIN, tmp_path)
+    old_only = Versions((nemo_rl_step_3eebe4da.COPIED,))
+    assert old_only.chosen(path) is None
+    why = old_only.stale(path)
+    assert why is not None
+    assert "the copy mirrors NVIDIA-NeMo/RL 3eebe4da, 964b609a, 3069f281 and c6a661e8)" in why
+
+
+def test_versions_are_copies_of_one_function() -> None:
+    other = CopiedFrom("nemo_rl.algorithms.grpo", "validate", frozenset({"0"}), "somewhere")
+    with pytest.raises(ValueError, match="copies of one upstream function"):
+        Versions((nemo_rl_step_3eebe4da.COPIED, other))
 
 
 def test_comments_blank_lines_and_a_moved_function_do_not_count_as_a_change(tmp_path: Path) -> None:
@@ -68,7 +93,8 @@ def test_a_changed_grpo_train_is_not_judged_naming_the_function_file_and_line(tm
     why = COPIED.stale(path)
     assert why is not None
     assert why.startswith(f"grpo_train changed since the adapter's copy ({path}:{line}, fingerprint ")
-    assert "the copy mirrors NVIDIA-NeMo/RL 3eebe4da, 964b609a, 3069f281 and c6a661e8" in why
+    assert "the copy mirrors NVIDIA-NeMo/RL 3eebe4da, 964b609a, 3069f281 and c6a661e8; " in why
+    assert "NVIDIA-NeMo/RL 7ea279ab" in why
     with pytest.raises(NotJudgedError, match="grpo_train changed since the adapter's copy"):
         COPIED.require(path)
 

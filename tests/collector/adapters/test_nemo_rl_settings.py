@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import nemo_rl_settings
+from pytest_rollout_chaos.collector.adapters import (
+    nemo_rl_settings,
+    nemo_rl_step_3eebe4da,
+    nemo_rl_step_7ea279ab,
+)
 from pytest_rollout_chaos.collector.adapters.trainer_settings import Setting, TrainerSettings
 from pytest_rollout_chaos.collector.protocol import CollectorContext
 from pytest_rollout_chaos.errors import CollectorTargetError
@@ -20,7 +24,10 @@ from tests.collector.adapters._settings_context import settings_context
 from tests.collector.adapters._trees import pinned_tree
 from tests.collector.adapters._upstream_defaults import code_defaults, config_keys, get_default
 
-TREES = ("nemo-rl-3eebe4da", "nemo-rl-964b609a", "nemo-rl-3069f281", "nemo-rl-c6a661e8")
+OLDER = ("nemo-rl-3eebe4da", "nemo-rl-964b609a", "nemo-rl-3069f281", "nemo-rl-c6a661e8")
+"""The trees before NeMo RL #3000: the NaN-retry knob, ``nemo_rl_step_3eebe4da``."""
+MAIN = "nemo-rl-7ea279ab"
+TREES = (*OLDER, MAIN)
 
 
 @pytest.fixture(scope="module", params=TREES)
@@ -28,10 +35,13 @@ def tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     return pinned_tree(request.param, tmp_path_factory.mktemp("nemo-rl"), needs=(), holds="nemo_rl")
 
 
-def both_modes(ctx: CollectorContext) -> list[TrainerSettings]:
+def both_modes(ctx: CollectorContext, tree: Path) -> list[TrainerSettings]:
+    """The settings of both modes as the adapter takes them for ``tree``."""
+    step = nemo_rl_step_7ea279ab if tree.name == MAIN else nemo_rl_step_3eebe4da
     validation, _ = nemo_rl_settings.validation(ctx, rows=8, max_model_len=2048, pad_token_id=0)
-    train = nemo_rl_settings.train(ctx, 2048)
-    nemo_rl_settings.train_step(train, prompts=8, generations=1)  # grpo_train past the rollout
+    train = nemo_rl_settings.train(ctx, 2048, nan_retry_knob=tree.name != MAIN)
+    # grpo_train past the rollout, as that tree's copy reads it
+    nemo_rl_settings.train_step(train, prompts=8, generations=1, rows=step.SETTINGS, where=step.WHERE)
     return [train, validation]
 
 
@@ -53,12 +63,19 @@ def departures(settings: list[Setting], tree: Path) -> list[str]:
 
 
 def test_no_setting_differs_from_upstreams_default_unless_the_scenario_asked(tree: Path) -> None:
-    for taken in both_modes(settings_context()):
+    for taken in both_modes(settings_context(), tree):
         assert departures(taken.items, tree) == []
 
 
-def test_nan_retries_are_upstreams_default_of_one(tree: Path) -> None:
-    [default] = get_default(tree / "nemo_rl/environments/nemo_gym.py", "rollout_max_attempts_to_avoid_lp_nan")
+def test_nan_retries_are_upstreams_default_of_one_where_the_actor_has_the_knob(tree: Path) -> None:
+    found = get_default(tree / "nemo_rl/environments/nemo_gym.py", "rollout_max_attempts_to_avoid_lp_nan")
+    if tree.name == MAIN:  # NeMo RL #3000 removed it: a NaN logprob fails the batch at once
+        assert found == []
+        taken = nemo_rl_settings.train(settings_context(), 2048, nan_retry_knob=False)
+        assert nemo_rl_settings.nan_retries(taken) is None
+        assert nemo_rl_settings.NAN_RETRIES not in [item.key for item in taken.items]
+        return
+    [default] = found
     assert default == 1
     assert nemo_rl_settings.nan_retries(nemo_rl_settings.train(settings_context(), 2048)) == default
 
