@@ -365,6 +365,20 @@ class _Reaper:
     def remove_path(self, path: Path) -> None:
         self._send(f"remove-path {path}")
 
+    def add_netns(self, name: str) -> None:
+        """Kill, with pytest, every process in network namespace ``name``, then delete it."""
+        self._send(f"add-netns {name}")
+
+    def remove_netns(self, name: str) -> None:
+        self._send(f"remove-netns {name}")
+
+    def add_link(self, name: str) -> None:
+        """Delete network link ``name`` (a bridge, a veth) when pytest ends, however it ends."""
+        self._send(f"add-link {name}")
+
+    def remove_link(self, name: str) -> None:
+        self._send(f"remove-link {name}")
+
     def close(self) -> None:
         """End the reaper cleanly (nothing left to kill) when this process exits normally."""
         with self._lock:
