@@ -247,6 +247,9 @@ class StackBuilder:
             fault_layer=self.fault_layer if proxied or self._link_kind == "layer" else None,
             collector_policy_url=collector_policy_url,
             gym_python=self.settings.gym_python,
+            pull_files=self.ray.cluster.pull_files
+            if self.ray is not None and self.ray.cluster.mirror
+            else None,
         )
 
     def start(self, spec: ServerSpec) -> ManagedProcess:

@@ -15,7 +15,7 @@ import ipaddress
 import json
 import socket
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -59,27 +59,53 @@ class NodeSlot:
 
 
 def node_spec(index: int, address: str, temp_dir: Path, env: dict[str, str]) -> ServerSpec:
-    """The ``ray start --block`` child of node ``index`` (the head, with the GCS at ``address``, for 0)."""
+    """The ``ray start --block`` child of node ``index`` of ``local:N`` (the head, with the GCS at
+    ``address``, for 0)."""
+    return ray_start_spec(
+        f"ray-node-{index}",
+        gcs=address,
+        head=index == 0,
+        node_ip=node_address(index),
+        temp_dir=temp_dir,
+        env=env,
+        resources={NodeSlot(index).resource: 1},
+    )
+
+
+def ray_start_spec(
+    name: str,
+    *,
+    gcs: str,
+    head: bool,
+    node_ip: str,
+    temp_dir: Path,
+    env: dict[str, str],
+    resources: Mapping[str, float],
+    cpus: int = NODE_CPUS,
+    boot: Callable[[Sequence[str]], Sequence[str]] | None = None,
+) -> ServerSpec:
+    """One ``ray start --block`` child: the head (its GCS at ``gcs``) or a node joining it, on
+    ``node_ip``; ``boot`` wraps the command (a host of ``hosts:N`` runs it in its namespaces)."""
     argv = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block", "--disable-usage-stats"]
-    if index == 0:
+    if head:
         argv += [
             "--head",
-            f"--port={address.rpartition(':')[2]}",
+            f"--port={gcs.rpartition(':')[2]}",
             "--include-dashboard=false",
             f"--temp-dir={temp_dir}",
             f"--system-config={json.dumps(HEALTH_CHECK)}",
         ]
     else:
-        argv.append(f"--address={address}")
+        argv.append(f"--address={gcs}")
     argv += [
-        f"--node-ip-address={node_address(index)}",
-        f"--num-cpus={NODE_CPUS}",
+        f"--node-ip-address={node_ip}",
+        f"--num-cpus={cpus}",
         f"--object-store-memory={OBJECT_STORE_BYTES}",
-        f"--resources={json.dumps({NodeSlot(index).resource: 1})}",
+        f"--resources={json.dumps(dict(resources))}",
     ]
     return ServerSpec(
-        name=f"ray-node-{index}",
-        argv=tuple(argv),
+        name=name,
+        argv=tuple(boot(argv) if boot is not None else argv),
         probe=readiness.log_line("Ray runtime started"),
         env=env,
         ready_timeout_s=NODE_READY_TIMEOUT_S,

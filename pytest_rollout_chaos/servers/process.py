@@ -62,6 +62,8 @@ class ServerSpec:
     hint: str = ""
     cwd: Path | None = None
     gpus: int = 0  # CUDA devices a scheduler (Ray) must give it; here it sees what this process sees
+    # files it reads (its config), written before it starts by whoever starts it, on its machine
+    files: Mapping[Path, str] = field(default_factory=dict)
 
 
 ExitListener = Callable[["ManagedProcess", int], None]
@@ -173,6 +175,9 @@ class ManagedProcess:
         self._log_dir.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             self.ready_file.unlink()
+        for path, text in self.spec.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
         env = {
             **os.environ,
             **self.spec.env,
