@@ -27,6 +27,7 @@ from pytest_rollout_chaos.faults.touch import requests_into, requests_on_link
 from pytest_rollout_chaos.ray.hosted import RayHostedProcess, on_head_node
 from pytest_rollout_chaos.ray.nodes import NodeSlot, RayClusterError
 from pytest_rollout_chaos.servers.links import link_server
+from pytest_rollout_chaos.servers.policy.replicas import replica_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,10 @@ class Partition:
     target: str
     peer: str = field(
         default="",
-        metadata=param("a server on the other side of the cut; empty: every host but the target's"),
+        metadata=param(
+            "a server on the other side of the cut (policy: every replica's host); empty: every host but "
+            "the target's"
+        ),
     )
 
     def preflight(self, ctx: FaultContext) -> None:
@@ -50,15 +54,19 @@ class Partition:
     def _sides(self, ctx: FaultContext) -> tuple[RayHostedProcess, list[NodeSlot]]:
         """The target's server and the slots of the hosts on the other side."""
         process = self._on_host(ctx, self.target)
+        cluster = process.cluster
         if self.peer:
-            other = self._on_host(ctx, self.peer).slot
-            if other.index == process.slot.index:
+            peers = [self._on_host(ctx, name) for name in _servers_named(ctx, self.peer)]
+            others = sorted(
+                {peer.slot for peer in peers if peer.slot.index != process.slot.index}, key=_index
+            )
+            if not others:
                 raise FaultError(
-                    f"target {self.target!r} and peer {self.peer!r} both run on host {other.index} "
-                    f"({process.cluster.describe_slot(other)}): there is no network between them to cut"
+                    f"target {self.target!r} and peer {self.peer!r} all run on host {process.slot.index} "
+                    f"({cluster.describe_slot(process.slot)}): there is no network between them to cut"
                 )
-            return process, [other]
-        others = [slot for slot in process.cluster.slots if slot.index != process.slot.index]
+            return process, others
+        others = [slot for slot in cluster.slots if slot.index != process.slot.index]
         if not others:
             raise FaultError(
                 f"target {self.target!r}: its host is the only one (--rollout-chaos-ray=hosts:1)"
@@ -121,6 +129,18 @@ class Partition:
             "requests on the links across the cut, and into the servers whose calls cross it, "
             "in flight or sent while it held",
         )
+
+
+def _servers_named(ctx: FaultContext, name: str) -> list[str]:
+    """``name`` itself, or every policy replica for ``policy`` where the replicas go by ``policy[i]``."""
+    if name in ctx.processes:
+        return [name]
+    found = [server for server in ctx.processes if replica_of(server)[0] == name and server != name]
+    return found or [name]  # an unknown name: ``hosted`` says which are known
+
+
+def _index(slot: NodeSlot) -> int:
+    return slot.index
 
 
 def _host_of(ctx: FaultContext, name: str) -> int | None:
