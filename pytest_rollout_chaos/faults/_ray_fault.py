@@ -67,7 +67,7 @@ def not_on_host_reason(process: ManagedProcess | None) -> str | None:
         return (
             f"server {process.name!r} runs on {process.node()} of --rollout-chaos-ray="
             f"{process.cluster.mode.describe()}, not on a host of its own: pass --rollout-chaos-ray=hosts:N "
-            "(network namespaces this run can unplug and cut apart)"
+            "(network namespaces this run can silence and cut apart)"
         )
     return None
 

@@ -1,14 +1,14 @@
 """Fault between hosts: the host of a server is lost, as a machine that loses power mid-batch.
 
 The host (``--rollout-chaos-ray=hosts:N``: a network namespace, a PID namespace and a ``/tmp`` of
-its own) is first taken off the bridge, so nothing it says as it dies leaves it (no FIN, no RST:
-its peers' connections hang, as to a machine that is gone), then every process of it is killed at
-once: its Ray node, every actor there and every server they host. The driver learns it the way a
-trainer does: its calls hang, and Ray declares the node dead after its missed health checks;
-inject waits for that and reports how long it took. Heal puts the host back on the bridge and
-boots it again (an empty ``/tmp``, a new Ray node with the same placement resource), and starts
-its servers again on their ports. What the host's servers wrote until the fault is copied here
-first, as a log shipper would have sent it.
+its own) first goes silent: nothing sent to it is answered and nothing it says as it dies leaves it
+(no FIN, no RST), so its peers' connections, open or new, hang as to a machine that is gone; then
+every process of it is killed at once: its Ray node, every actor there and every server they host.
+The driver learns it the way a trainer does: its calls hang, and Ray declares the node dead after
+its missed health checks; inject waits for that and reports how long it took. Heal lets the host be
+heard again and boots it again (an empty ``/tmp``, a new Ray node with the same placement resource),
+and starts its servers again on their ports. What the host's servers wrote until the fault is copied
+here first, as a log shipper would have sent it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pytest_rollout_chaos.ray.nodes import RayClusterError
 
 @dataclass(frozen=True, slots=True)
 class HostLost(RayFault):
-    """Unplug the server's host and kill everything on it; heal plugs it back and boots it."""
+    """Silence the server's host and kill everything on it; heal lets it be heard and boots it."""
 
     kind: ClassVar[str] = "host_lost"
     needs: ClassVar[tuple[Need, ...]] = (Need.HOST,)

@@ -272,21 +272,22 @@ class RayCluster:
             self.mirror.set_down(slot.index, False)
 
     def lose_host(self, slot: NodeSlot) -> dict[str, object]:
-        """``hosts:N``: host ``slot`` is lost, as a machine that loses power: first off the bridge, so
-        that nothing it says as it dies (no FIN, no RST) leaves, then every process of it killed at
-        once. What it wrote until then is copied here first. Returns what was lost."""
+        """``hosts:N``: host ``slot`` is lost, as a machine that loses power: first it goes silent, so
+        that nothing it says as it dies (no FIN, no RST) leaves and nothing sent to it is answered,
+        then every process of it is killed at once. What it wrote until then is copied here first.
+        Returns what was lost."""
         net = self._net(slot)
         if self.mirror is not None:
             self.mirror.pull()
             self.mirror.set_down(slot.index, True)
-        net.unplug(slot.index)
+        net.isolate(slot.index)
         processes = len(net.pids(slot.index))
         facts = self.remove_node(slot)
         return {**facts, "host": net.netns(slot.index), "address": slot.address, "host_processes": processes}
 
     def restore_host(self, slot: NodeSlot) -> None:
-        """Put host ``slot`` back on the bridge and boot its node again (an empty ``/tmp``)."""
-        self._net(slot).plug(slot.index)
+        """Let host ``slot`` be heard again and boot its node again (an empty ``/tmp``)."""
+        self._net(slot).rejoin(slot.index)
         self.restore_node(slot)
 
     def cut(self, a: NodeSlot, b: NodeSlot, *, ports_to: dict[int, list[int]]) -> int:
@@ -300,7 +301,7 @@ class RayCluster:
         if self.net is None:
             raise RayClusterError(
                 f"{self.describe_slot(slot)} is not a host of its own: only --rollout-chaos-ray=hosts:N "
-                f"runs nodes in namespaces that can be unplugged or cut apart (this run: "
+                f"runs nodes in namespaces that can be silenced or cut apart (this run: "
                 f"{self.mode.describe()})"
             )
         return self.net

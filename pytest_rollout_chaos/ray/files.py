@@ -10,7 +10,7 @@ but the network.
 ``pull`` is called before every read of the History (``History.pull_with``), so whoever got a
 server's answer reads what the server recorded before answering, as on one machine (the servers
 write their events before an answer leaves). A background thread pulls every ``PERIOD_S`` too,
-so the copies stay close when nobody reads. A node that does not answer (lost, unplugged) is not
+so the copies stay close when nobody reads. A node that does not answer (lost, silenced) is not
 waited for again until its pending read returns: one slow pull, not one per read; when its
 ``FileServer`` died with the node, the next pull starts a new one there once the node is back, and
 its files are read from the start (a host booted again has an empty ``/tmp``). A node a fault

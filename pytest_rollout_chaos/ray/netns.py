@@ -52,6 +52,8 @@ RULE_PREF: Final = 10  # the cut's rules, ahead of the ``local`` lookup (moved t
 LOCAL_PREF: Final = 100
 IP_TIMEOUT_S: Final = 10.0
 TMPFS: Final = "rollout-chaos-host"
+# An isolated host: nothing in from the bridge, nothing out to anywhere (ahead of a cut's rules).
+ISOLATED: Final = (["pref", "5", "iif", "eth0", "blackhole"], ["pref", "6", "lookup", str(VOID_TABLE)])
 
 
 class HostNetError(RayClusterError):
@@ -234,12 +236,17 @@ class HostNet:
         return len(killed)
 
     # -- faults between hosts ---------------------------------------------------------------------
-    def unplug(self, host: int) -> None:
-        """Take ``host`` off the bridge: nothing it sends leaves, nothing sent to it arrives."""
-        _ip("link", "set", self.veth(host), "down")
+    def isolate(self, host: int) -> None:
+        """Silence ``host``: every packet that comes to it is dropped, everything it sends goes into
+        ``void0``. It still answers ARP, so a connection to it times out rather than being told there
+        is no route: a machine that is gone, seen from across a routed network."""
+        for rule in ISOLATED:
+            _ip("-n", self.netns(host), "rule", "add", *rule)
 
-    def plug(self, host: int) -> None:
-        _ip("link", "set", self.veth(host), "up")
+    def rejoin(self, host: int) -> None:
+        """Undo ``isolate``; idempotent."""
+        for rule in ISOLATED:
+            _ip("-n", self.netns(host), "rule", "del", *rule, check=False)
 
     def cut(self, a: int, b: int, *, ports_to: Mapping[int, Sequence[int]]) -> int:
         """Partition hosts ``a`` and ``b``, both ways; ``ports_to[h]``: the driver's proxy ports that

@@ -1,6 +1,6 @@
 """The hosts of ``hosts:N`` without Ray: what is missing is named; a host has its own network and
 ``/tmp``; a cut silences two hosts both ways, and the driver's proxies to the other side, until it
-is mended; an unplugged host answers nothing; nothing is left once closed."""
+is mended; an isolated host answers nothing, not even a refusal; nothing is left once closed."""
 
 from __future__ import annotations
 
@@ -166,9 +166,12 @@ def test_hosts_are_machines_of_their_own_and_a_cut_silences_them_until_mended(
         assert probe(hosts, 1, hosts.address(0), 7000).startswith("answered")
         assert probe(hosts, 1, hosts.driver_address, port).startswith("answered")
 
-        hosts.unplug(0)
-        assert probe(hosts, None, hosts.address(0), 7000) in ("cut", "refused [Errno 113] No route to host")
-        hosts.plug(0)
+        hosts.isolate(0)
+        assert probe(hosts, None, hosts.address(0), 7000) == "cut"  # not refused, no route error
+        assert probe(hosts, None, hosts.address(0), 7001) == "cut"  # where nothing listens: no RST either
+        assert probe(hosts, 0, hosts.driver_address, port) == "cut"  # and nothing leaves it
+        hosts.rejoin(0)
+        hosts.rejoin(0)  # idempotent
         assert probe(hosts, None, hosts.address(0), 7000).startswith("answered")
 
         listener.kill()  # the first process of the host: the kernel ends everything in it
