@@ -15,12 +15,13 @@ the run's directories. So a host shares nothing with the driver or the other hos
 after a reboot.
 
 Partitions need no firewall: ``cut`` adds routing rules in the two hosts' namespaces. Packets
-arriving from the other side are dropped by ``blackhole`` rules (the kernel's ``local`` lookup is
-moved behind them at creation), and packets sent to it are routed into ``void0``, a veth whose
-peer is down, which drops them without a word. Either way nothing answers: connections hang, as
-across a real partition. The proxies in front of every server run on the driver, so the traffic
-between two hosts' servers passes it; ``cut`` also drops, on each side, what the driver's proxies
-to the other side's servers send (by their source port) and what is sent to them.
+arriving from the other side are dropped by ``blackhole`` rules, one per protocol so that ARP is
+still answered (the kernel's ``local`` lookup is moved behind them at creation), and packets sent to
+it are routed into ``void0``, a veth whose peer is down, which drops them without a word. Either way
+nothing answers: connections hang, as across a real partition. The proxies in front of every server
+run on the driver, so the traffic between two hosts' servers passes it; ``cut`` also drops, on each
+side, what the driver's proxies to the other side's servers send (by their source port) and what is
+sent to them.
 
 Every namespace and link is registered with the session reaper before it is created, so a pytest
 killed outright leaves none behind (``servers.reaper``).
@@ -53,7 +54,14 @@ LOCAL_PREF: Final = 100
 IP_TIMEOUT_S: Final = 10.0
 TMPFS: Final = "rollout-chaos-host"
 # An isolated host: nothing in from the bridge, nothing out to anywhere (ahead of a cut's rules).
-ISOLATED: Final = (["pref", "5", "iif", "eth0", "blackhole"], ["pref", "6", "lookup", str(VOID_TABLE)])
+# Rules that drop what comes in name its protocols: the kernel answers ARP only for an address its
+# input route lookup (protocol 0) finds local, and a peer that gets no ARP answer is told "no route
+# to host" within seconds, where a gone machine behind a router says nothing at all.
+PROTOCOLS: Final = ("tcp", "udp", "icmp")
+ISOLATED: Final = (
+    *(["pref", "5", "iif", "eth0", "ipproto", protocol, "blackhole"] for protocol in PROTOCOLS),
+    ["pref", "6", "iif", "lo", "lookup", str(VOID_TABLE)],  # what it sends itself, nothing it receives
+)
 
 
 class HostNetError(RayClusterError):
@@ -279,9 +287,10 @@ def cut_rules(peer: str, driver: str, proxy_ports: Sequence[int]) -> list[list[s
     out; likewise for the driver's proxies at ``proxy_ports`` (which lead to ``peer``'s servers)."""
     pref = ["pref", str(RULE_PREF)]
     rules = [
-        [*pref, "from", f"{peer}/32", "iif", "eth0", "blackhole"],
-        [*pref, "to", f"{peer}/32", "lookup", str(VOID_TABLE)],
+        [*pref, "from", f"{peer}/32", "iif", "eth0", "ipproto", protocol, "blackhole"]
+        for protocol in PROTOCOLS
     ]
+    rules.append([*pref, "to", f"{peer}/32", "lookup", str(VOID_TABLE)])
     for port in sorted(set(proxy_ports)):
         tcp = ["ipproto", "tcp"]
         rules.append([*pref, "from", f"{driver}/32", "iif", "eth0", *tcp, "sport", str(port), "blackhole"])

@@ -68,7 +68,9 @@ def test_missing_names_root_and_each_program(monkeypatch: pytest.MonkeyPatch) ->
 def test_a_cut_drops_what_comes_from_the_peer_and_what_goes_to_it_and_to_its_proxies() -> None:
     rules = cut_rules("10.213.5.3", "10.213.5.1", [4001, 4000, 4001])
     assert rules == [
-        ["pref", "10", "from", "10.213.5.3/32", "iif", "eth0", "blackhole"],
+        ["pref", "10", "from", "10.213.5.3/32", "iif", "eth0", "ipproto", "tcp", "blackhole"],
+        ["pref", "10", "from", "10.213.5.3/32", "iif", "eth0", "ipproto", "udp", "blackhole"],
+        ["pref", "10", "from", "10.213.5.3/32", "iif", "eth0", "ipproto", "icmp", "blackhole"],
         ["pref", "10", "to", "10.213.5.3/32", "lookup", "213"],
         [
             "pref",
@@ -129,9 +131,9 @@ def hosts() -> Iterator[HostNet]:
         net.close()
 
 
-def probe(net: HostNet, host: int | None, address: str, port: int) -> str:
+def probe(net: HostNet, host: int | None, address: str, port: int, timeout_s: float = PROBE_S) -> str:
     """What a connection from ``host`` (None: the driver) to ``address:port`` gets."""
-    argv = [sys.executable, "-c", PROBE, address, str(port), str(PROBE_S)]
+    argv = [sys.executable, "-c", PROBE, address, str(port), str(timeout_s)]
     if host is not None:
         argv = ["ip", "netns", "exec", net.netns(host), *argv]
     return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout.strip()
@@ -155,7 +157,7 @@ def test_hosts_are_machines_of_their_own_and_a_cut_silences_them_until_mended(
         assert probe(hosts, 1, hosts.driver_address, port).startswith("answered")
         assert len(hosts.pids(0)) >= 2  # the namespaces' first process and the listener
 
-        assert hosts.cut(0, 1, ports_to={0: [port]}) == 6
+        assert hosts.cut(0, 1, ports_to={0: [port]}) == 10
         assert probe(hosts, 1, hosts.address(0), 7000) == "cut"
         assert probe(hosts, 1, hosts.driver_address, port) == "cut"  # to the proxy of host 0's server
         assert probe(hosts, 0, hosts.driver_address, port).startswith("answered")  # not across the cut
@@ -167,7 +169,8 @@ def test_hosts_are_machines_of_their_own_and_a_cut_silences_them_until_mended(
         assert probe(hosts, 1, hosts.driver_address, port).startswith("answered")
 
         hosts.isolate(0)
-        assert probe(hosts, None, hosts.address(0), 7000) == "cut"  # not refused, no route error
+        forget_neighbours(hosts)  # so the next connection asks ARP: a silent host still answers it
+        assert probe(hosts, None, hosts.address(0), 7000, timeout_s=6.0) == "cut"  # not even "no route"
         assert probe(hosts, None, hosts.address(0), 7001) == "cut"  # where nothing listens: no RST either
         assert probe(hosts, 0, hosts.driver_address, port) == "cut"  # and nothing leaves it
         hosts.rejoin(0)
@@ -193,6 +196,11 @@ def test_hosts_are_machines_of_their_own_and_a_cut_silences_them_until_mended(
     assert not any(hosts.veth(k) in listed for k in range(2))
     assert not any(hosts.netns(k) in netns_list() for k in range(2))
     assert not any(f"/run/netns/{hosts.netns(k)}" in Path("/proc/mounts").read_text() for k in range(2))
+
+
+def forget_neighbours(net: HostNet) -> None:
+    """Drop what the driver's side of the bridge knows of the hosts' link addresses."""
+    subprocess.run(["ip", "neigh", "flush", "dev", net.bridge], capture_output=True, check=False)
 
 
 def netns_list() -> str:
