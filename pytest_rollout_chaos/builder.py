@@ -95,8 +95,8 @@ class StackBuilder:
         closed after every server on it has stopped. ``RayClusterError`` when it cannot be had."""
         if not self.settings.ray.on:
             return None
-        from pytest_rollout_chaos.ray.cluster import open_cluster
         from pytest_rollout_chaos.ray.hosted import HostedStart
+        from pytest_rollout_chaos.ray.launch import open_cluster
 
         ray_dir = self._ray_dir or Path(tempfile.mkdtemp(prefix="ray", dir=self.keeper.log_dir))
         cluster = open_cluster(self.settings.ray, ray_dir, self.keeper.log_dir, self.keeper.run_id)

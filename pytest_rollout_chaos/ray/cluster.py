@@ -25,7 +25,8 @@ A joined cluster (``ADDRESS``) is used as it is: servers are placed on its live 
 id, the same round robin, each server listening on its node's address. A node on another machine
 is accepted when its address answers from here within ``REACH_TIMEOUT_S``; the proxies then
 listen on this machine's address in the cluster (``driver_address``), where the servers on that
-node reach them. Nodes of a joined cluster are not this run's to remove: ``node_down`` refuses them.
+node reach them, and which a task on each such node must reach too. Nodes of a joined cluster
+are not this run's to remove: ``node_down`` refuses them. ``launch`` opens a cluster of each kind.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import secrets
 import signal
 import tempfile
 import threading
@@ -48,17 +48,12 @@ from pytest_rollout_chaos.ray.mode import RayMode
 from pytest_rollout_chaos.ray.netns import HostNet
 from pytest_rollout_chaos.ray.nodes import (
     LOOPBACK,
-    NODE_READY_TIMEOUT_S,
     NodeSlot,
     RayClusterError,
-    check_bindable,
-    check_reachable,
     is_this_machine,
-    node_address,
     node_spec,
     ray_start_spec,
 )
-from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess, reaper
 from pytest_rollout_chaos.servers.procfs import descendant_pids, group_pids
 
@@ -329,37 +324,8 @@ class RayCluster:
                 os.kill(pid, signal.SIGKILL)
         for path in self.dirs.named:
             reaper().remove_path(path)
-        _restore(self._saved_env)
-        _remove_short_path(self.dirs.for_ray)
-
-
-def open_cluster(mode: RayMode, temp_dir: Path, log_dir: Path, run_id: str) -> RayCluster:
-    """Start (local) or join (address) the cluster and connect this process to it as the driver.
-
-    Ray's files go to ``temp_dir`` (under pytest's tmp path). When that path is too long for
-    the unix sockets Ray makes under it, Ray is given a short symbolic link to it instead.
-    """
-    dirs = RayDirs(files=temp_dir, for_ray=_short_path(temp_dir), logs=log_dir, run_id=run_id)
-    env = {"RAY_TMPDIR": str(dirs.for_ray)}  # Ray writes its "current cluster" file there, not /tmp/ray
-    if mode.kind in ("local", "hosts"):
-        # A token of this run's own: a local ray.init() elsewhere leaves ~/.ray/auth_token behind,
-        # which would switch our nodes to token auth with a token the others do not send.
-        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    _reload_auth_settings()
-    for path in dirs.named:
-        reaper().add_path(path)
-    try:
-        if mode.kind == "local":
-            return _start_local(mode, dirs, env, saved)
-        if mode.kind == "hosts":
-            return _start_hosts(mode, dirs, env, saved)
-        return _join(mode, dirs, env, saved)
-    except BaseException:
-        _restore(saved)
-        _remove_short_path(dirs.for_ray)
-        raise
+        restore_env(self._saved_env)
+        remove_short_path(self.dirs.for_ray)
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,7 +344,7 @@ class RayDirs:
         return {self.files, self.for_ray}
 
 
-def _short_path(temp_dir: Path) -> Path:
+def short_path(temp_dir: Path) -> Path:
     """``temp_dir``, or a short link to it in the system temp dir when Ray's socket paths would not fit."""
     if len(str(temp_dir)) <= MAX_TEMP_DIR_CHARS:
         return temp_dir
@@ -387,144 +353,29 @@ def _short_path(temp_dir: Path) -> Path:
     return link
 
 
-def _remove_short_path(temp_dir: Path) -> None:
+def remove_short_path(temp_dir: Path) -> None:
     if temp_dir.is_symlink():
         with contextlib.suppress(OSError):
             temp_dir.unlink()
             temp_dir.parent.rmdir()
 
 
-def _restore(saved: dict[str, str | None]) -> None:
+def restore_env(saved: dict[str, str | None]) -> None:
     for name, value in saved.items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
-    _reload_auth_settings()
+    reload_auth_settings()
 
 
-def _reload_auth_settings() -> None:
+def reload_auth_settings() -> None:
     """Make an already imported Ray read ``RAY_AUTH_MODE`` and ``RAY_AUTH_TOKEN`` again: it reads them
     once, when first imported (what Ray's own switch to token auth does after setting them)."""
     import ray._raylet
 
     ray._raylet.Config.initialize("")
     ray._raylet.AuthenticationTokenLoader.instance().reset_cache()
-
-
-def _start_local(
-    mode: RayMode, dirs: RayDirs, env: Mapping[str, str], saved: Mapping[str, str | None]
-) -> RayCluster:
-    slots = [NodeSlot(index, address=node_address(index)) for index in range(mode.nodes)]
-    check_bindable(mode, [slot.address for slot in slots])
-    address = f"{slots[0].address}:{free_port(slots[0].address)}"  # the head's GCS
-    cluster = RayCluster(mode, slots, address, dirs=dirs, env=env, saved_env=saved)
-    try:
-        for index in range(mode.nodes):  # one at a time: nodes starting together race for ports
-            cluster.start_node(index)
-        _connect(address, node_ip=slots[0].address)  # the driver joins as a process of the head's machine
-        _wait_nodes(mode.nodes)
-    except BaseException:
-        cluster.close()
-        raise
-    return cluster
-
-
-def _start_hosts(
-    mode: RayMode, dirs: RayDirs, env: Mapping[str, str], saved: Mapping[str, str | None]
-) -> RayCluster:
-    net = HostNet.open(mode.nodes, dirs.run_id)
-    slots = [NodeSlot(index, address=net.address(index)) for index in range(mode.nodes)]
-    address = f"{net.driver_address}:{free_port(net.driver_address)}"  # the head's GCS, beside pytest
-    cluster = RayCluster(
-        mode, slots, address, dirs=dirs, env=env, saved_env=saved, driver_address=net.driver_address, net=net
-    )
-    try:
-        cluster.start_head()
-        for index in range(mode.nodes):  # one at a time: nodes starting together race for the GCS
-            cluster.start_node(index)
-        _connect(address, node_ip=net.driver_address)
-        _wait_nodes(mode.nodes + 1)
-        _mirror(cluster)
-    except BaseException:
-        cluster.close()
-        raise
-    return cluster
-
-
-def _mirror(cluster: RayCluster) -> None:
-    """Copy here the files of the cluster's nodes that share none with this machine, if any."""
-    elsewhere = {
-        slot.index: cluster.actor_options(slot) for slot in cluster.slots if not cluster.on_this_machine(slot)
-    }
-    if elsewhere:
-        cluster.mirror = FileMirror(cluster.dirs.logs, elsewhere)
-        cluster.mirror.start()
-
-
-def _connect(address: str, *, node_ip: str | None = None) -> None:
-    import ray
-
-    if ray.is_initialized():
-        raise RayClusterError(
-            "--rollout-chaos-ray: this process is already connected to a Ray cluster; "
-            "leave ray.init() to the plugin (or pass the cluster's address as --rollout-chaos-ray=HOST:PORT)"
-        )
-    try:
-        ray.init(
-            address=address,
-            logging_level="WARNING",
-            log_to_driver=False,
-            configure_logging=False,
-            namespace="rollout-chaos",
-            **({"_node_ip_address": node_ip} if node_ip else {}),
-        )
-    except (ConnectionError, RuntimeError, ValueError) as error:
-        raise RayClusterError(
-            f"--rollout-chaos-ray: cannot connect to the Ray cluster at {address}: {error}"
-        ) from None
-
-
-def _wait_nodes(count: int, timeout_s: float = NODE_READY_TIMEOUT_S) -> None:
-    import ray
-
-    started = time.monotonic()
-    while (alive := sum(1 for node in ray.nodes() if node.get("Alive"))) < count:
-        if time.monotonic() - started > timeout_s:
-            raise RayClusterError(
-                f"--rollout-chaos-ray: {alive} of {count} nodes joined within {timeout_s:.0f}s"
-            )
-        time.sleep(0.2)
-
-
-def _join(
-    mode: RayMode, dirs: RayDirs, env: Mapping[str, str], saved: Mapping[str, str | None]
-) -> RayCluster:
-    _connect(mode.address)
-    import ray
-
-    nodes = sorted(
-        (node for node in ray.nodes() if node.get("Alive")),
-        key=lambda node: (not node.get("Resources", {}).get("node:__internal_head__"), node["NodeID"]),
-    )
-    remote = [node for node in nodes if not is_this_machine(str(node.get("NodeManagerAddress", "")))]
-    driver = LOOPBACK
-    if remote:
-        try:
-            check_reachable(mode, remote)
-        except RayClusterError:
-            ray.shutdown()
-            raise
-        driver = str(ray.util.get_node_ip_address())  # where the nodes elsewhere reach this machine
-    slots = [
-        NodeSlot(index, node_id=str(node["NodeID"]), address=str(node.get("NodeManagerAddress", "")))
-        for index, node in enumerate(nodes)
-    ]
-    cluster = RayCluster(
-        mode, slots, mode.address, dirs=dirs, env=env, saved_env=saved, driver_address=driver
-    )
-    _mirror(cluster)
-    return cluster
 
 
 def _naming(paths: set[Path]) -> list[int]:

@@ -162,6 +162,59 @@ def check_reachable(
         )
 
 
+def check_reaches_driver(
+    mode: RayMode,
+    nodes: Sequence[Mapping[str, Any]],
+    driver_address: str,
+    *,
+    timeout_s: float = REACH_TIMEOUT_S,
+    port: int = 0,
+) -> None:
+    """``RayClusterError`` naming each node (as ``ray.nodes()`` lists them) from which a task cannot
+    open a TCP connection to ``driver_address`` (a listener there, on ``port`` or one the OS picks)
+    within ``timeout_s``: the proxies listen there, and the node's servers call through them."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    with socket.create_server((driver_address, port)) as listener:  # connections complete unaccepted
+        port = int(listener.getsockname()[1])
+        probe = ray.remote(num_cpus=0, max_retries=0)(connect_back)
+        refs = {
+            probe.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=str(node["NodeID"]), soft=False)
+            ).remote(driver_address, port, timeout_s): node
+            for node in nodes
+        }
+        wait_s = timeout_s + REACH_TIMEOUT_S  # the task's own scheduling, beyond its connection
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=wait_s)
+        problems = []
+        for ref, node in refs.items():
+            where = f"node {str(node.get('NodeID', ''))[:8]} at {node.get('NodeManagerAddress', '?')}"
+            try:
+                error = ray.get(ref, timeout=0) if ref in ready else f"no answer within {wait_s:g}s"
+            except Exception as failure:  # the task could not run there
+                error = f"{type(failure).__name__}: {failure}"
+            if error:
+                problems.append(f"{where}: {error}")
+    if problems:
+        raise RayClusterError(
+            f"--rollout-chaos-ray={mode.describe()}: the cluster has nodes on other machines that cannot "
+            f"reach this one at {driver_address} (tried port {port}) within {timeout_s:g}s: "
+            f"{'; '.join(problems)}. The proxies listen on this machine's address in the cluster and the "
+            "servers on a node call each other through them: open this machine's ports to the node, or "
+            "leave the node out of the cluster"
+        )
+
+
+def connect_back(host: str, port: int, timeout_s: float) -> str:
+    """On a node: '' when a TCP connection to ``host:port`` opens within ``timeout_s``, else why not."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return ""
+    except OSError as error:
+        return str(error) or type(error).__name__
+
+
 def is_this_machine(address: str) -> bool:
     """Whether ``address`` is this machine's: any loopback address, or one of its own."""
     with contextlib.suppress(ValueError):

@@ -151,3 +151,78 @@ async def test_host_lost_takes_the_whole_host_off_the_network_and_heal_boots_it_
     assert probe(net, None, echo.url) == "answered"
     assert echo.cluster.node_id(echo.slot) not in ("", node_id)
     assert not (host_root(net, host) / "tmp" / "before-the-loss").exists(), "a host booted again keeps /tmp"
+
+
+async def test_a_node_that_cannot_reach_pytest_is_named_with_its_address(on_hosts: ChaosStack) -> None:
+    """What a joined cluster's nodes on other machines are held to, tried on the hosts: a task on
+    each must reach pytest's address in the cluster; host 2 is kept from the probe's port."""
+    from pytest_rollout_chaos.ray.nodes import RayClusterError, check_reaches_driver
+    from pytest_rollout_chaos.servers.ports import free_port
+
+    net = net_of(on_hosts)
+    mode = hosted(on_hosts, "calculator_agent").cluster.mode
+    nodes = sorted(
+        (node for node in ray.nodes() if node["Alive"] and node["NodeManagerAddress"] != net.driver_address),
+        key=lambda node: str(node["NodeManagerAddress"]),
+    )
+    assert [node["NodeManagerAddress"] for node in nodes] == [net.address(k) for k in range(3)]
+    check_reaches_driver(mode, nodes, net.driver_address, timeout_s=2.0)
+    port = free_port(net.driver_address)
+    rule = [
+        "pref",
+        "10",
+        "to",
+        f"{net.driver_address}/32",
+        "ipproto",
+        "tcp",
+        "dport",
+        str(port),
+        "lookup",
+        "213",
+    ]
+    subprocess.run(["ip", "-n", net.netns(2), "rule", "add", *rule], check=True)
+    try:
+        with pytest.raises(RayClusterError) as raised:
+            check_reaches_driver(mode, nodes, net.driver_address, timeout_s=2.0, port=port)
+    finally:
+        subprocess.run(["ip", "-n", net.netns(2), "rule", "del", *rule], check=False)
+    message = str(raised.value)
+    assert f"node {str(nodes[2]['NodeID'])[:8]} at {net.address(2)}: timed out" in message
+    assert net.address(0) not in message
+    assert net.address(1) not in message
+    assert f"cannot reach this one at {net.driver_address} (tried port {port}) within 2s" in message
+
+
+async def test_a_cluster_of_hosts_is_joined_through_its_address_its_files_coming_over_ray(
+    on_hosts: ChaosStack, tmp_path: Path
+) -> None:
+    """A second pytest joins this session's cluster by its GCS address: every node is on another
+    machine to it (the hosts), so it checks both ways of reaching them and reads its servers' logs
+    and events through Ray, as with a real cluster elsewhere; and it leaves the cluster running."""
+    from tests.catalog._verdicts import CATALOG, REPO, parse_junit
+
+    cluster = hosted(on_hosts, "calculator_agent").cluster
+    junit = tmp_path / "junit.xml"
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--rollout-chaos",
+            f"--rollout-chaos-ray={cluster.address}",
+            f"--junitxml={junit}",
+            f"--basetemp={tmp_path / 'inner'}",
+            str(CATALOG / "baseline.chaos.yaml"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    output = completed.stdout[-6000:] + completed.stderr[-2000:]
+    assert parse_junit(junit)["baseline"].passed, output
+    assert f"cluster at {cluster.address}" in completed.stdout, output
+    assert all(process.is_running() for process in on_hosts.servers().values()), "the joined run stopped ours"
