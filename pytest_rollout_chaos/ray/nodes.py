@@ -216,11 +216,22 @@ def connect_back(host: str, port: int, timeout_s: float) -> str:
 
 
 def is_this_machine(address: str) -> bool:
-    """Whether ``address`` is this machine's: any loopback address, or one of its own."""
+    """Whether ``address`` is this machine's: any loopback address, one of its names, or an address
+    a socket here can bind (any interface's, a bridge's among them)."""
     with contextlib.suppress(ValueError):
         if ipaddress.ip_address(address).is_loopback:
             return True
-    return address in _local_addresses()
+    return address in _local_addresses() or _bindable(address)
+
+
+def _bindable(address: str) -> bool:
+    try:
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((address, 0))
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 @functools.cache
