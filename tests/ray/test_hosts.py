@@ -198,11 +198,15 @@ async def test_a_cluster_of_hosts_is_joined_through_its_address_its_files_coming
 ) -> None:
     """A second pytest joins this session's cluster by its GCS address: every node is on another
     machine to it (the hosts), so it checks both ways of reaching them and reads its servers' logs
-    and events through Ray, as with a real cluster elsewhere; and it leaves the cluster running."""
+    and events through Ray, as with a real cluster elsewhere; it may not remove a node it joined,
+    and it leaves the cluster as it found it."""
     from tests.catalog._verdicts import CATALOG, REPO, parse_junit
 
+    net = net_of(on_hosts)
     cluster = hosted(on_hosts, "calculator_agent").cluster
+    actors_before = server_actors(net)
     junit = tmp_path / "junit.xml"
+    scenarios = ("baseline", "agent-actor-restarted", "rollout-node-lost")
     completed = subprocess.run(
         [
             sys.executable,
@@ -210,11 +214,12 @@ async def test_a_cluster_of_hosts_is_joined_through_its_address_its_files_coming
             "pytest",
             "-p",
             "no:cacheprovider",
+            "-rs",
             "--rollout-chaos",
             f"--rollout-chaos-ray={cluster.address}",
             f"--junitxml={junit}",
             f"--basetemp={tmp_path / 'inner'}",
-            str(CATALOG / "baseline.chaos.yaml"),
+            *(str(CATALOG / f"{name}.chaos.yaml") for name in scenarios),
         ],
         cwd=REPO,
         capture_output=True,
@@ -223,6 +228,23 @@ async def test_a_cluster_of_hosts_is_joined_through_its_address_its_files_coming
         check=False,
     )
     output = completed.stdout[-6000:] + completed.stderr[-2000:]
-    assert parse_junit(junit)["baseline"].passed, output
+    verdicts = parse_junit(junit)
+    assert verdicts["baseline"].passed, output
+    assert verdicts["agent-actor-restarted"].passed, output
+    assert "which this run joined" in str(verdicts["rollout-node-lost"].skipped), output
     assert f"cluster at {cluster.address}" in completed.stdout, output
     assert all(process.is_running() for process in on_hosts.servers().values()), "the joined run stopped ours"
+    assert server_actors(net) == actors_before, "the joined run left server actors on the hosts"
+
+
+def server_actors(net: HostNet) -> int:
+    """How many server actors run on the hosts (their processes, named by Ray after the class)."""
+    found = 0
+    for host in range(net.count):
+        for pid in net.pids(host):
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            found += b"ray::ServerHost" in command
+    return found
