@@ -2,7 +2,8 @@
 
 Before a fault is injected, ``cannot_act`` reads what its class needs (``Fault.needs``) and says
 why this run lacks it: a process fault on a server this run did not start (an external policy),
-a Ray fault on a server not in a Ray actor, or on a node that cannot be removed. A scenario then
+a Ray fault on a server not in a Ray actor, or on a node that cannot be removed, a fault between
+hosts without ``hosts:N``, a fault that reads ``/proc`` on a server on another machine. A scenario then
 skips with the reason, and ``chaos_faults`` refuses the inject. The needs every plugin run has
 (a Toxiproxy link, the fault layer, the Gym client, the collection) are left to the fault's own
 preflight, which says what is missing when a hand-built stack lacks one.
@@ -23,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final, Literal
 
 from pytest_rollout_chaos.faults import registry
-from pytest_rollout_chaos.faults._ray_fault import not_hosted_reason, not_removable_reason
+from pytest_rollout_chaos.faults._ray_fault import not_hosted_reason, not_on_host_reason, not_removable_reason
 from pytest_rollout_chaos.faults.base import Exposure, Fault, Need, Touched
 from pytest_rollout_chaos.faults.touch import open_requests
 from pytest_rollout_chaos.history import Event, History
@@ -31,7 +32,7 @@ from pytest_rollout_chaos.servers.process import ManagedProcess
 from pytest_rollout_chaos.stack import ChaosStack
 
 SETTLE_POLL_S: Final = 0.02
-_ON_A_PROCESS: Final = (Need.PROCESS, Need.RAY_ACTOR, Need.RAY_NODE)
+_ON_A_PROCESS: Final = (Need.PROCESS, Need.RAY_ACTOR, Need.RAY_NODE, Need.HOST, Need.HERE)
 
 
 def cannot_act(stack: ChaosStack, kind: str, target: str) -> str | None:
@@ -56,6 +57,13 @@ def _lacks(need: Need, process: ManagedProcess | None, unmanaged: str | None) ->
         return not_hosted_reason(process)
     if need is Need.RAY_NODE:
         return not_removable_reason(process, node=True)
+    if need is Need.HOST:
+        return not_on_host_reason(process)
+    if need is Need.HERE and process is not None and not process.here:
+        return (
+            f"server {process.name!r} runs on {process.node()}, on another machine: this fault reads its "
+            "processes from /proc, which shows pytest's machine only"
+        )
     return None
 
 

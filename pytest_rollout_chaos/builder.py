@@ -95,8 +95,8 @@ class StackBuilder:
         closed after every server on it has stopped. ``RayClusterError`` when it cannot be had."""
         if not self.settings.ray.on:
             return None
-        from pytest_rollout_chaos.ray.cluster import open_cluster
         from pytest_rollout_chaos.ray.hosted import HostedStart
+        from pytest_rollout_chaos.ray.launch import open_cluster
 
         ray_dir = self._ray_dir or Path(tempfile.mkdtemp(prefix="ray", dir=self.keeper.log_dir))
         cluster = open_cluster(self.settings.ray, ray_dir, self.keeper.log_dir, self.keeper.run_id)
@@ -247,6 +247,9 @@ class StackBuilder:
             fault_layer=self.fault_layer if proxied or self._link_kind == "layer" else None,
             collector_policy_url=collector_policy_url,
             gym_python=self.settings.gym_python,
+            pull_files=self.ray.cluster.pull_files
+            if self.ray is not None and self.ray.cluster.mirror
+            else None,
         )
 
     def start(self, spec: ServerSpec) -> ManagedProcess:

@@ -8,7 +8,8 @@ events from server processes and from pytest order correctly.
 
 Server processes cannot share memory with pytest, so each appends JSON lines to its own
 events file (``EventWriter``); the History follows those files and merges them on read.
-Events written before a server was killed survive it, which is the point.
+Events written before a server was killed survive it, which is the point. A server on another
+machine writes its file there; whoever brings it here (``pull_with``) is called before each read.
 
 A server records every request it sees, so writing must cost little: the writers of a process
 share one open file per path and buffer what they emit, writing whole lines in one ``write``.
@@ -30,7 +31,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -96,6 +97,7 @@ class History:
         self._local: list[Event] = []
         self._files: dict[Path, int] = {}  # path -> byte offset read so far
         self._from_files: list[Event] = []
+        self._pulls: list[Callable[[], None]] = []
 
     def append(
         self,
@@ -118,8 +120,19 @@ class History:
         with self._lock:
             self._files.setdefault(path, offset)
 
+    def pull_with(self, pull: Callable[[], None]) -> None:
+        """Call ``pull`` before each read of the followed files. It brings here, under the same
+        paths, what servers on other machines wrote to theirs (``ray.files``), so what such a server
+        recorded before an answer left is read after it, as for a server on this machine."""
+        with self._lock:
+            self._pulls.append(pull)
+
     def sync(self) -> None:
         """Read what the followed files gained since the last read."""
+        with self._lock:
+            pulls = tuple(self._pulls)
+        for pull in pulls:
+            pull()
         with self._lock:
             for path, offset in list(self._files.items()):
                 try:

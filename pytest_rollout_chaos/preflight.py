@@ -79,17 +79,29 @@ def model_problem(settings: ChaosSettings) -> str | None:
 
 
 def ray_problem(settings: ChaosSettings) -> str | None:
-    """For ``--rollout-chaos-ray`` other than off: Ray importable here (the optional extra)."""
+    """For ``--rollout-chaos-ray`` other than off: Ray importable here (the optional extra); for
+    ``hosts:N`` also what its namespaces need (root, ``ip``, ``unshare``: ``ray.netns.missing``)."""
     if not settings.ray.on:
         return None
     import importlib.util
 
+    flag = f"--rollout-chaos-ray={settings.ray.describe()}"
+    problems = []
     if importlib.util.find_spec("ray") is None:
-        return (
-            f"--rollout-chaos-ray={settings.ray.describe()}: Ray is not installed in this interpreter; "
+        problems.append(
+            f"{flag}: Ray is not installed in this interpreter; "
             "install the extra: pip install 'pytest-rollout-chaos[ray]'"
         )
-    return None
+    if settings.ray.kind == "hosts":
+        from pytest_rollout_chaos.ray.netns import missing
+
+        lacking = missing()
+        if lacking:
+            problems.append(
+                f"{flag}: each host is a Linux network, PID and mount namespace this run creates, and "
+                f"this machine lacks {'; '.join(lacking)} (local:N runs the nodes without them)"
+            )
+    return "\n".join(problems) or None
 
 
 def gpu_problem(settings: ChaosSettings) -> str | None:

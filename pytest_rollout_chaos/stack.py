@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,6 +61,9 @@ class ChaosStack:
     replicas: tuple[PolicyServer, ...] = ()  # every policy replica started, ``policy`` first; () = (policy,)
     replicas_in_use: int = 0  # how many of them this scenario uses; 0: all
     gym_python: Path | None = None  # --rollout-chaos-gym-python, for a collector running NeMo Gym's code
+    # brings here the logs and events of servers on machines that share no files with this one
+    # (Ray nodes elsewhere, the hosts of hosts:N); None when every server writes here
+    pull_files: Callable[[], None] | None = None
 
     @property
     def agent_names(self) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ client and the faults write to. Copies of this wiring drifted apart before; a te
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
 from collections.abc import AsyncIterator
@@ -47,6 +48,9 @@ async def open_trial(
     from now on, so a trial judges only its own events.
     """
     recorded = history if history is not None else History()
+    if stack.pull_files is not None:  # servers elsewhere: their files here before following them
+        await asyncio.to_thread(stack.pull_files)
+        recorded.pull_with(stack.pull_files)
     async with contextlib.AsyncExitStack() as owned:
         collector = await owned.enter_async_context(
             collector_context(

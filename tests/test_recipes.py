@@ -24,7 +24,13 @@ from pytest_rollout_chaos.faults._toxic_fault import ToxicFault
 from pytest_rollout_chaos.invariants import registry as invariants
 from pytest_rollout_chaos.scenario.model import Scenario, load_scenario
 from pytest_rollout_chaos.servers.toxiproxy.toxics import TOXIC_TYPES
-from tests.catalog.test_catalog import ALSO_CAUGHT, CAUGHT_BY, DRIFT_SCENARIOS, REPLICA_SCENARIOS
+from tests.catalog.test_catalog import (
+    ALSO_CAUGHT,
+    CAUGHT_BY,
+    DRIFT_SCENARIOS,
+    HOST_SCENARIOS,
+    REPLICA_SCENARIOS,
+)
 from tests.collector.adapters.test_gates import PAIRS
 
 ROOT: Final = Path(__file__).resolve().parents[1]
@@ -68,6 +74,7 @@ NAMED: Final = {
     (SCENARIO, 3): (
         "CAUGHT_BY",
         "REPLICA_SCENARIOS",
+        "HOST_SCENARIOS",
         "DRIFT_SCENARIOS",
         "tests/catalog/test_catalog.py",
         HERE,
@@ -338,7 +345,12 @@ def test_adding_a_scenario() -> None:
         recipe.step(
             2, f"docs/catalog.md says `scenarios/` holds {count[1]} scenarios; it holds {len(scenarios)}"
         )
-    caught = {scenario for scenario, _ in CAUGHT_BY.values()} | set(REPLICA_SCENARIOS) | set(DRIFT_SCENARIOS)
+    caught = (
+        {scenario for scenario, _ in CAUGHT_BY.values()}
+        | set(REPLICA_SCENARIOS)
+        | set(HOST_SCENARIOS)
+        | set(DRIFT_SCENARIOS)
+    )
     caught |= set(ALSO_CAUGHT)
     for name in sorted(scenarios - caught - {CONTROL} - set(UNPROVEN)):
         test = FAILED_ELSEWHERE.get(name)
@@ -346,8 +358,8 @@ def test_adding_a_scenario() -> None:
             recipe.step(
                 3,
                 f"scenario {name!r} is failed by no known-bug collector: it is in none of CAUGHT_BY, "
-                f"ALSO_CAUGHT, REPLICA_SCENARIOS and DRIFT_SCENARIOS (tests/catalog/test_catalog.py), nor in "
-                f"FAILED_ELSEWHERE of {HERE}",
+                "ALSO_CAUGHT, REPLICA_SCENARIOS, HOST_SCENARIOS and DRIFT_SCENARIOS "
+                f"(tests/catalog/test_catalog.py), nor in FAILED_ELSEWHERE of {HERE}",
             )
         elif not mentions(read(test), name):
             recipe.step(

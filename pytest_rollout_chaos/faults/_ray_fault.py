@@ -57,6 +57,21 @@ def not_removable_reason(process: ManagedProcess | None, *, node: bool) -> str |
     return None
 
 
+def not_on_host_reason(process: ManagedProcess | None) -> str | None:
+    """Why a fault between hosts cannot act on ``process`` (not on a host of ``hosts:N``), or None."""
+    reason = not_hosted_reason(process)
+    if reason is not None:
+        return reason.replace("local:N", "hosts:N")
+    assert isinstance(process, RayHostedProcess)
+    if process.cluster.net is None:
+        return (
+            f"server {process.name!r} runs on {process.node()} of --rollout-chaos-ray="
+            f"{process.cluster.mode.describe()}, not on a host of its own: pass --rollout-chaos-ray=hosts:N "
+            "(network namespaces this run can silence and cut apart)"
+        )
+    return None
+
+
 def hosted(ctx: FaultContext, target: str) -> RayHostedProcess:
     """The server ``target`` as its Ray actor hosts it; ``FaultError`` when Ray is off."""
     process = ctx.process(target)

@@ -43,6 +43,7 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.history import Event, History
 from pytest_rollout_chaos.servers.process import ManagedProcess
+from pytest_rollout_chaos.servers.toxiproxy.client import ProxyInfo
 
 Family = Literal["network", "process", "ray", "semantic"]
 # ``links``: any link of the stack; ``servers``: any server (``agent`` standing for every agent
@@ -61,7 +62,12 @@ class Need(enum.Enum):
     FAULT_LAYER = "the fault layer in front of the target server"
     PROCESS = "the target's server process, started by this run (not an external server)"
     RAY_ACTOR = "the target server in a Ray actor (--rollout-chaos-ray)"
-    RAY_NODE = "the target server on a Ray node other than the head (--rollout-chaos-ray=local:N, N >= 2)"
+    RAY_NODE = (
+        "the target server on a Ray node this run can remove: a worker node of "
+        "--rollout-chaos-ray=local:N (N >= 2), or a host of hosts:N"
+    )
+    HOST = "the target server on a host of its own (--rollout-chaos-ray=hosts:N)"
+    HERE = "the target's processes on pytest's machine, where /proc shows them (not on another host)"
     GYM_CLIENT = "the Gym client handed to the collector"
     COLLECTION = "the collection under way (its task)"
 
@@ -144,6 +150,8 @@ class ToxicControl(Protocol):
     async def remove_toxic(self, proxy: str, toxic_name: str) -> None: ...
 
     async def set_enabled(self, name: str, enabled: bool) -> object: ...
+
+    async def proxy(self, name: str) -> ProxyInfo: ...
 
 
 class CollectionHandle:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from pytest_rollout_chaos.faults._process_fault import ProcessFault, alive_pid, on_this_machine
-from pytest_rollout_chaos.faults.base import FaultContext
+from pytest_rollout_chaos.faults.base import FaultContext, Need
 from pytest_rollout_chaos.servers.procfs import group_pids, process_state
 
 STOP_WAIT_S = 2.0
@@ -25,6 +25,7 @@ class Freeze(ProcessFault):
     """Stop every process of the server's group; heal continues them."""
 
     kind: ClassVar[str] = "freeze"
+    needs: ClassVar[tuple[Need, ...]] = (Need.PROCESS, Need.HERE)  # it reads /proc
     holds: ClassVar[str] = "was frozen"
 
     async def inject(self, ctx: FaultContext) -> Mapping[str, object]:

@@ -5,8 +5,10 @@ agents, and every worker on it, so each actor there dies and takes its server al
 name the node, its Ray node id and the servers lost. The GCS then declares the node dead
 after its missed health checks, which is when Ray's callers learn of it (``ActorDiedError``);
 inject waits for that and reports how long it took. Heal starts a replacement node with the same
-placement resource and new actors there, whose servers come back on their ports. Only nodes of
-``--rollout-chaos-ray=local:N`` other than the head (node 0) can be removed.
+placement resource and new actors there, whose servers come back on their ports. Nodes of
+``--rollout-chaos-ray=local:N`` other than the head (node 0) can be removed, and any host's of
+``hosts:N`` (whose head runs beside pytest): there every process of the host is killed, but the host
+stays on the network, so its peers' connections are refused at once (``host_lost`` takes it off).
 """
 
 from __future__ import annotations
@@ -55,7 +57,10 @@ class NodeDown(RayFault):
         except RayClusterError as error:
             raise FaultError(f"target {self.target!r}: {error}") from None
         for server in lost:
-            await wait_for_exit(server)
+            if cluster.net is not None:  # a host's node: everything of the host is dead already
+                server.lost()
+            else:
+                await wait_for_exit(server)
         facts.update(where=where, servers=[server.name for server in lost])
         facts["declared_dead_s"] = round(
             await asyncio.to_thread(cluster.wait_node_dead, str(facts["node_id"])), 3

@@ -53,7 +53,7 @@ from pytest_rollout_chaos.faults._process_fault import (
     wait_for_exit,
     wait_for_group_exit,
 )
-from pytest_rollout_chaos.faults.base import FaultContext, fault_tag, param
+from pytest_rollout_chaos.faults.base import FaultContext, Need, fault_tag, param
 from pytest_rollout_chaos.ray.hosted import RayHostedProcess
 from pytest_rollout_chaos.servers.process import ManagedProcess
 from pytest_rollout_chaos.servers.procfs import process_state
@@ -71,6 +71,7 @@ class Oom(ProcessFault):
     """A real kernel OOM kill through a 0-byte memory cgroup, or SIGKILL where not permitted."""
 
     kind: ClassVar[str] = "oom"
+    needs: ClassVar[tuple[Need, ...]] = (Need.PROCESS, Need.HERE)  # it reads /proc
     terminates_target: ClassVar[bool] = True
 
     restart_on_heal: bool = field(default=True, metadata=param("bring the server back when healing"))

@@ -24,6 +24,7 @@ from pytest_rollout_chaos.faults.down import Down
 from pytest_rollout_chaos.faults.exit_zero import ExitZero
 from pytest_rollout_chaos.faults.freeze import Freeze
 from pytest_rollout_chaos.faults.hang import Hang
+from pytest_rollout_chaos.faults.host_lost import HostLost
 from pytest_rollout_chaos.faults.http_error import HttpError
 from pytest_rollout_chaos.faults.kill import Kill
 from pytest_rollout_chaos.faults.latency import Latency
@@ -32,6 +33,7 @@ from pytest_rollout_chaos.faults.malformed_json import MalformedJson
 from pytest_rollout_chaos.faults.nan_logprobs import NanLogprobs
 from pytest_rollout_chaos.faults.node_down import NodeDown
 from pytest_rollout_chaos.faults.oom import Oom
+from pytest_rollout_chaos.faults.partition import Partition
 from pytest_rollout_chaos.faults.prefix_drift import PrefixDrift
 from pytest_rollout_chaos.faults.reset_peer import ResetPeer
 from pytest_rollout_chaos.faults.restart import Restart
@@ -61,6 +63,9 @@ FAULT_TYPES: Final[tuple[type[Any], ...]] = (
     # Ray (the servers in Ray actors: --rollout-chaos-ray)
     ActorKill,
     NodeDown,
+    # between hosts (--rollout-chaos-ray=hosts:N)
+    HostLost,
+    Partition,
     # semantic (fault hooks, Gym client)
     HttpError,
     NanLogprobs,

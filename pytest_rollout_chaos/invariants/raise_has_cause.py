@@ -33,7 +33,7 @@ from pytest_rollout_chaos.invariants.sends import COLLECTOR_LINK_PREFIX, spans
 GRACE_S: Final = 0.5
 # Faults that stop a server or cut its connections: a whole batch may fail under them.
 UNREACHABLE_FAULTS: Final = frozenset(
-    {"kill", "oom", "freeze", "exit_zero", "restart", "actor_kill", "node_down"}
+    {"kill", "oom", "freeze", "exit_zero", "restart", "actor_kill", "node_down", "host_lost", "partition"}
     | {"down", "reset_peer", "timeout", "limit_data"}
 )
 # Fault-layer effects that leave the row they hit with nothing usable: a row to abort. A hung

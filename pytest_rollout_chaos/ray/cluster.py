@@ -1,4 +1,4 @@
-"""RayCluster: the Ray cluster the servers run on, started here (``local:N``) or joined (``ADDRESS``).
+"""RayCluster: the Ray cluster the servers run on, started here (``local:N``, ``hosts:N``) or joined.
 
 A local cluster is N real nodes on this machine, each on a loopback address of its own, as if on
 a machine of its own: node k on ``127.0.0.<k+2>`` (the head on 127.0.0.2), while pytest, its
@@ -14,11 +14,19 @@ Placement is fixed and printed in the run's summary: the policy and the Gym serv
 agents on node 0 (the head), the agent servers round robin over the other nodes, so losing a
 worker node takes agents and nothing else, as when a rollout node dies under a trainer.
 
+``hosts:N`` runs each node on a host of its own (``netns``: a network namespace on a bridge, its
+own PID namespace and ``/tmp``), with the head (the GCS, no CPUs, no servers) beside pytest in
+the root namespace, as a driver on the head machine: every host is a worker and any can be lost.
+Placement is that of ``local:N`` over the hosts, with policy replicas spread: ``policy[i]`` for
+i >= 1 on host N-i, as generation engines each on a machine of their own. The servers' logs and
+events come back over Ray (``files.FileMirror``), as from a joined node on another machine.
+
 A joined cluster (``ADDRESS``) is used as it is: servers are placed on its live nodes by node
 id, the same round robin, each server listening on its node's address. A node on another machine
 is accepted when its address answers from here within ``REACH_TIMEOUT_S``; the proxies then
 listen on this machine's address in the cluster (``driver_address``), where the servers on that
-node reach them. Nodes of a joined cluster are not this run's to remove: ``node_down`` refuses them.
+node reach them, and which a task on each such node must reach too. Nodes of a joined cluster
+are not this run's to remove: ``node_down`` refuses them. ``launch`` opens a cluster of each kind.
 """
 
 from __future__ import annotations
@@ -26,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import secrets
 import signal
 import tempfile
 import threading
@@ -36,19 +43,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from pytest_rollout_chaos.ray.files import FileMirror
 from pytest_rollout_chaos.ray.mode import RayMode
+from pytest_rollout_chaos.ray.netns import HostNet
 from pytest_rollout_chaos.ray.nodes import (
     LOOPBACK,
-    NODE_READY_TIMEOUT_S,
     NodeSlot,
     RayClusterError,
-    check_bindable,
-    check_reachable,
     is_this_machine,
-    node_address,
     node_spec,
+    ray_start_spec,
 )
-from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess, reaper
 from pytest_rollout_chaos.servers.procfs import descendant_pids, group_pids
 
@@ -73,8 +78,10 @@ class RayCluster:
         env: Mapping[str, str],
         saved_env: Mapping[str, str | None],
         driver_address: str = LOOPBACK,
+        net: HostNet | None = None,
     ) -> None:
         self.mode = mode
+        self.net = net  # hosts:N: the hosts' namespaces and bridge
         self.driver_address = driver_address  # this machine's address, as the nodes reach it
         self.slots = tuple(slots)
         self.address = address
@@ -82,17 +89,23 @@ class RayCluster:
         self._env = dict(env)  # what this run's nodes (and the driver) run with
         self._saved_env = dict(saved_env)  # the driver's environment before, put back at close
         self._nodes: dict[int, ManagedProcess] = {}
+        self._head: ManagedProcess | None = None  # hosts:N: the head, beside pytest
         self._lock = threading.Lock()
+        self.mirror: FileMirror | None = None  # the files of nodes that share none with this machine
 
     # -- placement ------------------------------------------------------------------------------
     @property
     def local(self) -> bool:
         """Whether this run started the nodes (and may remove them)."""
-        return self.mode.kind == "local"
+        return self.mode.kind in ("local", "hosts")
 
-    def slot_for(self, agent_order: int | None) -> NodeSlot:
-        """Where the ``agent_order``-th agent runs, or (None) any other server; see the module docstring."""
-        if agent_order is None or len(self.slots) == 1:
+    def slot_for(self, agent_order: int | None, *, replica: int | None = None) -> NodeSlot:
+        """Where the ``agent_order``-th agent runs, or (None) any other server (``replica``: policy
+        replica i); see the module docstring."""
+        count = len(self.slots)
+        if self.net is not None and replica:
+            return self.slots[(count - replica) % count]
+        if agent_order is None or count == 1:
             return self.slots[0]
         workers = self.slots[1:]
         return workers[agent_order % len(workers)]
@@ -106,8 +119,16 @@ class RayCluster:
         return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=slot.node_id, soft=False)}
 
     def on_this_machine(self, slot: NodeSlot) -> bool:
-        """Whether ``slot``'s node runs here, where ``/proc`` sees its processes."""
-        return self.local or is_this_machine(slot.address)
+        """Whether ``slot``'s node runs here, sharing this machine's files and process table (a
+        host of ``hosts:N`` does not: it is another machine in all but the kernel)."""
+        if self.mode.kind == "hosts":
+            return False
+        return self.mode.kind == "local" or is_this_machine(slot.address)
+
+    def pull_files(self) -> None:
+        """Bring here the logs and events that servers on other machines wrote (no-op when none)."""
+        if self.mirror is not None:
+            self.mirror.pull()
 
     def control_peer(self, slot: NodeSlot) -> str:
         """The address this machine's connections to ``slot``'s servers come from: loopback for a
@@ -134,21 +155,56 @@ class RayCluster:
         return ""
 
     def describe(self) -> str:
-        where = (
-            f"{len(self.slots)} local nodes on {', '.join(slot.address for slot in self.slots)}"
-            if self.local
-            else f"cluster at {self.address}"
-        )
+        addresses = ", ".join(slot.address for slot in self.slots)
+        if self.net is not None:
+            where = (
+                f"{len(self.slots)} hosts (network namespaces) on {addresses}, "
+                f"head and pytest on {self.driver_address}"
+            )
+        elif self.local:
+            where = f"{len(self.slots)} local nodes on {addresses}"
+        else:
+            where = f"cluster at {self.address}"
         return f"ray: {where} ({self.mode.describe()}), temp dir {self.dirs.files}"
 
     # -- nodes of a local cluster -----------------------------------------------------------------
     def start_node(self, index: int) -> None:
-        """Start node ``index`` (``ray start --block``; the head for 0) and wait until it runs."""
-        spec = node_spec(index, self.address, self.dirs.for_ray, self._env)
+        """Start node ``index`` (``ray start --block``; the head for 0 of ``local:N``, a host's
+        node for ``hosts:N``) and wait until it runs."""
+        if self.net is not None:
+            net = self.net
+            spec = ray_start_spec(
+                f"ray-host-{index}",
+                gcs=self.address,
+                head=False,
+                node_ip=net.address(index),
+                temp_dir=self.dirs.for_ray,
+                env=self._env,
+                resources={NodeSlot(index).resource: 1},
+                boot=lambda argv: net.boot_argv(index, argv, private=(self.dirs.logs, self.dirs.files)),
+            )
+        else:
+            spec = node_spec(index, self.address, self.dirs.for_ray, self._env)
         process = ManagedProcess(spec, self.dirs.logs, run_id=self.dirs.run_id)
         process.start()
         with self._lock:
             self._nodes[index] = process
+
+    def start_head(self) -> None:
+        """``hosts:N``: the head beside pytest on the bridge, with no CPUs and no placement resource."""
+        spec = ray_start_spec(
+            "ray-head",
+            gcs=self.address,
+            head=True,
+            node_ip=self.driver_address,
+            temp_dir=self.dirs.for_ray,
+            env=self._env,
+            resources={},
+            cpus=0,
+        )
+        process = ManagedProcess(spec, self.dirs.logs, run_id=self.dirs.run_id)
+        process.start()
+        self._head = process
 
     def node_process(self, slot: NodeSlot) -> ManagedProcess:
         """The ``ray start`` child of a node this run started."""
@@ -157,7 +213,7 @@ class RayCluster:
                 f"{self.describe_slot(slot)} belongs to the cluster at {self.address}, which this run "
                 "joined: only nodes of --rollout-chaos-ray=local:N can be removed"
             )
-        if slot.index == 0:
+        if slot.index == 0 and self.net is None:
             raise RayClusterError(
                 "node 0 is the head node: removing it ends the cluster (its GCS); "
                 "choose a server placed on a worker node (an agent, with local:2 or more)"
@@ -170,13 +226,18 @@ class RayCluster:
         every worker on it are SIGKILLed together. Returns what was killed."""
         process = self.node_process(slot)
         node_id = self.node_id(slot)
+        if self.mirror is not None:
+            self.mirror.pull()  # what it wrote until now, as a log shipper would have sent it
+            self.mirror.set_down(slot.index, True)
         raylet_pids = group_pids(process.pid)
         workers = sorted({child for pid in raylet_pids for child in descendant_pids(pid)} - set(raylet_pids))
         process.expect_exit()
-        process.signal(signal.SIGKILL)
+        process.signal(signal.SIGKILL)  # on a host: its first process, so the kernel kills all of it
         for pid in workers:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+        if self.net is not None:
+            self.net.kill(slot.index)  # nothing of the host outlives it
         process.stop()  # reaps the node's `ray start` and closes its log; everything is dead already
         return {
             "node": slot.index,
@@ -202,52 +263,69 @@ class RayCluster:
         """Start a node in place of a removed one, with the same resource (a new Ray node id)."""
         if not self.node_process(slot).is_running():
             self.start_node(slot.index)
+        if self.mirror is not None:
+            self.mirror.set_down(slot.index, False)
+
+    def lose_host(self, slot: NodeSlot) -> dict[str, object]:
+        """``hosts:N``: host ``slot`` is lost, as a machine that loses power: first it goes silent, so
+        that nothing it says as it dies (no FIN, no RST) leaves and nothing sent to it is answered,
+        then every process of it is killed at once. What it wrote until then is copied here first.
+        Returns what was lost."""
+        net = self._net(slot)
+        if self.mirror is not None:
+            self.mirror.pull()
+            self.mirror.set_down(slot.index, True)
+        net.isolate(slot.index)
+        processes = len(net.pids(slot.index))
+        facts = self.remove_node(slot)
+        return {**facts, "host": net.netns(slot.index), "address": slot.address, "host_processes": processes}
+
+    def restore_host(self, slot: NodeSlot) -> None:
+        """Let host ``slot`` be heard again and boot its node again (an empty ``/tmp``)."""
+        self._net(slot).rejoin(slot.index)
+        self.restore_node(slot)
+
+    def cut(self, a: NodeSlot, b: NodeSlot, *, ports_to: dict[int, list[int]]) -> int:
+        """Partition the hosts of ``a`` and ``b`` both ways (``HostNet.cut``); the rules added."""
+        return self._net(a).cut(a.index, b.index, ports_to=ports_to)
+
+    def mend(self, a: NodeSlot, b: NodeSlot) -> None:
+        self._net(a).mend(a.index, b.index)
+
+    def _net(self, slot: NodeSlot) -> HostNet:
+        if self.net is None:
+            raise RayClusterError(
+                f"{self.describe_slot(slot)} is not a host of its own: only --rollout-chaos-ray=hosts:N "
+                f"runs nodes in namespaces that can be silenced or cut apart (this run: "
+                f"{self.mode.describe()})"
+            )
+        return self.net
 
     def close(self) -> None:
         """Disconnect, then stop every node this run started (workers go with their raylets)."""
         import ray
 
+        if self.mirror is not None:
+            with contextlib.suppress(Exception):
+                self.mirror.close()
         with contextlib.suppress(Exception):
             ray.shutdown()
         with self._lock:
             nodes = list(self._nodes.values())
+        if self._head is not None:
+            nodes.insert(0, self._head)
         for process in reversed(nodes):  # worker nodes first, the head (GCS) last
             with contextlib.suppress(Exception):
                 process.stop()
+        if self.net is not None:
+            self.net.close()
         for pid in _naming(self.dirs.named):  # a worker still starting when its raylet went
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         for path in self.dirs.named:
             reaper().remove_path(path)
-        _restore(self._saved_env)
-        _remove_short_path(self.dirs.for_ray)
-
-
-def open_cluster(mode: RayMode, temp_dir: Path, log_dir: Path, run_id: str) -> RayCluster:
-    """Start (local) or join (address) the cluster and connect this process to it as the driver.
-
-    Ray's files go to ``temp_dir`` (under pytest's tmp path). When that path is too long for
-    the unix sockets Ray makes under it, Ray is given a short symbolic link to it instead.
-    """
-    dirs = RayDirs(files=temp_dir, for_ray=_short_path(temp_dir), logs=log_dir, run_id=run_id)
-    env = {"RAY_TMPDIR": str(dirs.for_ray)}  # Ray writes its "current cluster" file there, not /tmp/ray
-    if mode.kind == "local":
-        # A token of this run's own: a local ray.init() elsewhere leaves ~/.ray/auth_token behind,
-        # which would switch our nodes to token auth with a token the others do not send.
-        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    _reload_auth_settings()
-    for path in dirs.named:
-        reaper().add_path(path)
-    try:
-        if mode.kind == "local":
-            return _start_local(mode, dirs, env, saved)
-        return _join(mode, dirs, env, saved)
-    except BaseException:
-        _restore(saved)
-        _remove_short_path(dirs.for_ray)
-        raise
+        restore_env(self._saved_env)
+        remove_short_path(self.dirs.for_ray)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +344,7 @@ class RayDirs:
         return {self.files, self.for_ray}
 
 
-def _short_path(temp_dir: Path) -> Path:
+def short_path(temp_dir: Path) -> Path:
     """``temp_dir``, or a short link to it in the system temp dir when Ray's socket paths would not fit."""
     if len(str(temp_dir)) <= MAX_TEMP_DIR_CHARS:
         return temp_dir
@@ -275,108 +353,29 @@ def _short_path(temp_dir: Path) -> Path:
     return link
 
 
-def _remove_short_path(temp_dir: Path) -> None:
+def remove_short_path(temp_dir: Path) -> None:
     if temp_dir.is_symlink():
         with contextlib.suppress(OSError):
             temp_dir.unlink()
             temp_dir.parent.rmdir()
 
 
-def _restore(saved: dict[str, str | None]) -> None:
+def restore_env(saved: dict[str, str | None]) -> None:
     for name, value in saved.items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
-    _reload_auth_settings()
+    reload_auth_settings()
 
 
-def _reload_auth_settings() -> None:
+def reload_auth_settings() -> None:
     """Make an already imported Ray read ``RAY_AUTH_MODE`` and ``RAY_AUTH_TOKEN`` again: it reads them
     once, when first imported (what Ray's own switch to token auth does after setting them)."""
     import ray._raylet
 
     ray._raylet.Config.initialize("")
     ray._raylet.AuthenticationTokenLoader.instance().reset_cache()
-
-
-def _start_local(
-    mode: RayMode, dirs: RayDirs, env: Mapping[str, str], saved: Mapping[str, str | None]
-) -> RayCluster:
-    slots = [NodeSlot(index, address=node_address(index)) for index in range(mode.nodes)]
-    check_bindable(mode, [slot.address for slot in slots])
-    address = f"{slots[0].address}:{free_port(slots[0].address)}"  # the head's GCS
-    cluster = RayCluster(mode, slots, address, dirs=dirs, env=env, saved_env=saved)
-    try:
-        for index in range(mode.nodes):  # one at a time: nodes starting together race for ports
-            cluster.start_node(index)
-        _connect(address, node_ip=slots[0].address)  # the driver joins as a process of the head's machine
-        _wait_nodes(mode.nodes)
-    except BaseException:
-        cluster.close()
-        raise
-    return cluster
-
-
-def _connect(address: str, *, node_ip: str | None = None) -> None:
-    import ray
-
-    if ray.is_initialized():
-        raise RayClusterError(
-            "--rollout-chaos-ray: this process is already connected to a Ray cluster; "
-            "leave ray.init() to the plugin (or pass the cluster's address as --rollout-chaos-ray=HOST:PORT)"
-        )
-    try:
-        ray.init(
-            address=address,
-            logging_level="WARNING",
-            log_to_driver=False,
-            configure_logging=False,
-            namespace="rollout-chaos",
-            **({"_node_ip_address": node_ip} if node_ip else {}),
-        )
-    except (ConnectionError, RuntimeError, ValueError) as error:
-        raise RayClusterError(
-            f"--rollout-chaos-ray: cannot connect to the Ray cluster at {address}: {error}"
-        ) from None
-
-
-def _wait_nodes(count: int, timeout_s: float = NODE_READY_TIMEOUT_S) -> None:
-    import ray
-
-    started = time.monotonic()
-    while (alive := sum(1 for node in ray.nodes() if node.get("Alive"))) < count:
-        if time.monotonic() - started > timeout_s:
-            raise RayClusterError(
-                f"--rollout-chaos-ray: {alive} of {count} nodes joined within {timeout_s:.0f}s"
-            )
-        time.sleep(0.2)
-
-
-def _join(
-    mode: RayMode, dirs: RayDirs, env: Mapping[str, str], saved: Mapping[str, str | None]
-) -> RayCluster:
-    _connect(mode.address)
-    import ray
-
-    nodes = sorted(
-        (node for node in ray.nodes() if node.get("Alive")),
-        key=lambda node: (not node.get("Resources", {}).get("node:__internal_head__"), node["NodeID"]),
-    )
-    remote = [node for node in nodes if not is_this_machine(str(node.get("NodeManagerAddress", "")))]
-    driver = LOOPBACK
-    if remote:
-        try:
-            check_reachable(mode, remote)
-        except RayClusterError:
-            ray.shutdown()
-            raise
-        driver = str(ray.util.get_node_ip_address())  # where the nodes elsewhere reach this machine
-    slots = [
-        NodeSlot(index, node_id=str(node["NodeID"]), address=str(node.get("NodeManagerAddress", "")))
-        for index, node in enumerate(nodes)
-    ]
-    return RayCluster(mode, slots, mode.address, dirs=dirs, env=env, saved_env=saved, driver_address=driver)
 
 
 def _naming(paths: set[Path]) -> list[int]:

@@ -7,7 +7,9 @@ monitor) the server goes with it, as a server a trainer's actor spawned does. Th
 at creation, so a new actor made with the same arguments brings the server back where the
 proxies point. The server listens on the node's address (``ray.util.get_node_ip_address``), on
 that address only, as it would on its own machine: our servers are told through ``HOST_ENV``,
-programs that take ``--host`` (vLLM) get it rewritten. A server that needs GPUs
+programs that take ``--host`` (vLLM) get it rewritten. Ports are chosen here, on the node where
+the server listens: ours bind the port ``PORT_ENV`` names (one free on the node at the first
+start), a program given ``--port`` (vLLM) gets one free on the node instead. A server that needs GPUs
 (``ServerSpec.gpus``) gets the ones Ray assigned the actor as its ``CUDA_VISIBLE_DEVICES``.
 """
 
@@ -56,17 +58,20 @@ class ServerHost:
         if spec.gpus > 0:  # the devices Ray assigned this actor, and only those
             self._gpu_ids = [str(gpu) for gpu in ray.get_gpu_ids()]
             env[CUDA_DEVICES_ENV] = ",".join(self._gpu_ids)
-        argv = spec.argv
+        argv, fixed = spec.argv, spec.port
         if spec.port is None:
             # serve() binds it: same port on every start; the first actor picks one free on its node
             env[PORT_ENV] = str(port or free_port(host))
             env[HOST_ENV] = host
         else:
             argv = with_host(spec.argv, host)
+            if "--port" in argv or any(arg.startswith("--port=") for arg in argv):
+                fixed = port or free_port(host)
+                argv = with_port(argv, fixed)
         if ready_delay_s > 0:
             env[READY_DELAY_ENV] = str(ready_delay_s)
         self._process = ManagedProcess(
-            dataclasses.replace(spec, argv=argv, env=env, host=host), Path(log_dir), run_id=run_id
+            dataclasses.replace(spec, argv=argv, env=env, host=host, port=fixed), Path(log_dir), run_id=run_id
         )
         self._process.start()
 
@@ -104,10 +109,19 @@ class ServerHost:
 
 def with_host(argv: tuple[str, ...], host: str) -> tuple[str, ...]:
     """``argv`` with the value of its ``--host`` (``--host X`` or ``--host=X``) replaced by ``host``."""
+    return _with_flag(argv, "--host", host)
+
+
+def with_port(argv: tuple[str, ...], port: int) -> tuple[str, ...]:
+    """``argv`` with the value of its ``--port`` replaced by ``port``."""
+    return _with_flag(argv, "--port", str(port))
+
+
+def _with_flag(argv: tuple[str, ...], flag: str, value: str) -> tuple[str, ...]:
     out = list(argv)
     for index, arg in enumerate(out):
-        if arg == "--host" and index + 1 < len(out):
-            out[index + 1] = host
-        elif arg.startswith("--host="):
-            out[index] = f"--host={host}"
+        if arg == flag and index + 1 < len(out):
+            out[index + 1] = value
+        elif arg.startswith(f"{flag}="):
+            out[index] = f"{flag}={value}"
     return tuple(out)

@@ -33,7 +33,7 @@ from pytest_rollout_chaos.ray.nodes import NodeSlot
 from pytest_rollout_chaos.servers.gym.stack import HEAD_NAME, MODEL_NAME, RESOURCES_NAME
 from pytest_rollout_chaos.servers.nemo_gym.stack import ENV_NAME
 from pytest_rollout_chaos.servers.policy.replicas import POLICY, replica_of
-from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec, reaper
+from pytest_rollout_chaos.servers.process import LOG_TAIL_LINES, ManagedProcess, ServerSpec, reaper
 from pytest_rollout_chaos.servers.procfs import alive
 
 ACTOR_START_S: Final = 60.0  # scheduling the actor and its worker, beyond the server's own readiness
@@ -60,7 +60,7 @@ class RayHostedProcess(ManagedProcess):
         super().__init__(spec, log_dir, run_id=run_id)
         self.cluster = cluster
         self.slot = slot
-        self._port = spec.port or 0  # 0: the first actor picks a free one on its node; later ones reuse it
+        self._port = 0  # 0: the first actor picks a free one on its node; later ones reuse it
         self._actor: Any = None
         self._info: dict[str, Any] = {}
         self._code: int | None = None
@@ -97,6 +97,12 @@ class RayHostedProcess(ManagedProcess):
     def where(self) -> str:
         """``calculator_agent on node 1 (ray node 3f2a9c01)``."""
         return f"{self.name} on {self.node()}"
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last lines of the server's log: on another machine, as copied here now."""
+        if not self.here:
+            self.cluster.pull_files()
+        return super().log_tail(lines)
 
     # -- ManagedProcess -------------------------------------------------------------------------
     @property
@@ -257,6 +263,16 @@ class RayHostedProcess(ManagedProcess):
         ray.kill(self.actor)
         return {"actor": self.actor._actor_id.hex()[:12], "worker_pid": worker_pid}
 
+    def lost(self) -> None:
+        """The server's node is gone with everything on it (a fault removed it): its exit is known
+        now, not when Ray declares the node dead; ``restart`` makes a new actor (its node back)."""
+        self.expect_exit()
+        self._closing.set()
+        self._actor = None  # dead with its node: no call is made on it again
+        if self._info and self.here:
+            reaper().remove(self.pid)
+        self._exited(KILLED)
+
     def _adopt(self, info: dict[str, Any]) -> None:
         with self._state:
             if self._info and self.here:
@@ -331,7 +347,8 @@ class HostedStart:
         with self._lock:
             if name not in self._slots:
                 if on_head_node(name):
-                    self._slots[name] = self.cluster.slot_for(None)
+                    base, index = replica_of(name)
+                    self._slots[name] = self.cluster.slot_for(None, replica=index if base == POLICY else None)
                 else:
                     self._slots[name] = self.cluster.slot_for(self._agents)
                     self._agents += 1

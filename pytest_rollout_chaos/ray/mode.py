@@ -1,4 +1,5 @@
-"""RayMode: what ``--rollout-chaos-ray`` asks for (off, a local cluster of N nodes, or an address)."""
+"""RayMode: what ``--rollout-chaos-ray`` asks for (off, a local cluster of N nodes, N hosts of network
+namespaces on this machine, or an address)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 MAX_LOCAL_NODES: Final = 8
+MAX_HOSTS: Final = 8
 VALID: Final = (
     f"off, local (one node), local:N with N from 1 to {MAX_LOCAL_NODES}, "
+    f"hosts:N with N from 1 to {MAX_HOSTS} (network namespaces as machines; root on Linux), "
     "or the HOST:PORT of a running cluster's GCS (what `ray start --head` prints), or auto"
 )
 _ADDRESS = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
@@ -16,8 +19,8 @@ _ADDRESS = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d
 
 @dataclass(frozen=True, slots=True)
 class RayMode:
-    kind: Literal["off", "local", "address"] = "off"
-    nodes: int = 0  # local: how many nodes this run starts
+    kind: Literal["off", "local", "hosts", "address"] = "off"
+    nodes: int = 0  # local, hosts: how many nodes (hosts) this run starts
     address: str = ""  # address: the cluster to join
 
     @property
@@ -25,8 +28,8 @@ class RayMode:
         return self.kind != "off"
 
     def describe(self) -> str:
-        if self.kind == "local":
-            return f"local:{self.nodes}"
+        if self.kind in ("local", "hosts"):
+            return f"{self.kind}:{self.nodes}"
         return self.address if self.kind == "address" else "off"
 
 
@@ -43,11 +46,16 @@ def parse(text: str | None) -> RayMode:
         if not count.isdigit() or not 1 <= int(count) <= MAX_LOCAL_NODES:
             raise ValueError(f"the node count {count!r} is not a whole number from 1 to {MAX_LOCAL_NODES}")
         return RayMode("local", nodes=int(count))
+    if value.startswith("hosts:"):
+        count = value.partition(":")[2]
+        if not count.isdigit() or not 1 <= int(count) <= MAX_HOSTS:
+            raise ValueError(f"the host count {count!r} is not a whole number from 1 to {MAX_HOSTS}")
+        return RayMode("hosts", nodes=int(count))
     if value == "auto":
         return RayMode("address", address="auto")
     if value.startswith("ray://"):
         raise ValueError("Ray Client addresses (ray://) cannot host servers: give the GCS address HOST:PORT")
     match = _ADDRESS.match(value)
     if match is None or not 0 < int(match["port"]) < 65536:
-        raise ValueError("it is neither off, local[:N] nor HOST:PORT")
+        raise ValueError("it is neither off, local[:N], hosts:N nor HOST:PORT")
     return RayMode("address", address=value)

@@ -15,7 +15,7 @@ import ipaddress
 import json
 import socket
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -59,27 +59,53 @@ class NodeSlot:
 
 
 def node_spec(index: int, address: str, temp_dir: Path, env: dict[str, str]) -> ServerSpec:
-    """The ``ray start --block`` child of node ``index`` (the head, with the GCS at ``address``, for 0)."""
+    """The ``ray start --block`` child of node ``index`` of ``local:N`` (the head, with the GCS at
+    ``address``, for 0)."""
+    return ray_start_spec(
+        f"ray-node-{index}",
+        gcs=address,
+        head=index == 0,
+        node_ip=node_address(index),
+        temp_dir=temp_dir,
+        env=env,
+        resources={NodeSlot(index).resource: 1},
+    )
+
+
+def ray_start_spec(
+    name: str,
+    *,
+    gcs: str,
+    head: bool,
+    node_ip: str,
+    temp_dir: Path,
+    env: dict[str, str],
+    resources: Mapping[str, float],
+    cpus: int = NODE_CPUS,
+    boot: Callable[[Sequence[str]], Sequence[str]] | None = None,
+) -> ServerSpec:
+    """One ``ray start --block`` child: the head (its GCS at ``gcs``) or a node joining it, on
+    ``node_ip``; ``boot`` wraps the command (a host of ``hosts:N`` runs it in its namespaces)."""
     argv = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block", "--disable-usage-stats"]
-    if index == 0:
+    if head:
         argv += [
             "--head",
-            f"--port={address.rpartition(':')[2]}",
+            f"--port={gcs.rpartition(':')[2]}",
             "--include-dashboard=false",
             f"--temp-dir={temp_dir}",
             f"--system-config={json.dumps(HEALTH_CHECK)}",
         ]
     else:
-        argv.append(f"--address={address}")
+        argv.append(f"--address={gcs}")
     argv += [
-        f"--node-ip-address={node_address(index)}",
-        f"--num-cpus={NODE_CPUS}",
+        f"--node-ip-address={node_ip}",
+        f"--num-cpus={cpus}",
         f"--object-store-memory={OBJECT_STORE_BYTES}",
-        f"--resources={json.dumps({NodeSlot(index).resource: 1})}",
+        f"--resources={json.dumps(dict(resources))}",
     ]
     return ServerSpec(
-        name=f"ray-node-{index}",
-        argv=tuple(argv),
+        name=name,
+        argv=tuple(boot(argv) if boot is not None else argv),
         probe=readiness.log_line("Ray runtime started"),
         env=env,
         ready_timeout_s=NODE_READY_TIMEOUT_S,
@@ -136,12 +162,76 @@ def check_reachable(
         )
 
 
+def check_reaches_driver(
+    mode: RayMode,
+    nodes: Sequence[Mapping[str, Any]],
+    driver_address: str,
+    *,
+    timeout_s: float = REACH_TIMEOUT_S,
+    port: int = 0,
+) -> None:
+    """``RayClusterError`` naming each node (as ``ray.nodes()`` lists them) from which a task cannot
+    open a TCP connection to ``driver_address`` (a listener there, on ``port`` or one the OS picks)
+    within ``timeout_s``: the proxies listen there, and the node's servers call through them."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    with socket.create_server((driver_address, port)) as listener:  # connections complete unaccepted
+        port = int(listener.getsockname()[1])
+        probe = ray.remote(num_cpus=0, max_retries=0)(connect_back)
+        refs = {
+            probe.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=str(node["NodeID"]), soft=False)
+            ).remote(driver_address, port, timeout_s): node
+            for node in nodes
+        }
+        wait_s = timeout_s + REACH_TIMEOUT_S  # the task's own scheduling, beyond its connection
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=wait_s)
+        problems = []
+        for ref, node in refs.items():
+            where = f"node {str(node.get('NodeID', ''))[:8]} at {node.get('NodeManagerAddress', '?')}"
+            try:
+                error = ray.get(ref, timeout=0) if ref in ready else f"no answer within {wait_s:g}s"
+            except Exception as failure:  # the task could not run there
+                error = f"{type(failure).__name__}: {failure}"
+            if error:
+                problems.append(f"{where}: {error}")
+    if problems:
+        raise RayClusterError(
+            f"--rollout-chaos-ray={mode.describe()}: the cluster has nodes on other machines that cannot "
+            f"reach this one at {driver_address} (tried port {port}) within {timeout_s:g}s: "
+            f"{'; '.join(problems)}. The proxies listen on this machine's address in the cluster and the "
+            "servers on a node call each other through them: open this machine's ports to the node, or "
+            "leave the node out of the cluster"
+        )
+
+
+def connect_back(host: str, port: int, timeout_s: float) -> str:
+    """On a node: '' when a TCP connection to ``host:port`` opens within ``timeout_s``, else why not."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return ""
+    except OSError as error:
+        return str(error) or type(error).__name__
+
+
 def is_this_machine(address: str) -> bool:
-    """Whether ``address`` is this machine's: any loopback address, or one of its own."""
+    """Whether ``address`` is this machine's: any loopback address, one of its names, or an address
+    a socket here can bind (any interface's, a bridge's among them)."""
     with contextlib.suppress(ValueError):
         if ipaddress.ip_address(address).is_loopback:
             return True
-    return address in _local_addresses()
+    return address in _local_addresses() or _bindable(address)
+
+
+def _bindable(address: str) -> bool:
+    try:
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((address, 0))
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 @functools.cache

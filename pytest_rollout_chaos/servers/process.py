@@ -62,6 +62,8 @@ class ServerSpec:
     hint: str = ""
     cwd: Path | None = None
     gpus: int = 0  # CUDA devices a scheduler (Ray) must give it; here it sees what this process sees
+    # files it reads (its config), written before it starts by whoever starts it, on its machine
+    files: Mapping[Path, str] = field(default_factory=dict)
 
 
 ExitListener = Callable[["ManagedProcess", int], None]
@@ -173,6 +175,9 @@ class ManagedProcess:
         self._log_dir.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             self.ready_file.unlink()
+        for path, text in self.spec.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
         env = {
             **os.environ,
             **self.spec.env,
@@ -364,6 +369,20 @@ class _Reaper:
 
     def remove_path(self, path: Path) -> None:
         self._send(f"remove-path {path}")
+
+    def add_netns(self, name: str) -> None:
+        """Kill, with pytest, every process in network namespace ``name``, then delete it."""
+        self._send(f"add-netns {name}")
+
+    def remove_netns(self, name: str) -> None:
+        self._send(f"remove-netns {name}")
+
+    def add_link(self, name: str) -> None:
+        """Delete network link ``name`` (a bridge, a veth) when pytest ends, however it ends."""
+        self._send(f"add-link {name}")
+
+    def remove_link(self, name: str) -> None:
+        self._send(f"remove-link {name}")
 
     def close(self) -> None:
         """End the reaper cleanly (nothing left to kill) when this process exits normally."""

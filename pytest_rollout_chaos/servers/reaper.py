@@ -2,10 +2,13 @@
 
 pytest writes ``add PGID`` / ``remove PGID`` lines to the reaper's stdin, and ``add-path DIR`` /
 ``remove-path DIR`` for processes that leave every group of ours (Ray's workers start their own
-sessions; each names the cluster's temp dir on its command line). When that pipe reaches
-end-of-file, pytest is gone (normal exit, crash, or SIGKILL: the kernel closes the pipe in every
-case), and the reaper SIGKILLs every group still registered, then every process whose command
-line names a registered directory. This is the
+sessions; each names the cluster's temp dir on its command line). ``add-netns NAME`` and
+``add-link NAME`` (and their ``remove-``) name the network namespaces and links of
+``--rollout-chaos-ray=hosts:N`` (``ray.netns``). When that pipe reaches end-of-file, pytest is
+gone (normal exit, crash, or SIGKILL: the kernel closes the pipe in every case), and the reaper
+SIGKILLs every group still registered, then every process whose command line names a registered
+directory, then every process in a registered namespace; it deletes the namespaces (their
+``/run/netns`` mounts and the veths inside go with them), then the links. This is the
 Ryuk idea from testcontainers without a container; it also covers grandchildren that
 ``PR_SET_PDEATHSIG`` would miss, because it kills whole process groups.
 
@@ -24,14 +27,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import selectors
 import signal
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
 _POLL_S: Final = 0.1  # how often a controller is polled where no pidfd can be had
+_IP_TIMEOUT_S: Final = 5.0
+_NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,15}")
 
 
 class _Registry:
@@ -40,16 +47,29 @@ class _Registry:
     def __init__(self) -> None:
         self.groups: set[int] = set()
         self.paths: set[str] = set()
+        self.netns: set[str] = set()
+        self.links: set[str] = set()
         self._partial = b""
 
     def feed(self, data: bytes) -> None:
         *lines, self._partial = (self._partial + data).split(b"\n")
         for line in lines:
             verb, _, value = line.decode(errors="replace").strip().partition(" ")
-            if verb in ("add-path", "remove-path") and value.startswith("/"):
-                (self.paths.add if verb == "add-path" else self.paths.discard)(value)
-            elif value.isdigit() and verb in ("add", "remove"):
-                (self.groups.add if verb == "add" else self.groups.discard)(int(value))
+            action, _, what = verb.partition("-")
+            if action not in ("add", "remove"):
+                continue
+            names = {"path": self.paths, "netns": self.netns, "link": self.links}.get(what)
+            if names is not None and _valid(what, value):
+                (names.add if action == "add" else names.discard)(value)
+            elif not what and value.isdigit():
+                (self.groups.add if action == "add" else self.groups.discard)(int(value))
+
+
+def _valid(what: str, value: str) -> bool:
+    """A path is absolute; a namespace or link name is one word of at most 15 safe characters."""
+    if what == "path":
+        return value.startswith("/")
+    return bool(_NAME.fullmatch(value))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -68,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for pid in naming(registry.paths):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+    remove_network(registry.netns, registry.links)
     if controller_gone and owner > 1:  # the worker would linger until it notices on its own
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(owner, signal.SIGKILL)
@@ -117,6 +138,30 @@ def _alive(pid: int) -> bool:
     except OSError:
         return True
     return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def remove_network(netns: set[str], links: set[str]) -> None:
+    """Kill every process in each of ``netns``, delete them, then delete ``links`` (none may exist)."""
+    for name in sorted(netns):
+        for _ in range(5):
+            pids = _ip_output("netns", "pids", name).split()
+            if not pids:
+                break
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+        _ip_output("netns", "del", name)
+    for name in sorted(links):
+        _ip_output("link", "del", name)
+
+
+def _ip_output(*args: str) -> str:
+    try:
+        return subprocess.run(
+            ["ip", *args], capture_output=True, text=True, timeout=_IP_TIMEOUT_S, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
 
 
 def naming(paths: set[str]) -> list[int]:

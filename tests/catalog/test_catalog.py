@@ -10,6 +10,7 @@ import pytest
 
 from fixtures.collectors import FOUND_BY_FUZZ, KNOWN_BUGS
 from pytest_rollout_chaos.faults import registry
+from pytest_rollout_chaos.faults.base import Need
 from pytest_rollout_chaos.invariants import registry as invariants
 from pytest_rollout_chaos.scenario.model import Scenario, load_scenario
 from pytest_rollout_chaos.servers.gym.stack import DEFAULT_AGENTS
@@ -65,6 +66,13 @@ REPLICA_SCENARIOS = {
 ALSO_CAUGHT = {
     "validation-row-hangs": ("no_deadline", "bounded"),  # one-row-hangs, in a validation pass
 }
+# The scenarios between hosts, which need --rollout-chaos-ray=hosts:N -> (a known-bug collector they
+# catch, the invariant that must judge FAIL); that collector's own scenario is in CAUGHT_BY. A host
+# that vanishes, or a cut, answers nothing: a collector with no request deadline waits for ever.
+HOST_SCENARIOS = {
+    "gym-host-partitioned": ("no_deadline", "bounded"),
+    "policy-host-lost": ("no_deadline", "bounded"),
+}
 # Every scenario whose rows drift: a collector that fails the batch on one drifted row fails each.
 DRIFT_SCENARIOS = ("prefix-drift", "policy-tokenize-drift", "retokenization-drift", "unrepairable-drift")
 
@@ -83,17 +91,31 @@ def stack_args(chaos_settings: ChaosSettings) -> list[str]:
     ]
 
 
+def needing(need: Need) -> set[str]:
+    """The catalog's scenarios with a fault that needs ``need``."""
+    return {
+        scenario.name
+        for scenario in map(load_scenario, CATALOG.glob("*.chaos.yaml"))
+        if any(need in registry.fault_class(step.kind).needs for step in scenario.faults)
+    }
+
+
 def skipped_on(settings: ChaosSettings) -> set[str]:
     """The scenarios this stack cannot run: those of Ray's faults without Ray, ``node_down`` on a
-    cluster with no node this run may remove (one local node, or a joined cluster)."""
+    cluster with no node this run may remove (one node, or a joined cluster), the faults between
+    hosts without ``hosts:N``, and there the faults that read a server's processes from ``/proc``."""
     needs_ray = {
         scenario.name
         for scenario in map(load_scenario, CATALOG.glob("*.chaos.yaml"))
         if any(registry.fault_class(step.kind).family == "ray" for step in scenario.faults)
     }
     skipped = set(needs_ray) if not settings.ray.on else set()
-    if settings.ray.on and not (settings.ray.kind == "local" and settings.ray.nodes >= 2):
+    if settings.ray.on and not (settings.ray.kind in ("local", "hosts") and settings.ray.nodes >= 2):
         skipped.add("rollout-node-lost")
+    if settings.ray.kind != "hosts":
+        skipped |= needing(Need.HOST)
+    else:  # every server runs on a host of its own, where pytest's /proc does not look
+        skipped |= needing(Need.HERE)
     # Two replicas are started for them unless real NeMo Gym (given its base URLs once, at start)
     # or an external policy (one server) makes the run's own count the only one.
     fixed_count = settings.gym != "embedded" or settings.policy_url is not None
@@ -287,6 +309,32 @@ def test_known_bug_collector_fails_each_scenario_also_caught(
         f"{collector} on {scenario}: {invariant} judged {exposed.invariants.get(invariant)}: "
         f"{exposed.invariants}\n{exposed.message}"
     )
+
+
+@pytest.mark.parametrize("collector", sorted({collector for collector, _ in HOST_SCENARIOS.values()}))
+def test_known_bug_collector_fails_each_scenario_between_hosts(
+    tmp_path: Path, collector: str, known_bug_stack_args: list[str], chaos_settings: ChaosSettings
+) -> None:
+    if chaos_settings.ray.kind != "hosts":
+        pytest.skip(
+            "the scenarios between hosts need --rollout-chaos-ray=hosts:N (CI's Ray stage runs them so)"
+        )
+    scenarios = {
+        name: invariant for name, (caught, invariant) in HOST_SCENARIOS.items() if caught == collector
+    }
+    verdicts = run_catalog(  # one run of the collector, its hosts started once, for all its scenarios
+        tmp_path,
+        target=f"fixtures.collectors.{collector}:factory",
+        scenarios=list(scenarios),
+        stack_args=known_bug_stack_args,
+    )
+    for scenario, invariant in scenarios.items():
+        exposed = verdicts[scenario]
+        assert exposed.skipped is None, f"{scenario} skipped: {exposed.skipped}"
+        assert exposed.invariants.get(invariant) == "FAIL", (
+            f"{collector} on {scenario}: {invariant} judged {exposed.invariants.get(invariant)}: "
+            f"{exposed.invariants}\n{exposed.message}"
+        )
 
 
 # Named like the other known-bug tests, which CI leaves out on real vLLM: whether the model drifts

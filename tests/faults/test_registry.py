@@ -28,6 +28,8 @@ CATALOG = [
     "restart",
     "actor_kill",
     "node_down",
+    "host_lost",
+    "partition",
     "http_error",
     "nan_logprobs",
     "prefix_drift",
@@ -125,6 +127,7 @@ def test_capabilities_are_declared_where_they_apply() -> None:
     assert sorted(kind for kind, fault in faults.items() if isinstance(fault, Terminating)) == [
         "actor_kill",
         "exit_zero",
+        "host_lost",
         "kill",
         "node_down",
         "oom",

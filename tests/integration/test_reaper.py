@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,3 +113,57 @@ def test_a_zombie_counts_as_dead(sleeper: subprocess.Popen[bytes]) -> None:
     while psutil.Process(sleeper.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not reaper._alive(sleeper.pid), "exited, not yet reaped by its parent"
+
+
+def _ip(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10, check=False)
+
+
+@pytest.fixture
+def namespace() -> Iterator[tuple[str, str]]:
+    """A network namespace and a bridge: what ``hosts:N`` registers."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("needs root and `ip` (iproute2) to make a namespace and a bridge")
+    name, link = f"rc-reap-{os.getpid() % 100000}", f"rc-rb{os.getpid() % 100000}"
+    assert _ip("netns", "add", name).returncode == 0
+    assert _ip("link", "add", link, "type", "bridge").returncode == 0
+    try:
+        yield name, link
+    finally:
+        for pid in _ip("netns", "pids", name).stdout.split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        _ip("netns", "del", name)
+        _ip("link", "del", link)
+
+
+def test_the_reaper_empties_and_deletes_registered_namespaces_and_links(namespace: tuple[str, str]) -> None:
+    name, link = namespace
+    inside = subprocess.Popen(["ip", "netns", "exec", name, "sleep", "120"], start_new_session=True)
+    watchdog = subprocess.Popen(
+        [sys.executable, "-m", "pytest_rollout_chaos.servers.reaper"], stdin=subprocess.PIPE, cwd=REPO
+    )
+    try:
+        assert watchdog.stdin is not None
+        watchdog.stdin.write(f"add-netns {name}\nadd-link {link}\nadd-link rc-never-made\n".encode())
+        watchdog.stdin.close()  # the owner is gone
+        assert watchdog.wait(timeout=GONE_S) == 0
+        assert inside.wait(timeout=GONE_S) == -signal.SIGKILL
+        assert name not in _ip("netns", "list").stdout
+        assert link not in _ip("link", "show").stdout
+        assert f"/run/netns/{name}" not in Path("/proc/mounts").read_text()
+    finally:
+        for process in (inside, watchdog):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def test_names_that_are_no_link_are_not_passed_on() -> None:
+    registry = reaper._Registry()
+    registry.feed(b"add-link rc-br7\nadd-netns rc7-h0\nadd-link -rf /\nadd-link x y\nadd-netns \n")
+    registry.feed(b"add 12\nadd-path /tmp/x\nremove-link rc-br7\nadd-link a-name-far-too-long-for-a-link\n")
+    assert registry.links == set()
+    assert registry.netns == {"rc7-h0"}
+    assert registry.groups == {12}
+    assert registry.paths == {"/tmp/x"}

@@ -103,6 +103,23 @@ def test_binary_toxiproxy_without_the_binary(
     )
 
 
+def test_hosts_without_the_tools_for_namespaces(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(pytester)
+    monkeypatch.setenv("PATH", str(pytester.mkdir("bin-without-ip")))
+    result = pytester.runpytest("--rollout-chaos", "--rollout-chaos-ray=hosts:3")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*--rollout-chaos-ray=hosts:3: each host is a Linux network, PID and mount namespace this run "
+            "creates, and this machine lacks *`ip` (iproute2) on PATH; `unshare` (util-linux) on PATH "
+            "(local:N runs the nodes without them)"
+        ]
+    )
+    result.stdout.no_fnmatch_line("*::first*")
+
+
 def test_docker_toxiproxy_without_an_engine(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

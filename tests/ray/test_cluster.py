@@ -71,3 +71,9 @@ def test_loopback_and_this_machines_names_are_this_machine(address: str) -> None
 
 def test_an_address_of_no_interface_here_is_another_machine() -> None:
     assert not is_this_machine("192.0.2.77")  # TEST-NET-1
+
+
+def test_an_address_of_an_interface_here_is_this_machine() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))  # no packet is sent: this picks the outgoing interface's address
+        assert is_this_machine(probe.getsockname()[0])

@@ -1,4 +1,4 @@
-"""``--rollout-chaos-ray`` values: off, local[:N], an address; anything else says what is wrong."""
+"""``--rollout-chaos-ray`` values: off, local[:N], hosts:N, an address; anything else says what is wrong."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from pytest_rollout_chaos.ray.mode import MAX_LOCAL_NODES, OFF, RayMode, parse
+from pytest_rollout_chaos.ray.mode import MAX_HOSTS, MAX_LOCAL_NODES, OFF, RayMode, parse
 
 
 @pytest.mark.parametrize(
@@ -17,6 +17,8 @@ from pytest_rollout_chaos.ray.mode import MAX_LOCAL_NODES, OFF, RayMode, parse
         ("local", RayMode("local", nodes=1)),
         ("local:3", RayMode("local", nodes=3)),
         (f"local:{MAX_LOCAL_NODES}", RayMode("local", nodes=MAX_LOCAL_NODES)),
+        ("hosts:3", RayMode("hosts", nodes=3)),
+        (f"hosts:{MAX_HOSTS}", RayMode("hosts", nodes=MAX_HOSTS)),
         ("127.0.0.1:6379", RayMode("address", address="127.0.0.1:6379")),
         ("head.cluster.internal:6379", RayMode("address", address="head.cluster.internal:6379")),
         ("[::1]:6379", RayMode("address", address="[::1]:6379")),
@@ -34,8 +36,11 @@ def test_valid_values(text: str | None, expected: RayMode) -> None:
         ("local:0", "node count '0'"),
         (f"local:{MAX_LOCAL_NODES + 1}", f"node count '{MAX_LOCAL_NODES + 1}'"),
         ("local:two", "node count 'two'"),
+        ("hosts:0", "host count '0'"),
+        (f"hosts:{MAX_HOSTS + 1}", f"host count '{MAX_HOSTS + 1}'"),
+        ("hosts:", "host count ''"),
         ("ray://head:10001", "Ray Client"),
-        ("head", "neither off, local[:N] nor HOST:PORT"),
+        ("head", "neither off, local[:N], hosts:N nor HOST:PORT"),
         ("head:0", "neither"),
         ("head:70000", "neither"),
         ("on", "neither"),
@@ -47,5 +52,5 @@ def test_invalid_values_say_why(text: str, why: str) -> None:
 
 
 def test_describe_round_trips() -> None:
-    for text in ("off", "local:1", "local:4", "10.1.2.3:6379"):
+    for text in ("off", "local:1", "local:4", "hosts:3", "10.1.2.3:6379"):
         assert parse(text).describe() == text

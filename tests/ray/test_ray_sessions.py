@@ -1,5 +1,6 @@
-"""Whole pytest sessions with Ray on: nothing of a local cluster outlives a SIGKILLed pytest, and a
-cluster started separately with ``ray start --head`` is joined through its address."""
+"""Whole pytest sessions with Ray on: nothing of a local cluster, nor of the hosts of ``hosts:3``
+(namespaces, links, mounts, processes), outlives a SIGKILLed pytest, and a cluster started
+separately with ``ray start --head`` is joined through its address."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ pytestmark = pytest.mark.slow
 
 READY_S = 180.0
 GONE_S = 60.0
+HOSTS_GONE_S = 5.0  # the reaper's whole sweep: processes, namespaces, links, mounts
 HOLD = """
 import os
 import time
@@ -197,3 +199,92 @@ def test_a_cluster_started_with_ray_start_is_joined_through_its_address(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(head.pid, signal.SIGKILL)
         head.wait(timeout=10)
+
+
+def hosts_of_ours(before: set[str]) -> tuple[set[str], set[str], set[str]]:
+    """The namespaces, links and ``/run/netns`` mounts of ``hosts:N`` made since ``before`` (links
+    then): what a run's ``rc-brS`` bridge, ``rcS-vK`` veths and ``rcS-hK`` namespaces add."""
+    ours = {name for name in link_names() - before if name.startswith("rc")}
+    subnets = {name.removeprefix("rc-br") for name in ours if name.startswith("rc-br")}
+    listed = subprocess.run(
+        ["ip", "netns", "list"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    namespaces = {name for name in listed if any(name.startswith(f"rc{subnet}-h") for subnet in subnets)}
+    mounts = {
+        line.split()[1]
+        for line in Path("/proc/mounts").read_text().splitlines()
+        if any(f"/run/netns/rc{subnet}-h" in line for subnet in subnets)
+    }
+    return namespaces, ours, mounts
+
+
+def link_names() -> set[str]:
+    listed = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    return {line.split(":")[1].strip().partition("@")[0] for line in listed.splitlines()}
+
+
+def test_nothing_of_the_hosts_outlives_a_pytest_sigkilled_mid_catalog(
+    tmp_path: Path, short_dir: Path
+) -> None:
+    from pytest_rollout_chaos.ray import netns
+
+    if lacking := netns.missing():
+        pytest.skip(f"hosts:N needs {'; '.join(lacking)}")
+    before = link_names()
+    log = tmp_path / "child.log"
+    with log.open("w") as out:
+        child = subprocess.Popen(
+            pytest_command(
+                "--rollout-chaos-ray=hosts:3", f"--basetemp={short_dir / 'b'}", "-v", str(CATALOG)
+            ),
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    ours: set[int] = set()
+    namespaces: set[str] = set()
+    try:
+        # mid-catalog: a scenario has finished and others are still to run
+        wait_for(
+            lambda: " PASSED" in log.read_text() or child.poll() is not None, READY_S, "no scenario ran", log
+        )
+        assert child.poll() is None, log.read_text()[-4000:]
+        namespaces, links, mounts = hosts_of_ours(before)
+        assert len(namespaces) == 3, (namespaces, links)
+        assert len(links) == 4, links  # the bridge and a veth per host
+        assert len(mounts) == 3, mounts
+        in_hosts = {int(pid) for name in namespaces for pid in netns_pids(name)}
+        ours = descendants(child.pid) | set(naming({str(short_dir)})) | in_hosts
+        commands = " ".join(running(ours).values())
+        for part in ("raylet", "gcs_server", "ray::ServerHost", "ray::FileServer"):
+            assert part in commands, f"{part} not among the session's processes: {commands}"
+        assert in_hosts, "no process runs in the hosts' namespaces"
+
+        os.kill(child.pid, signal.SIGKILL)  # pytest alone: no teardown, no atexit
+        killed = time.monotonic()
+        child.wait(timeout=10)
+
+        def gone() -> bool:
+            return not running(ours) and hosts_of_ours(before) == (set(), set(), set())
+
+        while not gone() and time.monotonic() - killed < HOSTS_GONE_S:
+            time.sleep(0.1)
+        left = (running(ours), hosts_of_ours(before))
+        assert gone(), f"{HOSTS_GONE_S:.0f}s after the SIGKILL still there: {left}\n{log.read_text()[-2000:]}"
+    finally:
+        if child.poll() is None:
+            child.kill()
+        for pid in ours:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for name in namespaces:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+        for name in hosts_of_ours(before)[1]:
+            subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
+
+
+def netns_pids(name: str) -> list[str]:
+    return subprocess.run(
+        ["ip", "netns", "pids", name], capture_output=True, text=True, check=False
+    ).stdout.split()

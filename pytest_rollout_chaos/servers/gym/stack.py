@@ -12,6 +12,7 @@ agent, since each has its own upstream).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import sys
 import urllib.request
@@ -132,9 +133,13 @@ def agent_spec(
     return _spec(name, "agent", args, log_dir, "see the agent log above")
 
 
-def head_spec(log_dir: Path, *, config_file: Path, name: str = HEAD_NAME) -> ServerSpec:
-    """The head server answering ``/global_config_dict_yaml`` from ``config_file``."""
-    return _spec(name, "head", ("--config-file", str(config_file)), log_dir, "see the head server log above")
+def head_spec(
+    log_dir: Path, *, config_file: Path, config: str | None = None, name: str = HEAD_NAME
+) -> ServerSpec:
+    """The head server answering ``/global_config_dict_yaml`` from ``config_file``; ``config``, when
+    given, is that file's text, written where the head starts (on its node, with Ray)."""
+    spec = _spec(name, "head", ("--config-file", str(config_file)), log_dir, "see the head server log above")
+    return spec if config is None else dataclasses.replace(spec, files={config_file: config})
 
 
 def eos_token_id(model_dir: Path) -> int:
@@ -283,8 +288,7 @@ def start_gym_stack(
         resources=(RESOURCES_NAME, resources_url),
     )
     config_file = log_dir / "gym_global_config.json"
-    config_file.write_text(json.dumps(config, indent=2))
-    head_process = start(head_spec(log_dir, config_file=config_file))
+    head_process = start(head_spec(log_dir, config_file=config_file, config=json.dumps(config, indent=2)))
     processes[HEAD_NAME] = head_process
     return GymStack(
         head_url=head_process.url,

@@ -212,8 +212,9 @@ def start_nemo_gym_stack(
     }
     config_file = log_dir / "nemo_gym_global_config.json"
     public = gym_config.global_config(instances, public_addresses, head_url=HEAD_UNUSED_URL)
-    config_file.write_text(json.dumps(public, indent=2))
-    processes[HEAD_NAME] = start(head_spec(log_dir, config_file=config_file))
+    processes[HEAD_NAME] = start(
+        head_spec(log_dir, config_file=config_file, config=json.dumps(public, indent=2))
+    )
     return NemoGymStack(
         head_url=processes[HEAD_NAME].url,
         agents=agent_urls,

@@ -20,7 +20,7 @@ RAY_ON: Final = ("--rollout-chaos-ray=local:1",)
 def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Ray connected in this pytest process to a local one-node cluster; skips where Ray is not installed."""
     ray = pytest.importorskip("ray")
-    from pytest_rollout_chaos.ray.cluster import open_cluster
+    from pytest_rollout_chaos.ray.launch import open_cluster
     from pytest_rollout_chaos.ray.mode import parse
 
     cluster = open_cluster(

@@ -14,6 +14,7 @@ from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.engine.fit import not_applicable, with_replicas
 from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.faults import registry
+from pytest_rollout_chaos.faults.base import Need
 from pytest_rollout_chaos.injector import FaultInjector
 from pytest_rollout_chaos.scenario.model import load_scenario
 from pytest_rollout_chaos.servers import readiness
@@ -151,10 +152,15 @@ def test_one_deadline_covers_every_poll() -> None:
 def test_catalog_scenarios_skip_only_where_they_need_the_policy_process(path: Path, tmp_path: Path) -> None:
     scenario = load_scenario(path)
     if any(registry.fault_class(step.kind).family == "ray" for step in scenario.faults):  # and no Ray here
+        between_hosts = any(Need.HOST in registry.fault_class(step.kind).needs for step in scenario.faults)
+        mode = "hosts:N" if between_hosts else "local:N"
         for external in (True, False):
             reason = not_applicable(scenario, _stack(tmp_path, external=external))
             assert reason is not None
-            assert "does not run in a Ray actor in this run (pass --rollout-chaos-ray=local:N)" in reason
+            if (scenario.stack.policy.replicas or 1) > 1:  # its replicas are missing first
+                assert "this stack runs 1 policy replica(s)" in reason
+            else:
+                assert f"does not run in a Ray actor in this run (pass --rollout-chaos-ray={mode})" in reason
         return
     if (scenario.stack.policy.replicas or 1) > 1:  # skipped for want of replicas before any fault
         outside, ours = (_stack(tmp_path, external=flag) for flag in (True, False))
