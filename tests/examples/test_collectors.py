@@ -23,7 +23,7 @@ from tests.examples import _page
 EXAMPLE = Path(__file__).with_name("collectors.py")
 PAGE = _page.PAGE
 # Their faults act on Ray actors and nodes: without --rollout-chaos-ray they skip, saying so.
-NEEDS_RAY = {"agent-actor-restarted", "rollout-node-lost"}
+NEEDS_RAY = {"agent-actor-restarted", "rollout-node-lost", "gym-host-partitioned", "policy-host-lost"}
 FAILED_OR_SKIPPED = ("failure", "error", "skipped")  # a junit testcase's outcome elements
 
 
