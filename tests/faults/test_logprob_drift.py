@@ -28,7 +28,7 @@ PATHS: dict[str, Callable[[Any], list[Any]]] = {
 async def test_every_logprob_drifts_by_a_finite_amount(hooked: Hooked, path: str) -> None:
     ctx, _ = hooked.context()
     _, clean = await hooked.post(path, {})
-    async with applied(LogprobDrift(target="hooked", drift_nats=1.5, route=path), ctx):  # type: ignore[arg-type]
+    async with applied(LogprobDrift(target="hooked", drift_nats=1.5, route=path), ctx):
         status, body = await hooked.post(path, {})
     assert status == 200
     before, after = PATHS[path](json.loads(clean)), PATHS[path](json.loads(body))
@@ -40,7 +40,7 @@ async def test_every_logprob_drifts_by_a_finite_amount(hooked: Hooked, path: str
 @pytest.mark.asyncio
 async def test_only_the_matching_row_drifts_and_the_hit_says_by_how_much(hooked: Hooked) -> None:
     ctx, history = hooked.context()
-    async with applied(LogprobDrift(target="hooked", route="/run", row=2), ctx):  # type: ignore[arg-type]
+    async with applied(LogprobDrift(target="hooked", route="/run", row=2), ctx):
         _, ok_body = await hooked.post("/run", {"_rowidx": 1})
         _, drifted_body = await hooked.post("/run", {"_rowidx": 2})
     assert PATHS["/run"](json.loads(ok_body)) == [-0.5, -0.25, -0.125]
