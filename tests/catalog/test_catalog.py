@@ -54,6 +54,7 @@ CAUGHT_BY = {
     "permit_released_twice": ("workload-queued-behind-concurrency", "concurrency_bounded"),
     "batch_wide_group_filter": ("group-failure-spares-healthy-groups", "groups_intact"),
     "drains_before_cancel": ("collection-cancelled-while-a-row-hangs", "cancel_honoured"),
+    "drift_trained": ("logprob-drift-masked", "drifted_logprobs_masked"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
 # that must judge FAIL); that collector's own scenario is in CAUGHT_BY.

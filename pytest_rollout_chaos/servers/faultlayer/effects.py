@@ -142,6 +142,19 @@ EFFECTS: Final[Mapping[str, Effect]] = {
             ),
         ),
         Effect(
+            "logprob_drift",
+            "rewrite",
+            (
+                EffectParam(
+                    "drift_nats",
+                    _NUMBER,
+                    1.0,
+                    "subtracted from every logprob of the answer: finite values that disagree with the model",
+                    minimum=0,
+                ),
+            ),
+        ),
+        Effect(
             "prefix_drift",
             "rewrite",
             (

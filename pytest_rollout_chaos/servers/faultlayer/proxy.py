@@ -18,7 +18,7 @@ is declared in ``effects``):
 
 - ``delay`` and ``hang`` hold the request before it is forwarded;
 - ``http_error`` and ``trajectory_exception`` answer in the server's place (it never sees it);
-- ``nan_logprobs``, ``prefix_drift`` and ``malformed_json`` rewrite the server's answer.
+- ``nan_logprobs``, ``logprob_drift``, ``prefix_drift`` and ``malformed_json`` rewrite the server's answer.
 
 Forwarding is faithful where it matters to a client: the method, raw target, headers (hop-by-hop
 ones excepted), body and cookies go through untouched, with no header added and no deadline of
@@ -350,6 +350,9 @@ def _rewrite(hit: _Hit, rule: Rule, answer: _Answer) -> None:
     if rule.effect == "nan_logprobs":
         changed = rewrite.rewrite_logprobs(answer.document, rule.params["shape"], rule.params["token_index"])
         hit.record(rule, shape=rule.params["shape"], changed=changed)
+    elif rule.effect == "logprob_drift":
+        changed = rewrite.shift_logprobs(answer.document, rule.params["drift_nats"])
+        hit.record(rule, drift_nats=rule.params["drift_nats"], changed=changed)
     else:
         memory = hit.state.seen_generations.get(rule.id, [])
         changed = rewrite.drift_prompt_ids(

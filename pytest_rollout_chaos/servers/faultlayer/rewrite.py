@@ -1,4 +1,4 @@
-"""Response-body rewrites for the semantic fault effects: bad logprobs, prefix drift, broken JSON.
+"""Response-body rewrites for the semantic fault effects: bad or drifted logprobs, prefix drift, broken JSON.
 
 Pure functions over decoded JSON (or bytes), so they are easy to reason about and test. The
 walkers look for the field names that vLLM, NeMo Gym and the servers of this stack use, wherever
@@ -56,6 +56,41 @@ def rewrite_logprobs(document: Any, shape: str, token_index: int | None) -> int:
                     edit_list(value, _setter(value, None, bad))
                 elif key == "content" and isinstance(value, list) and _is_chat_logprob_list(value):
                     edit_list(value, _setter(value, "logprob", bad))
+                else:
+                    visit(value)
+        elif isinstance(node, list):
+            for item in node:
+                visit(item)
+
+    visit(document)
+    return changed
+
+
+def shift_logprobs(document: Any, drift_nats: float) -> int:
+    """Subtract ``drift_nats`` from every numeric logprob value in place; return how many changed.
+
+    The values stay finite and below 0: logprobs a model could have reported, that are not the
+    ones it computed (an inference engine whose numerics drift from the trainer's)."""
+    changed = 0
+
+    def shift(values: list[Any], key: str | None) -> None:
+        nonlocal changed
+        for index, value in enumerate(values):
+            if key is None:
+                values[index] = value - drift_nats
+            elif isinstance(value.get(key), int | float):
+                value[key] = value[key] - drift_nats
+            else:
+                continue
+            changed += 1
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in LOGPROB_LIST_KEYS and isinstance(value, list) and _all_numbers(value):
+                    shift(value, None)
+                elif key == "content" and isinstance(value, list) and _is_chat_logprob_list(value):
+                    shift(value, "logprob")
                 else:
                     visit(value)
         elif isinstance(node, list):
