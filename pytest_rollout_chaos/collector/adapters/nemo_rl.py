@@ -136,6 +136,10 @@ class NemoRLCollector:
     styles: ClassVar[tuple[Style, ...]] = ("gym", "native")
     modes: ClassVar[tuple[Mode, ...]] = ("train", "validation")
     cannot_combine: ClassVar[dict[tuple[Style, Mode], str]] = CANNOT_COMBINE
+    numbers_rows: ClassVar[str] = (
+        "NeMo RL stamps each row it sends NeMo Gym with its position in the batch "
+        '(nemo_rl/experience/rollouts.py, row["_rowidx"] = row_index)'
+    )
     helper_class: ClassVar[type[GymHelper]] = GymHelper
 
     def __init__(self, ctx: CollectorContext) -> None:
