@@ -55,6 +55,7 @@ CAUGHT_BY = {
     "batch_wide_group_filter": ("group-failure-spares-healthy-groups", "groups_intact"),
     "drains_before_cancel": ("collection-cancelled-while-a-row-hangs", "cancel_honoured"),
     "drift_trained": ("logprob-drift-masked", "drifted_logprobs_masked"),
+    "empty_output_completed": ("run-answer-emptied", "corroborated"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
 # that must judge FAIL); that collector's own scenario is in CAUGHT_BY.

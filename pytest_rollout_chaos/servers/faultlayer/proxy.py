@@ -340,14 +340,16 @@ def _rewrite(hit: _Hit, rule: Rule, answer: _Answer) -> None:
     if answer.headers.get("Content-Encoding", "identity") != "identity":
         hit.record(rule, skipped="encoded response body", changed=0)
         return
-    if rule.effect == "malformed_json":
+    if rule.effect == "malformed_json" and rule.params["style"] != "emptied":
         hit.record(rule, style=rule.params["style"])
         answer.raw, answer.document = rewrite.malform(answer.raw, rule.params["style"]), None
         return
     if answer.document is None:
         hit.record(rule, skipped="response is not JSON", changed=0)
         return
-    if rule.effect == "nan_logprobs":
+    if rule.effect == "malformed_json":
+        hit.record(rule, style="emptied", changed=rewrite.empty_lists(answer.document))
+    elif rule.effect == "nan_logprobs":
         changed = rewrite.rewrite_logprobs(answer.document, rule.params["shape"], rule.params["token_index"])
         hit.record(rule, shape=rule.params["shape"], changed=changed)
     elif rule.effect == "logprob_drift":

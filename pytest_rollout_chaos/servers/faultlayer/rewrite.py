@@ -146,8 +146,34 @@ def drift_prompt_ids(
     return changed
 
 
+def empty_lists(document: Any) -> int:
+    """Empty every list in ``document`` in place (the outermost ones: what they held goes with
+    them); how many held something. What is left parses and keeps its envelope, as a ``/run``
+    result ``{"response": {"output": []}, "reward": ...}`` does when NeMo Gym answers a context
+    overflow with an empty response."""
+    emptied = 0
+
+    def visit(node: Any) -> None:
+        nonlocal emptied
+        values = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        for value in values:
+            if isinstance(value, list):
+                emptied += bool(value)
+                value.clear()
+            else:
+                visit(value)
+
+    if isinstance(document, list):
+        emptied += bool(document)
+        document.clear()
+    else:
+        visit(document)
+    return emptied
+
+
 def malform(body: bytes, style: str) -> bytes:
-    """A body that does not parse as JSON: cut in half, or with its structure garbled."""
+    """A body that does not parse as JSON: cut in half, or with its structure garbled (the
+    ``emptied`` style parses: ``empty_lists``)."""
     if style == "truncate":
         return body[: max(1, len(body) // 2)]
     garbled = body.replace(b":", b";", 1).replace(b"}", b"", 1)
