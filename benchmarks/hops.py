@@ -93,9 +93,9 @@ def run(*, rounds: int = 8, small: int = 60, large: int = 12) -> Result:
     """``rounds`` rounds; per round and path, ``small`` 5 KB and ``large`` 256 KB requests, one burst."""
     with tempfile.TemporaryDirectory(prefix="bench-hops-") as log_dir, ProcessKeeper(Path(log_dir)) as keeper:
         root = Path(log_dir)
-        upstream = keeper.start(_program("hop-upstream", "upstream"))
-        up_port = _port(upstream)
-        splice = keeper.start(_program("hop-splice", "splice", str(up_port)))
+        upstream = keeper.start(program_spec("hop-upstream", "upstream"))
+        up_port = port_of(upstream)
+        splice = keeper.start(program_spec("hop-splice", "splice", str(up_port)))
         toxiproxy = keeper.start(embedded_spec(seed=0, name="hop-toxiproxy"))
         events_file = root / "layer.events.jsonl"
         layer = keeper.start(fault_layer_spec(events_file, name="hop-layer"))
@@ -114,8 +114,8 @@ def run(*, rounds: int = 8, small: int = 60, large: int = 12) -> Result:
         paths = [HopPath("direct", up_port, ())]
         haproxy = _haproxy(keeper, root, up_port)
         if haproxy is not None:
-            paths.append(HopPath("compiled floor", _port(haproxy), (haproxy.pid,)))
-        paths.append(HopPath("python floor", _port(splice), (splice.pid,)))
+            paths.append(HopPath("compiled floor", port_of(haproxy), (haproxy.pid,)))
+        paths.append(HopPath("python floor", port_of(splice), (splice.pid,)))
         details: dict[str, Any] = {
             "rounds": rounds,
             "requests_per_block": {"small": small, "large": large},
@@ -135,7 +135,8 @@ def run(*, rounds: int = 8, small: int = 60, large: int = 12) -> Result:
         return Result("hops", _numbers(paths), details={**details, **_raw(paths)})
 
 
-def _program(name: str, *argv: str) -> ServerSpec:
+def program_spec(name: str, *argv: str) -> ServerSpec:
+    """A program of ``_hop_servers`` (``upstream``, or ``splice PORT``) as a server the keeper starts."""
     return ServerSpec(
         name=name,
         argv=(sys.executable, "-m", "benchmarks._hop_servers", *argv),
@@ -171,7 +172,7 @@ def _listening(target: readiness.ProbeTarget) -> bool:
         return True
 
 
-def _port(process: ManagedProcess) -> int:
+def port_of(process: ManagedProcess) -> int:
     address = process.address()
     assert address is not None, f"{process.name} started without an address"
     return address[1]
