@@ -49,6 +49,7 @@ from typing import Any, Final
 
 from multidict import CIMultiDict
 
+from pytest_rollout_chaos import json_decode
 from pytest_rollout_chaos.history import EventKind, fingerprint, logprob_digest
 from pytest_rollout_chaos.servers.faultlayer import effects, rewrite
 from pytest_rollout_chaos.servers.faultlayer.downstream import ClientConnection, Reply, Request
@@ -259,12 +260,11 @@ def _generated(document: Any) -> dict[str, Any]:
     why each generation stopped (``finishes``) and, for a ``/run``, its reward, what each model
     call was sent (``prompts``) and which model calls' prompt ids drifted (with every call's
     prompt ids, ``prompt_ids``: only then does a judge need them whole)."""
-    calls = rewrite.answer_calls(document)
+    calls, finishes = rewrite.answer_generated(document)
     facts: dict[str, Any] = {}
     if calls:
         facts["generations"] = [fingerprint(ids) for ids, _ in calls]
         facts["logprobs"] = [logprob_digest(values) for _, values in calls]
-        finishes = rewrite.answer_finishes(document)
         if finishes:
             facts["finishes"] = finishes
     reward = rewrite.answer_reward(document)
@@ -295,7 +295,7 @@ def _json_document(body: bytes, content_type: str) -> Any:
     if not body or "json" not in content_type:
         return None
     try:
-        return json.loads(body)
+        return json_decode.loads(body)
     except ValueError:
         return None
 

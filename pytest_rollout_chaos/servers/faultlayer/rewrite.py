@@ -15,6 +15,7 @@ result's reward, ``answer_prompts`` the prompt ids each of its model calls was s
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -264,8 +265,21 @@ def answer_calls(document: Any) -> list[tuple[list[int], list[Any]]]:
     ``logprobs.token_logprobs``). Only these fields are read: one pass over the output items or
     choices of an already decoded body. A call with no logprobs reports an empty list.
     """
+    return answer_generated(document)[0]
+
+
+def answer_finishes(document: Any) -> list[str | None]:
+    """Why each model call of a chat, completions or token-in, token-out answer stopped (its
+    choice's ``finish_reason``: ``stop``, ``length``, ...), one per call ``answer_calls`` reads,
+    in order; [] for an answer with no choices (a Responses or ``/run`` answer)."""
+    return answer_generated(document)[1]
+
+
+def answer_generated(document: Any) -> tuple[list[tuple[list[int], list[Any]]], list[str | None]]:
+    """``answer_calls`` and ``answer_finishes`` of one answer, read in one pass (the layer records
+    both of every answer; a 2048-token answer's ids are worth reading once)."""
     if not isinstance(document, dict):
-        return []
+        return [], []
     response = document.get("response")
     output = response.get("output") if isinstance(response, dict) else document.get("output")
     if isinstance(output, list):
@@ -275,17 +289,9 @@ def answer_calls(document: Any) -> list[tuple[list[int], list[Any]]]:
             if ids:
                 logprobs = item.get("generation_log_probs")
                 calls.append((ids, list(logprobs) if isinstance(logprobs, list) else []))
-        return calls
-    return [(ids, values) for ids, values, _ in _choice_calls(document)]
-
-
-def answer_finishes(document: Any) -> list[str | None]:
-    """Why each model call of a chat, completions or token-in, token-out answer stopped (its
-    choice's ``finish_reason``: ``stop``, ``length``, ...), one per call ``answer_calls`` reads,
-    in order; [] for an answer with no choices (a Responses or ``/run`` answer)."""
-    if not isinstance(document, dict):
-        return []
-    return [finish for _, _, finish in _choice_calls(document)]
+        return calls, []
+    found = _choice_calls(document)
+    return [(ids, values) for ids, values, _ in found], [finish for _, _, finish in found]
 
 
 def _choice_calls(document: dict[str, Any]) -> list[tuple[list[int], list[Any], str | None]]:
@@ -299,11 +305,11 @@ def _choice_calls(document: dict[str, Any]) -> list[tuple[list[int], list[Any], 
         logprobs = choice.get("logprobs")
         values: list[Any] = []
         if isinstance(logprobs, dict):
-            content = logprobs.get("content")
-            if isinstance(content, list) and _is_chat_logprob_list(content):
-                values = [item.get("logprob") for item in content]
+            chat = _chat_logprobs(logprobs.get("content"))
+            if chat is not None:
+                values = chat
                 if ids is None:
-                    ids = _ids([item.get("token") for item in content])
+                    ids = _ids([item.get("token") for item in logprobs["content"]])
             else:
                 given = logprobs.get("token_logprobs")
                 values = list(given) if isinstance(given, list) else []
@@ -367,10 +373,32 @@ def answer_reward(document: Any) -> float | None:
     return float(reward) if isinstance(reward, int | float) and not isinstance(reward, bool) else None
 
 
+def _chat_logprobs(content: Any) -> list[Any] | None:
+    """The logprobs of a chat logprob list (``_is_chat_logprob_list``), read in the one pass that
+    checks it; None for anything else."""
+    if not isinstance(content, list) or not content:
+        return None
+    try:
+        return [item["logprob"] for item in content]
+    except (TypeError, KeyError):  # an item that is not an object, or one with no logprob
+        return None
+
+
 def _ids(values: Any) -> list[int] | None:
     """Ints, digit strings or ``token_id:N`` strings as ints; None if any is something else."""
     if not isinstance(values, list):
         return None
+    kinds = set(map(type, values))
+    if kinds == {int}:  # token ids as vLLM and NeMo Gym send them: taken as they are
+        return list(values)
+    if kinds == {str}:  # chat logprob tokens (``token_id:N``), a few thousand in a long answer
+        digits = list(map(str.removeprefix, values, itertools.repeat(TOKEN_ID_PREFIX)))
+        if not "".join(digits).isdigit():  # no sign, space or underscore, which int() would take
+            return None
+        try:
+            return list(map(int, digits))
+        except ValueError:  # an empty one, or a digit int() does not read (a superscript)
+            return None
     out: list[int] = []
     for value in values:
         if isinstance(value, int) and not isinstance(value, bool):
