@@ -33,7 +33,7 @@ async def test_an_emptied_body_parses_with_its_envelope_and_no_list_content(hook
     ctx, _ = hooked.context()
     _, intact = await hooked.post("/v1/chat/completions", {})
     whole = json.loads(intact)
-    async with applied(MalformedJson(target="hooked", style="emptied", route="/v1/chat/completions"), ctx):  # type: ignore[arg-type]
+    async with applied(MalformedJson(target="hooked", style="emptied", route="/v1/chat/completions"), ctx):
         status, body = await hooked.post("/v1/chat/completions", {})
     assert status == 200
     document = json.loads(body)

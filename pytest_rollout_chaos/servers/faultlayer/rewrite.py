@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 LOGPROB_LIST_KEYS: Final = ("token_logprobs", "generation_log_probs")
@@ -40,30 +40,16 @@ def rewrite_logprobs(document: Any, shape: str, token_index: int | None) -> int:
     """
     bad = _SHAPE_VALUES[shape]
     changed = 0
-
-    def edit_list(values: list[Any], setter: Callable[[int], None]) -> None:
-        nonlocal changed
+    for values, key in logprob_lists(document):
         if not values:
-            return
+            continue
         positions = range(len(values)) if token_index is None else [min(token_index, len(values) - 1)]
         for position in positions:
-            setter(position)
+            if key is None:
+                values[position] = bad
+            else:
+                values[position][key] = bad
             changed += 1
-
-    def visit(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in LOGPROB_LIST_KEYS and isinstance(value, list) and _all_numbers(value):
-                    edit_list(value, _setter(value, None, bad))
-                elif key == "content" and isinstance(value, list) and _is_chat_logprob_list(value):
-                    edit_list(value, _setter(value, "logprob", bad))
-                else:
-                    visit(value)
-        elif isinstance(node, list):
-            for item in node:
-                visit(item)
-
-    visit(document)
     return changed
 
 
@@ -73,9 +59,7 @@ def shift_logprobs(document: Any, drift_nats: float) -> int:
     The values stay finite and below 0: logprobs a model could have reported, that are not the
     ones it computed (an inference engine whose numerics drift from the trainer's)."""
     changed = 0
-
-    def shift(values: list[Any], key: str | None) -> None:
-        nonlocal changed
+    for values, key in logprob_lists(document):
         for index, value in enumerate(values):
             if key is None:
                 values[index] = value - drift_nats
@@ -84,22 +68,24 @@ def shift_logprobs(document: Any, drift_nats: float) -> int:
             else:
                 continue
             changed += 1
-
-    def visit(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in LOGPROB_LIST_KEYS and isinstance(value, list) and _all_numbers(value):
-                    shift(value, None)
-                elif key == "content" and isinstance(value, list) and _is_chat_logprob_list(value):
-                    shift(value, "logprob")
-                else:
-                    visit(value)
-        elif isinstance(node, list):
-            for item in node:
-                visit(item)
-
-    visit(document)
     return changed
+
+
+def logprob_lists(document: Any) -> Iterator[tuple[list[Any], str | None]]:
+    """Every list of logprobs in ``document``, wherever nested, with the key its items hold the value
+    under: a list of numbers (``token_logprobs``, ``generation_log_probs``) with None, a chat
+    ``logprobs.content`` list with ``"logprob"``."""
+    if isinstance(document, dict):
+        for key, value in document.items():
+            if key in LOGPROB_LIST_KEYS and isinstance(value, list) and _all_numbers(value):
+                yield value, None
+            elif key == "content" and isinstance(value, list) and _is_chat_logprob_list(value):
+                yield value, "logprob"
+            else:
+                yield from logprob_lists(value)
+    elif isinstance(document, list):
+        for item in document:
+            yield from logprob_lists(item)
 
 
 def drift_prompt_ids(
@@ -193,18 +179,6 @@ def batch_size(document: Any) -> int:
             if isinstance(value, list):
                 return len(value)
     return 1
-
-
-def _setter(values: list[Any], key: str | None, bad: float | None) -> Callable[[int], None]:
-    """Set position ``i`` of ``values`` (or ``values[i][key]``) to the bad value."""
-
-    def put(index: int) -> None:
-        if key is None:
-            values[index] = bad
-        else:
-            values[index][key] = bad
-
-    return put
 
 
 def _drift_position(prompt: list[int], seen_generations: Sequence[list[int]]) -> int:
