@@ -54,8 +54,11 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
 # the one whose bug needs tasks interleaved (task_batched_answers: workload-out-of-order), the one
 # judged against the layer's record of the /runs in flight (permit_released_twice:
 # workload-queued-behind-concurrency) and the one whose bug needs a cancel while a row hangs
-# (drains_before_cancel: collection-cancelled-while-a-row-hangs), and the one whose bug needs a
-# group reward spread (batch_wide_group_filter: group-failure-spares-healthy-groups).
+# (drains_before_cancel: collection-cancelled-while-a-row-hangs), the one whose bug needs a
+# group reward spread (batch_wide_group_filter: group-failure-spares-healthy-groups), the one
+# judged against the layer's record of the logprobs it drifted (drift_trained:
+# logprob-drift-masked) and the one whose bug needs a /run answer emptied by the layer
+# (empty_output_completed: run-answer-emptied).
 ELSEWHERE = {
     "per_sample_env",
     "mixed_env_batch",
@@ -71,6 +74,8 @@ ELSEWHERE = {
     "permit_released_twice",
     "drains_before_cancel",
     "batch_wide_group_filter",
+    "drift_trained",
+    "empty_output_completed",
 }
 DEADLINE_S = 1.5
 # A collection deadline is noticed late only past ends_promptly's margin (3 s): give it room.
