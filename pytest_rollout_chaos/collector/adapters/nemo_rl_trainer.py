@@ -1,6 +1,7 @@
 """NeMo RL's code as the importable tree has it, for the ``nemo_rl`` adapter: the ``NemoGym`` actor
 class and the caller, which API generation they speak, the caller's input batch and tokenizer, and
-the stand-in for what the actor's skipped spin-up would have set (``GymHelper``).
+what the actor's skipped spin-up would have set (``GymHelper``: NeMo Gym's own client where it
+imports, ``nemo_rl_gym``, else the stand-in over the stack's Gym client).
 """
 
 from __future__ import annotations
