@@ -79,9 +79,7 @@ def layer_run(history: History, request_id: str, row: int, *, status: int) -> No
     history.append("agent", "ok", "POST /run", {**link, "status": status}, request_id=request_id)
 
 
-def test_completed_rollouts_are_the_runs_answered_on_the_collectors_links_without_our_client() -> (
-    None
-):
+def test_completed_rollouts_are_the_runs_answered_on_the_collectors_links_without_our_client() -> None:
     """NeMo Gym's own client records nothing here: what the servers answered counts instead."""
     history = History()
     layer_run(history, "a-1", 0, status=200)

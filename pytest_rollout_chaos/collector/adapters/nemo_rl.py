@@ -166,6 +166,8 @@ class NemoRLCollector:
         self._own_gym = nemo_rl_gym.version() if ctx.head_url is not None else None
         # With Ray on, NemoGym is a real actor, started here for the same reason (nemo_rl_actor).
         self._ray = ray_in_use()
+        if self._own_gym is not None and self._ray is None:  # built here at collection: imported now
+            nemo_rl_gym.preload()
         self._actor = self._start_actor() if self._ray is not None else None
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:

@@ -66,6 +66,11 @@ def described(found: str) -> str:
     )
 
 
+def preload() -> None:
+    """Import NeMo Gym's client now, off any deadline (the first import takes seconds)."""
+    _client_classes()
+
+
 def own_client(head_url: str | None) -> tuple[Any, Any]:
     """``RolloutCollectionHelper()`` and ``BaseServerConfig(host, port)`` of the head at ``head_url``,
     as ``NemoGym._spinup`` builds them; call it in the process NeMo RL's actor runs in."""
@@ -73,6 +78,14 @@ def own_client(head_url: str | None) -> tuple[Any, Any]:
         raise CollectorTargetError(
             "the nemo_rl adapter hands NeMo Gym's client the stack's head server; the context has no head_url"
         )
+    helper_class, config_class = _client_classes()
+    head = urlsplit(head_url)
+    return helper_class(), config_class(host=head.hostname, port=head.port)
+
+
+def _client_classes() -> tuple[Any, Any]:
+    """NeMo Gym's ``RolloutCollectionHelper`` and ``BaseServerConfig``; found but failing to import
+    is an error, never a reason to stand in for it."""
     try:
         from nemo_gym.rollout_collection import RolloutCollectionHelper
         from nemo_gym.server_utils import BaseServerConfig
@@ -81,8 +94,7 @@ def own_client(head_url: str | None) -> tuple[Any, Any]:
             f"nemo_gym is installed ({version()}) but NeMo Gym's client does not import: "
             f"{type(error).__name__}: {error}"
         ) from error
-    head = urlsplit(head_url)
-    return RolloutCollectionHelper(), BaseServerConfig(host=head.hostname, port=head.port)
+    return RolloutCollectionHelper, BaseServerConfig
 
 
 class OwnGym:
