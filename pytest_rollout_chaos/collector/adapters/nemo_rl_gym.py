@@ -21,7 +21,10 @@ short_results``).
 Without Ray the actor runs in this process, on the collection's event loop, so NeMo Gym's
 process-wide aiohttp client is created on that loop; the collection ends as the actor's process
 would (with Ray it is killed): ``end_process_client`` closes that client with NeMo Gym's own
-``global_aiohttp_client_exit``, so the next collection's loop gets a client of its own.
+``global_aiohttp_client_exit``, so the next collection's loop gets a client of its own. Importing
+``nemo_gym`` here has NeMo Gym's import-time effects on this process, as on an actor's: ``print``
+always flushes, ``HF_HOME`` and ``HF_DATASETS_CACHE`` default to ``./cache/huggingface`` when
+unset, and ``sys.path`` puts the working directory and NeMo Gym's own root last.
 """
 
 from __future__ import annotations
