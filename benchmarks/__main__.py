@@ -25,6 +25,7 @@ from benchmarks import (
     event_writer,
     fault_latency,
     gate,
+    hops,
     mutation,
     overhead,
     policy_batching,
@@ -38,6 +39,9 @@ from benchmarks._result import Result, table
 BENCHMARKS: dict[str, Callable[[bool], Result]] = {
     "stack_start": lambda quick: stack_start.run(repeats=1 if quick else 3),
     "policy_batching": lambda quick: policy_batching.run(rounds=1 if quick else 2),
+    "hops": lambda quick: hops.run(
+        rounds=2 if quick else 8, small=30 if quick else 60, large=6 if quick else 12
+    ),
     "overhead": lambda quick: overhead.run(rows=16 if quick else 32, rounds=2 if quick else 8),
     "event_writer": lambda quick: event_writer.run(
         events=5_000 if quick else 20_000, repeats=2 if quick else 3

@@ -11,7 +11,8 @@ checked like a scenario at the end of its call: a fault that touched nothing of 
 collected fails it with the scenario's message (``injector.FaultInjector.unacted``).
 
 Starting the servers takes seconds (minutes with vLLM), so each one says it is ready on the
-terminal as it is (not under ``-qq``, nor in an xdist worker, whose output nobody reads); the
+terminal as it is (the keeper's lines; not under ``-qq``, nor in an xdist worker, whose output
+nobody reads); the
 section at the end is one line per scenario under ``-q``, its marks in pytest's colours. When
 pytest-html writes its report (``--html``), each scenario's section of ours (story, verdicts,
 timeline) goes into the scenario's row there as an extra.
@@ -38,12 +39,9 @@ from pytest_rollout_chaos.settings import ChaosSettings
 
 if TYPE_CHECKING:
     from pytest_rollout_chaos.injector import FaultInjector
-    from pytest_rollout_chaos.servers.process import ManagedProcess
 
 # The test's fault injector, kept by the chaos_faults fixture for the check after the call.
 INJECTOR_KEY: Final[pytest.StashKey[FaultInjector]] = pytest.StashKey()
-STARTING_LINE: Final = "rollout-chaos: starting the servers (once a session; the first test waits for them)"
-READY_LINE: Final = "rollout-chaos: {name} ready in {took_s:.1f}s"
 
 
 class ChaosHarness(ProcessKeeper):
@@ -51,14 +49,12 @@ class ChaosHarness(ProcessKeeper):
     with the hooks that report their logs."""
 
     def __init__(self, settings: ChaosSettings) -> None:
-        super().__init__()
+        super().__init__(tell=self._tell)
         self.settings = settings
         self._previous_sigterm: Callable[[int, FrameType | None], Any] | int | None = None
         self.reports = ScenarioReports(settings.report, settings.json_report)
         self._progress: pytest.TerminalReporter | None = None  # where servers say they are ready
         self._capture: Any = None  # pytest's capture manager, which the lines must get past
-        self._progress_lock = threading.Lock()
-        self._told_starting = False
 
     # -- signals --------------------------------------------------------------------------------
     def install_sigterm_handler(self) -> None:
@@ -114,23 +110,14 @@ class ChaosHarness(ProcessKeeper):
         self.reports.progress(report)
 
     # -- progress while the servers start ----------------------------------------------------------
-    def starting(self, process: ManagedProcess) -> None:
-        if not self._told_starting:
-            self._told_starting = True
-            self._tell(STARTING_LINE)
-
-    def ready(self, process: ManagedProcess, took_s: float) -> None:
-        self._tell(READY_LINE.format(name=process.name, took_s=took_s))
-
     def _tell(self, line: str) -> None:
         """``line`` on the terminal now, though the servers start inside a test's setup, whose
-        output pytest captures (as its live logging does); one line at a time across threads."""
+        output pytest captures (as its live logging does); the keeper calls it one line at a time."""
         if self._progress is None:
             return
-        with self._progress_lock:
-            disabled = getattr(self._capture, "global_and_fixture_disabled", contextlib.nullcontext)
-            with disabled():
-                self._progress.write_line(line)
+        disabled = getattr(self._capture, "global_and_fixture_disabled", contextlib.nullcontext)
+        with disabled():
+            self._progress.write_line(line)
 
     def pytest_keyboard_interrupt(self) -> None:
         self.close()

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 pytest_plugins = ["pytest_rollout_chaos.fixtures"]
 
 HARNESS_PLUGIN_NAME: Final = "rollout-chaos-harness"
+JUNIT_PLUGIN_NAME: Final = "rollout-chaos-junit"
 CATALOG_INI: Final = "rollout_chaos_catalog"
 # The run's last line about the chaos tests that skipped because the plugin is off.
 NOT_RUN_LINE: Final = (
@@ -239,6 +240,9 @@ def pytest_configure(config: pytest.Config) -> None:
         harness.install_sigterm_handler()
         config.stash[HARNESS_KEY] = harness
         config.pluginmanager.register(harness, HARNESS_PLUGIN_NAME)
+        from pytest_rollout_chaos.report.junit import JunitNames
+
+        config.pluginmanager.register(JunitNames(config), JUNIT_PLUGIN_NAME)  # scenarios' JUnit class names
         from pytest_rollout_chaos import default_run, node_ids
 
         node_ids.resolve_args(config)  # a built-in scenario's id, pasted from a failure, names its file

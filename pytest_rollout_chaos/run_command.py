@@ -3,7 +3,9 @@
 The same engine as ``pytest --rollout-chaos``: each scenario goes through the fit step, the run and
 the judges (``engine.run``), on one stack built by the same builder (``builder.StackBuilder``),
 started only when a scenario first needs it and stopped on every path (Ctrl-C and SIGTERM too).
-The summary is the plugin's (``report.summary``), the ``--json`` document its schema's.
+Progress goes to stderr as it happens: the keeper's line per server as it is ready, then one line
+per scenario with its outcome. The summary is the plugin's (``report.summary``), the ``--json``
+document its schema's.
 
 Exit status: 0 when every scenario passed or could not run here (a skip, said why), 1 when one
 failed, 2 for bad usage (a bad option, scenario file or target), each said on one line.
@@ -104,7 +106,7 @@ def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
     previous = signal.signal(signal.SIGTERM, _interrupt)  # so the servers stop on SIGTERM too
     try:
-        with ProcessKeeper(log_dir) as keeper:
+        with ProcessKeeper(log_dir, tell=lambda line: print(line, file=err, flush=True)) as keeper:
             builder = StackBuilder(settings, keeper, replicas=replicas_to_start(settings, scenarios))
             records = []
             for index, scenario in enumerate(scenarios, start=1):

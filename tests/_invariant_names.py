@@ -30,4 +30,5 @@ INTERFACE_NAMES = (
     "groups_intact",
     "rows_unchanged",
     "concurrency_bounded",
+    "drifted_logprobs_masked",
 )

@@ -15,6 +15,7 @@ from pytest_rollout_chaos.history import (
     fingerprint,
     fingerprint_length,
     flush_events,
+    logprob_digest,
 )
 
 
@@ -72,6 +73,23 @@ def test_filters_and_timeline() -> None:
     assert len(history.events(kind="fail")) == 1
     assert len(history.events(op="collect")) == 1
     assert "fault info inject (fault='kill', target='agent')" in history.timeline()
+
+
+def test_a_logprob_digest_sums_in_order_and_names_the_first_value_that_is_no_finite_number() -> None:
+    values = [-((index * 37) % 1000) / 997 for index in range(2048)]
+    total = weighted = 0.0
+    for position, value in enumerate(values):
+        total += value
+        weighted += (position + 1) * value
+    assert logprob_digest(values) == f"2048:{total:.6f}:{weighted:.6f}"
+    assert logprob_digest([-0.5, -1.25, -3.0]) == "3:-4.750000:-12.000000"
+    assert logprob_digest([0, -1.5]) == "2:-1.500000:-3.000000", "an int is a number"
+    assert logprob_digest([-0.5, math.nan, -math.inf]) == "3:x1"
+    assert logprob_digest([-0.5, -math.inf, math.nan]) == "3:x1"
+    assert logprob_digest([-0.5, math.inf, -math.inf]) == "3:x1", "a sum of infinities is no number either"
+    assert logprob_digest([-0.5, None]) == "2:x1"
+    assert logprob_digest([True]) == "1:x0"
+    assert logprob_digest([]) == "0:0.000000:0.000000"
 
 
 def test_a_fingerprint_tells_token_lists_apart_at_a_fixed_size() -> None:

@@ -27,7 +27,20 @@ ROOT: Final = Path(__file__).resolve().parent.parent
 # Bottom to top. Each entry names modules or packages by their path below the package ("" is
 # the package's own ``__init__``); a module belongs to the layer of its longest matching entry.
 LAYERS: Final = (
-    ("base", ("errors", "history", "tokens", "http_client", "bundled", "extras", "version", "targets")),
+    (
+        "base",
+        (
+            "errors",
+            "json_decode",
+            "history",
+            "tokens",
+            "http_client",
+            "bundled",
+            "extras",
+            "version",
+            "targets",
+        ),
+    ),
     ("servers", ("servers", "ray", "settings", "options")),
     ("collector", ("collector", "kit")),
     ("invariants", ("invariants",)),

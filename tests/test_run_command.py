@@ -4,6 +4,7 @@ no pytest around the engine, and bad input is one usage error before anything st
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_rollout_chaos import cli
+from pytest_rollout_chaos.servers.keeper import STARTING_LINE
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIOS = [
@@ -78,6 +80,20 @@ def test_run_gives_the_verdicts_pytest_gives(tmp_path: Path) -> None:
     assert ran["validation-batched-env"] == ("skipped", {})
     assert "validation-mode scenario; the collector under test supports only train mode" in outside.stdout
     assert "FAIL   short-results" in outside.stdout
+
+
+@pytest.mark.slow
+def test_run_says_on_stderr_as_each_server_becomes_ready() -> None:
+    """The lines pytest's terminal shows while the stack starts, from the same keeper; stdout keeps
+    only the summary."""
+    result = _run("-m", "pytest_rollout_chaos.cli", "run", str(SCENARIOS[0]))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stderr.splitlines()
+    assert lines.count(STARTING_LINE) == 1
+    ready = [line for line in lines if re.fullmatch(r"rollout-chaos: \w+ ready in \d+\.\ds", line)]
+    assert {"policy", "toxiproxy", "gym_head"} <= {line.split()[1] for line in ready}
+    assert lines.index(STARTING_LINE) < lines.index(ready[0]) < lines.index("[1/1] baseline PASSED")
+    assert "rollout-chaos:" not in result.stdout
 
 
 def test_a_bad_target_or_file_is_one_usage_error_before_anything_starts(

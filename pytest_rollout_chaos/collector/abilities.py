@@ -10,7 +10,10 @@ A collector (or its class, or its factory) may declare, as attributes:
 - ``reaches``: the fault targets its own requests meet, each with the routes it requests there
   (``None``: any route); a collector that sends every row through the Gym stack leaves it out;
 - ``honours_max_concurrency = True``: it keeps at most ``CollectorSettings.max_concurrency`` rows
-  in flight, which ``concurrency_bounded`` then holds it to.
+  in flight, which ``concurrency_bounded`` then holds it to;
+- ``numbers_rows``: why it stamps every row's ``_rowidx`` with the row's position itself (a
+  trainer that does): the workload's own ids never reach the servers, so a scenario that numbers
+  its rows otherwise (``workload.row_ids``) cannot be judged on it.
 
 The fit step (``engine.fit``) asks ``unsupported`` before the collection starts, so a collector
 never skips from inside ``collect`` after the faults are armed. A declaration of the wrong shape is
@@ -37,9 +40,12 @@ Reach = Mapping[str, tuple[str, ...] | None]
 COMBINE_EXAMPLE: Final = 'cannot_combine = {("native", "train"): "why"}'
 
 
-def unsupported(collector: object, *, style: Style, mode: Mode, group_size: int) -> str | None:
-    """Why ``collector`` cannot run a workload of ``style``, ``mode`` and groups of ``group_size``
-    rows, from what it declares; None when it can (or declares nothing)."""
+def unsupported(
+    collector: object, *, style: Style, mode: Mode, group_size: int, row_ids: str = "positions"
+) -> str | None:
+    """Why ``collector`` cannot run a workload of ``style``, ``mode``, groups of ``group_size``
+    rows and ``_rowidx`` numbered by ``row_ids``, from what it declares; None when it can (or
+    declares nothing)."""
     styles = supported_styles(collector)
     if style not in styles:
         return (
@@ -59,6 +65,17 @@ def unsupported(collector: object, *, style: Style, mode: Mode, group_size: int)
     if largest is not None and group_size > largest:
         why = getattr(collector, "max_group_size_why", "") or "its max_group_size"
         return f"groups of {group_size} generations per prompt; the collector takes at most {largest}: {why}"
+    renumbers = getattr(collector, "numbers_rows", None)
+    if row_ids != "positions" and renumbers is not None:
+        if not isinstance(renumbers, str) or not renumbers:
+            raise CollectorTargetError(
+                f"{_owner(collector)}.numbers_rows is {renumbers!r}; valid: a non-empty string saying "
+                "where it stamps each row's _rowidx with its position"
+            )
+        return (
+            f"rows numbered {row_ids} (workload.row_ids); the collector numbers every row by its "
+            f"position itself, so these ids never reach the servers: {renumbers}"
+        )
     return None
 
 

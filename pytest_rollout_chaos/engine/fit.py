@@ -9,7 +9,7 @@
   collector (``hidden_exit``); the model's own drift that real vLLM's strict tool calling prevents
   (``drift_prevented``); a policy restart (``ready_delay_s``) on a policy this run did not start.
 - **the collector's declared abilities** (``collector.abilities``): styles, modes, the pairs of
-  them it cannot combine, the largest group it takes.
+  them it cannot combine, the largest group it takes, whether it numbers the rows itself.
 - **its reach.** A collector that runs its own loop declares ``reaches``; a fault aimed elsewhere,
   or at a route it never requests, would never fire (``unreachable``).
 
@@ -54,7 +54,11 @@ def collector_unfit(scenario: Scenario, collector: object) -> str | None:
     scenario the collector cannot express says so before the stack starts)."""
     workload = scenario.workload
     reason = abilities.unsupported(
-        collector, style=workload.style, mode=workload.mode, group_size=workload.generations_per_prompt
+        collector,
+        style=workload.style,
+        mode=workload.mode,
+        group_size=workload.generations_per_prompt,
+        row_ids=workload.row_ids,
     )
     if reason is not None:
         return reason

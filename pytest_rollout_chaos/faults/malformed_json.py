@@ -1,4 +1,4 @@
-"""Semantic fault: a 200 answer whose JSON body is truncated or garbled."""
+"""Semantic fault: a 200 answer whose JSON body is truncated or garbled, or parses but is emptied."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pytest_rollout_chaos.servers.faultlayer.effects import MalformedStyle
 
 @dataclass(frozen=True, slots=True)
 class MalformedJson(LayerFault):
-    """The handler answers, then the body is cut in half or garbled; the status stays 200."""
+    """The handler answers, then the body is cut in half or garbled, or (``emptied``) every list in
+    it is emptied, so it parses with its envelope and no content; the status stays 200."""
 
     kind: ClassVar[str] = "malformed_json"
     effect: ClassVar[str] = "malformed_json"

@@ -29,6 +29,7 @@ from pytest_rollout_chaos.faults.http_error import HttpError
 from pytest_rollout_chaos.faults.kill import Kill
 from pytest_rollout_chaos.faults.latency import Latency
 from pytest_rollout_chaos.faults.limit_data import LimitData
+from pytest_rollout_chaos.faults.logprob_drift import LogprobDrift
 from pytest_rollout_chaos.faults.malformed_json import MalformedJson
 from pytest_rollout_chaos.faults.nan_logprobs import NanLogprobs
 from pytest_rollout_chaos.faults.node_down import NodeDown
@@ -69,6 +70,7 @@ FAULT_TYPES: Final[tuple[type[Any], ...]] = (
     # semantic (fault hooks, Gym client)
     HttpError,
     NanLogprobs,
+    LogprobDrift,
     PrefixDrift,
     MalformedJson,
     TrajectoryException,

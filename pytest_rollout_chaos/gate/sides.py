@@ -1,15 +1,15 @@
 """Running one side of the gate: the scenarios against one trainer tree, in a pytest subprocess.
 
 The child is an ordinary ``pytest --rollout-chaos`` run with ``--rollout-chaos-upstream`` naming
-the tree, so what the gate judges is exactly what a user's own run would. Its progress lines are
-passed on as they come; the whole run has a deadline, and the child's process group is registered
+the tree, so what the gate judges is exactly what a user's own run would. Its output is followed
+line by line (``progress.SideProgress``: scenario k of n, elapsed, an estimate of what is left);
+the whole run has a deadline, and the child's process group is registered
 with the reaper, so it is stopped on every path, the gate itself being killed included.
 """
 
 from __future__ import annotations
 
 import queue
-import re
 import subprocess
 import tarfile
 import threading
@@ -21,15 +21,13 @@ from typing import Final
 
 from pytest_rollout_chaos.errors import ChaosError
 from pytest_rollout_chaos.gate.environment import SideEnvironment
+from pytest_rollout_chaos.gate.progress import SideProgress
 from pytest_rollout_chaos.gate.verdicts import ScenarioVerdicts, read_junit
 from pytest_rollout_chaos.servers.process import reaper, stop_group
 
 ARCHIVE_SUFFIXES: Final = (".tar.gz", ".tgz", ".tar")
 STOP_GRACE_S: Final = 15.0
 OUTPUT_TAIL_LINES: Final = 40
-# A scenario's status line under ``-v``: ``scenarios/x.chaos.yaml::x PASSED  [ 4%]``.
-STATUS_LINE: Final = re.compile(r"::(?P<name>[\w.-]+) (?P<outcome>PASSED|FAILED|ERROR|SKIPPED)\b")
-COLLECTED_LINE: Final = re.compile(r"\bcollected (?P<count>\d+) items?")
 
 
 class GateUsageError(ChaosError):
@@ -154,11 +152,13 @@ def run_side(
     *,
     environment: SideEnvironment | None = None,
 ) -> SideRun:
-    """Run the scenarios against ``tree``; every status line goes to ``progress`` as it comes."""
+    """Run the scenarios against ``tree``; its progress lines go to ``progress`` as they come."""
     workdir = scratch / label
     workdir.mkdir(parents=True, exist_ok=True)
     junit, log = workdir / "junit.xml", workdir / "pytest.log"
     run = SideRun(label=label, tree=tree, log=log, environment=environment)
+    follower = SideProgress(label, progress)
+    follower.begin(f"pytest on {tree} ({request.python})")
     started = time.monotonic()
     child = subprocess.Popen(
         command(request, tree, junit, workdir / "tmp"),
@@ -171,7 +171,7 @@ def run_side(
     )
     reaper().add(child.pid)
     try:
-        run.timed_out = not _follow(child, log, run, started + request.timeout_s, progress)
+        run.timed_out = not _follow(child, log, run, started + request.timeout_s, follower)
     finally:
         stop_group(child, grace_s=STOP_GRACE_S)
         reaper().remove(child.pid)
@@ -179,15 +179,16 @@ def run_side(
             child.stdout.close()
     run.exit_code = child.returncode
     run.wall_s = time.monotonic() - started
+    follower.end(run.exit_code, timed_out=run.timed_out)
     if junit.is_file():
         run.verdicts = read_junit(junit)
     return run
 
 
 def _follow(
-    child: subprocess.Popen[str], log: Path, run: SideRun, deadline: float, progress: Callable[[str], None]
+    child: subprocess.Popen[str], log: Path, run: SideRun, deadline: float, follower: SideProgress
 ) -> bool:
-    """Copy the child's output to ``log`` and its status lines to ``progress``; False at the deadline."""
+    """Copy the child's output to ``log`` and each line to ``follower``; False at the deadline."""
     lines: queue.Queue[str | None] = queue.Queue()
     assert child.stdout is not None
     stdout = child.stdout
@@ -198,7 +199,6 @@ def _follow(
         lines.put(None)
 
     threading.Thread(target=read, name=f"gate-{run.label}-output", daemon=True).start()
-    done, total = 0, "?"
     with log.open("w", encoding="utf-8") as sink:
         while True:
             remaining = deadline - time.monotonic()
@@ -207,15 +207,10 @@ def _follow(
             try:
                 line = lines.get(timeout=min(remaining, 1.0))
             except queue.Empty:
+                follower.tick()
                 continue
             if line is None:
                 return True
             sink.write(line)
             run.output_tail = [*run.output_tail[-(OUTPUT_TAIL_LINES - 1) :], line.rstrip("\n")]
-            collected = COLLECTED_LINE.search(line)
-            if collected is not None:
-                total = collected["count"]
-            status = STATUS_LINE.search(line)
-            if status is not None:
-                done += 1
-                progress(f"[{run.label} {done}/{total}] {status['name']} {status['outcome']}")
+            follower.line(line)

@@ -24,6 +24,7 @@ from pytest_rollout_chaos.invariants.bounded import Bounded
 from pytest_rollout_chaos.invariants.cancel_honoured import CancelHonoured
 from pytest_rollout_chaos.invariants.concurrency_bounded import ConcurrencyBounded
 from pytest_rollout_chaos.invariants.corroborated import Corroborated
+from pytest_rollout_chaos.invariants.drifted_logprobs_masked import DriftedLogprobsMasked
 from pytest_rollout_chaos.invariants.ends_promptly import EndsPromptly
 from pytest_rollout_chaos.invariants.finite_logprobs import FiniteLogprobs
 from pytest_rollout_chaos.invariants.groups_intact import GroupsIntact
@@ -69,6 +70,7 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     GroupsIntact(),
     RowsUnchanged(),
     ConcurrencyBounded(),
+    DriftedLogprobsMasked(),
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)

@@ -208,10 +208,7 @@ def parse_scenario(text: str, path: Path, *, policy_replicas: int = 1) -> Scenar
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else 1
-        what = ", ".join(part for part in (exc.context, exc.problem) if part)
-        raise ScenarioFileError((s.Problem(path, line, "(yaml)", f"not valid YAML: {what}"),)) from None
+        raise ScenarioFileError((_yaml_problem(exc, text, path),)) from None
     except yaml.YAMLError as exc:
         raise ScenarioFileError((s.Problem(path, 1, "(yaml)", f"not valid YAML: {exc}"),)) from None
     problems = s.Problems(path)
@@ -230,6 +227,41 @@ def parse_scenario(text: str, path: Path, *, policy_replicas: int = 1) -> Scenar
     if problems.items or parsed is None:
         raise ScenarioFileError(tuple(sorted(problems.items, key=lambda problem: problem.line)))
     return _build(parsed, path)
+
+
+# What PyYAML says it was inside when a bracket or quote it opened was never closed.
+_OPENED_CONTEXTS = (
+    "while parsing a flow sequence",
+    "while parsing a flow mapping",
+    "while scanning a quoted scalar",
+)
+
+
+def _yaml_problem(exc: yaml.MarkedYAMLError, text: str, path: Path) -> s.Problem:
+    """The YAML error at the line to fix: for a ``[``, ``{`` or quote never closed, where it opened
+    (the parser only notices at the next token it cannot take, often the end of the file), with
+    where it noticed; otherwise where the parser stopped."""
+    opened, noticed = exc.context_mark, exc.problem_mark
+    if exc.context in _OPENED_CONTEXTS and opened is not None and noticed is not None:
+        lines = text.splitlines()
+        row = lines[opened.line] if opened.line < len(lines) else ""
+        char = row[opened.column] if opened.column < len(row) else ""
+        opener = f"quote {char}" if char in "'\"" else f"'{char}'" if char else "bracket"
+        where = (
+            "the end of the file"
+            if noticed.index >= len(text.rstrip())
+            else f"line {noticed.line + 1}, column {noticed.column + 1}"
+        )
+        return s.Problem(
+            path,
+            opened.line + 1,
+            "(yaml)",
+            f"not valid YAML: the {opener} at line {opened.line + 1}, column {opened.column + 1} is "
+            f"never closed (noticed at {where}: {exc.problem})",
+        )
+    mark = noticed or opened
+    what = ", ".join(part for part in (exc.context, exc.problem) if part)
+    return s.Problem(path, mark.line + 1 if mark is not None else 1, "(yaml)", f"not valid YAML: {what}")
 
 
 def _build(parsed: m.Parsed, path: Path) -> Scenario:

@@ -41,11 +41,19 @@ class _Declares:
     max_group_size_why = "its trainer tells no larger group's copies apart"
 
 
-def _scenario(tmp_path: Path, *, style: str = "gym", mode: str = "train", generations: int = 1) -> Scenario:
+def _scenario(
+    tmp_path: Path,
+    *,
+    style: str = "gym",
+    mode: str = "train",
+    generations: int = 1,
+    row_ids: str = "positions",
+) -> Scenario:
     path = tmp_path / "fit.chaos.yaml"
     path.write_text(
         "name: fit\ndescription: what the collector can run\n"
         f"workload:\n  style: {style}\n  mode: {mode}\n  generations_per_prompt: {generations}\n"
+        f"  row_ids: {row_ids}\n"
         "expect:\n  invariants: [accounted]\n  witness: {rows_answered: 1}\n"
     )
     return load_scenario(path)
@@ -87,3 +95,23 @@ def test_a_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
         CollectorTargetError, match=r"Wrong.cannot_combine is .*valid: a mapping of \(style, mode\)"
     ):
         unsupported(Wrong, style="gym", mode="train", group_size=1)
+
+
+def test_a_collector_that_numbers_rows_itself_is_not_judged_on_ids_that_never_reach_the_servers(
+    tmp_path: Path,
+) -> None:
+    class Renumbers:
+        numbers_rows = "its trainer stamps row['_rowidx'] = position"
+
+    assert collector_unfit(_scenario(tmp_path), Renumbers) is None
+    assert collector_unfit(_scenario(tmp_path, row_ids="sparse"), Renumbers) == (
+        "rows numbered sparse (workload.row_ids); the collector numbers every row by its position "
+        "itself, so these ids never reach the servers: its trainer stamps row['_rowidx'] = position"
+    )
+    assert collector_unfit(_scenario(tmp_path, row_ids="offset"), _Declares) is None
+
+    class Wrong:
+        numbers_rows = True
+
+    with pytest.raises(CollectorTargetError, match=r"Wrong.numbers_rows is True; valid: a non-empty string"):
+        collector_unfit(_scenario(tmp_path, row_ids="offset"), Wrong)

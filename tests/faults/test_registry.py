@@ -32,6 +32,7 @@ CATALOG = [
     "partition",
     "http_error",
     "nan_logprobs",
+    "logprob_drift",
     "prefix_drift",
     "malformed_json",
     "trajectory_exception",

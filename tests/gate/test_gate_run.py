@@ -87,7 +87,8 @@ def test_a_fix_passes_the_gate_and_swapping_the_trees_is_a_regression(
     )
     out, err = capsys.readouterr()
     assert status == 0, out + err
-    assert "[base 1/2] short-results FAILED" in err  # progress, as it goes
+    assert "[base 1/2] short-results FAILED (" in err  # progress, as it goes, with the time spent
+    assert "[base" not in out  # stdout is the results only
     assert "[head 2/2] baseline PASSED" in err
     assert out.splitlines()[-1] == "gate PASS: 1 fixed, 1 passed on both; 2 of 2 judged on both sides"
     # The move was run once more on both sides, with seed 1, and held.

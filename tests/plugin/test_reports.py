@@ -85,6 +85,30 @@ def test_junit_xml_carries_the_scenario_properties(pytester: pytest.Pytester) ->
     assert properties["passed"] == "False"
 
 
+@pytest.mark.parametrize("xdist", [[], ["-n", "1"]], ids=["in-process", "xdist"])
+def test_a_scenarios_junit_class_name_has_no_dots_but_package_boundaries(
+    pytester: pytest.Pytester, xdist: list[str]
+) -> None:
+    """``scenarios/v1.2/all-complete.chaos.yaml`` is class ``scenarios.v1_2.all-complete`` (Jenkins:
+    package ``scenarios.v1_2``, class ``all-complete``), not ``scenarios.v1.2.all-complete.chaos.yaml``;
+    a Python test keeps pytest's name; ``-W error`` stays clean (no experimental API used)."""
+    make_project(pytester, "loses-a-row", "all-complete")
+    folder = pytester.path / "scenarios" / "v1.2"
+    folder.mkdir(parents=True)
+    (pytester.path / "all-complete.chaos.yaml").rename(folder / "all-complete.chaos.yaml")
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    result = pytester.runpytest_subprocess(
+        "--rollout-chaos", "--junitxml=junit.xml", "--junit-prefix=ci", "-W", "error", *xdist
+    )
+    result.assert_outcomes(passed=2, failed=1)
+    cases = ElementTree.parse(pytester.path / "junit.xml").getroot().iter("testcase")
+    assert sorted((case.get("classname"), case.get("name")) for case in cases) == [
+        ("ci.loses-a-row", "loses-a-row"),
+        ("ci.scenarios.v1_2.all-complete", "all-complete"),
+        ("ci.test_plain", "test_plain"),
+    ]
+
+
 def test_the_html_report_names_each_scenario_verdict_and_fault(pytester: pytest.Pytester) -> None:
     make_project(pytester, "all-complete", "loses-a-row", "no-result")
     result = pytester.runpytest("--rollout-chaos", "--rollout-chaos-report=out/report.html")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_rollout_chaos.harness import STARTING_LINE
+from pytest_rollout_chaos.servers.keeper import STARTING_LINE
 from tests.plugin._report_project import make_project
 
 # Two servers "started" through the session's harness, as the stack builder starts them: a

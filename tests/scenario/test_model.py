@@ -295,10 +295,35 @@ def test_yaml_level_problems() -> None:
         "document"
     ]
     assert problems("name: [x\n") == [
-        "s.chaos.yaml:2: (yaml): not valid YAML: while parsing a flow sequence, expected ',' or ']', but got "
-        "'<stream end>'"
+        "s.chaos.yaml:1: (yaml): not valid YAML: the '[' at line 1, column 7 is never closed (noticed at "
+        "the end of the file: expected ',' or ']', but got '<stream end>')"
+    ]
+    assert problems("name: 'x\ndescription: d\n") == [
+        "s.chaos.yaml:1: (yaml): not valid YAML: the quote ' at line 1, column 7 is never closed (noticed "
+        "at the end of the file: found unexpected end of stream)"
+    ]
+    assert problems("tags: {a: 1\nname: x\n") == [
+        "s.chaos.yaml:1: (yaml): not valid YAML: the '{' at line 1, column 7 is never closed (noticed at "
+        "line 2, column 5: expected ',' or '}', but got ':')"
     ]
     assert problems(BASE + WITNESS + "1: x\n") == ["s.chaos.yaml:6: (top level): keys must be names, got '1'"]
+
+
+def test_an_unclosed_bracket_is_reported_where_it_opens_not_where_the_parser_gave_up(tmp_path: Path) -> None:
+    """A catalog file whose ``tags:`` list, moved to line 28 of 31, lost its ``]``: the parser only
+    notices at the end of the file, but the line to fix is 28."""
+    catalog = (Path(__file__).parents[2] / "scenarios" / "baseline.chaos.yaml").read_text().splitlines()
+    body = [line for line in catalog if not line.startswith("tags:")]
+    lines = [*body, *["# a note"] * (27 - len(body)), "tags: [baseline, slow", *["# more notes"] * 3]
+    broken = tmp_path / "broken.chaos.yaml"
+    broken.write_text("\n".join(lines) + "\n")
+    assert len(lines) == 31
+    with pytest.raises(ScenarioFileError) as caught:
+        load_scenario(broken)
+    assert [str(problem) for problem in caught.value.problems] == [
+        f"{broken}:28: (yaml): not valid YAML: the '[' at line 28, column 7 is never closed (noticed at "
+        "the end of the file: expected ',' or ']', but got '<stream end>')"
+    ]
 
 
 def test_a_missing_file_is_a_scenario_error(tmp_path: Path) -> None:

@@ -40,15 +40,21 @@ Past the rollout, ``nemo_rl_train_batch`` runs ``grpo_train``'s own steps on the
 (rewards, baselines, dynamic sampling, loss masks, the flat ``train_data``, advantages) to what
 ``policy.train`` would get, through the copy of its lines that the tree's ``grpo_train`` needs
 (one per version; none fits, and train mode declines as not judged); that copy's ``STOOD_IN`` (the
-inline lines, the policy's logprob recomputation) is recorded with the call, and it builds the
-master config as the tree types it (a dict before #3000, NeMo RL's ``MasterConfig`` after), from
-which it also gives the caller what ``grpo_train`` gives it. What NeMo RL raises there is what
-``collect`` raises.
+inline lines, the policy's workers) is recorded with the call, and it builds the master config
+as the tree types it (a dict before #3000, NeMo RL's ``MasterConfig`` after), from which it also
+gives the caller what ``grpo_train`` gives it. Where ``grpo_train`` asks the policy for
+``prev_logprobs``, the policy's own weights score the sequences (``nemo_rl_policy``, loaded once
+per collector from the stack's model directory), so NeMo RL's sequence-logprob error masking acts
+on a real disagreement between generation and policy, at the threshold the scenario's
+``trainer_config`` gives (``nemo_rl.grpo.seq_logprob_error_threshold``: 2 in NeMo Gym's
+``grpo_nanov3.yaml``; otherwise ``grpo_math_1B.yaml``'s null, which only measures). What NeMo RL
+raises there is what ``collect`` raises.
 
 Mapping, one Rollout per row, read from that ``train_data`` (input order): the flat tokens, loss
 mask and generation logprobs, cut at message boundaries into one Turn per message in the loss
 mask (its prompt every token before it); the reward the advantages were computed from;
-``truncated`` from the batch; every row ``in_train_batch``. NeMo RL has no per-row failure, so no
+``truncated`` from the batch; every row ``in_train_batch``, its ``loss_mask`` the loss's (all zero
+for a row NeMo RL masked out). NeMo RL has no per-row failure, so no
 rollout is ever aborted: whatever fails, fails the batch, and this collector raises what NeMo RL
 raised (on the pre-#2394 tree a row the Gym never returned is a ``None`` slot and the caller's
 ``TypeError``). A row missing from the batch stays missing.
@@ -70,7 +76,7 @@ from collections.abc import AsyncIterator, Sequence
 from types import ModuleType
 from typing import Any, ClassVar, Final
 
-from pytest_rollout_chaos.collector.adapters import nemo_rl_gym, nemo_rl_settings
+from pytest_rollout_chaos.collector.adapters import nemo_rl_gym, nemo_rl_policy, nemo_rl_settings
 from pytest_rollout_chaos.collector.adapters import nemo_rl_train_batch as train_batch
 from pytest_rollout_chaos.collector.adapters.nemo_rl_actor import (
     RayActor,
@@ -144,6 +150,10 @@ class NemoRLCollector:
     styles: ClassVar[tuple[Style, ...]] = ("gym", "native")
     modes: ClassVar[tuple[Mode, ...]] = ("train", "validation")
     cannot_combine: ClassVar[dict[tuple[Style, Mode], str]] = CANNOT_COMBINE
+    numbers_rows: ClassVar[str] = (
+        "NeMo RL stamps each row it sends NeMo Gym with its position in the batch "
+        '(nemo_rl/experience/rollouts.py, row["_rowidx"] = row_index)'
+    )
     helper_class: ClassVar[type[GymHelper]] = GymHelper
 
     def __init__(self, ctx: CollectorContext) -> None:
@@ -157,6 +167,10 @@ class NemoRLCollector:
             ctx, _max_model_len(self._tokenizer), nan_retry_knob=self._trainer.nan_retry_knob
         )
         self._master_config: Any = {}
+        # The policy's own model, for grpo_train's prev_logprobs: loaded once, off any deadline.
+        self._policy: nemo_rl_policy.PolicyLogprobs | None = None
+        with trainer_warnings(), contextlib.suppress(Exception):  # collect raises it, if it fails
+            self._policy = self._load_policy()
         _preload_validation()
         with trainer_warnings(), contextlib.suppress(Exception):  # collect raises it, if it fails
             train_batch.load_grpo()
@@ -244,13 +258,21 @@ class NemoRLCollector:
         history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": list(step.STOOD_IN)})
         try:
             with trainer_warnings():
-                batch = train_batch.train_batch(step, result, self._master_config, self._tokenizer)
+                if self._policy is None:
+                    self._policy = self._load_policy()
+                batch = train_batch.train_batch(
+                    step, result, self._master_config, self._tokenizer, self._policy
+                )
         except BaseException as error:
             history.append(SOURCE, "fail", "upstream", {**call, "error": f"{type(error).__name__}: {error}"})
             raise
         samples = 0 if batch.train_data is None else len(batch.train_data["input_ids"])
         history.append(SOURCE, "ok", "upstream", {**call, "samples": samples, "complete": batch.complete})
         return train_batch.rollouts(rows, batch, attempts=attempts)
+
+    def _load_policy(self) -> nemo_rl_policy.PolicyLogprobs:
+        temperature = nemo_rl_settings.temperature(self._settings)
+        return nemo_rl_policy.load(self._ctx.model_dir, temperature=temperature)
 
     @contextlib.asynccontextmanager
     async def _actor_handle(self, helper: GymHelper) -> AsyncIterator[Any]:

@@ -55,7 +55,9 @@ WHERE_GYM_TOP_K: Final = (
 )
 
 WHERE_GRPO_CONFIG: Final = "examples/configs/grpo_math_1B.yaml"
-"""NeMo RL's base GRPO config, which its other configs (the NeMo Gym ones included) start from."""
+"""NeMo RL's base GRPO config. NeMo Gym's own configs (``examples/nemo_gym/``) do not start from it:
+``grpo_nanov3.yaml`` sets ``grpo.seq_logprob_error_threshold: 2`` (line 30; 38 at 7ea279ab) where
+this file has null, which a scenario gives as ``nemo_rl.grpo.seq_logprob_error_threshold: 2``."""
 GRPO_STEP: Final[tuple[tuple[str, Any, str], ...]] = (
     ("grpo.normalize_rewards", True, "8"),
     ("grpo.use_leave_one_out_baseline", True, "9"),
@@ -190,6 +192,13 @@ def nan_retries(taken: TrainerSettings) -> int | None:
     tree without the knob."""
     value = next((item.value for item in taken.items if item.key == NAN_RETRIES), None)
     return None if value is None else int(value)
+
+
+def temperature(taken: TrainerSettings) -> float:
+    """``policy.generation.temperature``, which NeMo RL's workers divide the logits by when they
+    score a batch (``_apply_temperature_scaling``); 1.0 before it is taken."""
+    value = next((item.value for item in taken.items if item.key == "policy.generation.temperature"), None)
+    return 1.0 if value is None else float(value)
 
 
 def actor_cfg(taken: TrainerSettings) -> dict[str, Any]:

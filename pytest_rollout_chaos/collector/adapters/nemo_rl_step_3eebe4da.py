@@ -18,10 +18,12 @@ What is stood in (``STOOD_IN``, recorded with each call):
 - ``grpo_train``'s inline data-processing block (overlong filter, one ``token_loss_mask`` per
   message, zero ``generation_logprobs`` where a message has none, the ``train_data`` dict): it is
   no function of its own, so its lines run here as written upstream (1674-1726);
-- ``policy.get_logprobs`` and ``policy.get_reference_policy_logprobs`` (Megatron or DTensor
-  workers under Ray): ``prev_logprobs`` and ``reference_policy_logprobs`` are the generation
-  logprobs, which is what the policy computes for on-policy data with the weights that generated
-  it. So ``compute_and_apply_seq_logprob_error_masking`` sees no training/generation mismatch;
+- ``policy`` (Megatron or DTensor workers under Ray): ``nemo_rl_policy.PolicyLogprobs``, the
+  policy's own weights scoring each sequence, is asked for ``prev_logprobs`` and
+  ``reference_policy_logprobs`` with the ``logprob_data`` ``grpo_train`` builds (1737-1760), so
+  ``compute_and_apply_seq_logprob_error_masking`` compares the generation logprobs with the
+  policy's and, with ``grpo.seq_logprob_error_threshold`` set, masks a sequence that disagrees
+  (its ``sample_mask`` set to 0) as NeMo RL does;
 - the ``Timer`` and logger: NeMo RL's ``Timer``, no logger.
 """
 
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pytest_rollout_chaos.collector.adapters import nemo_rl_settings
+from pytest_rollout_chaos.collector.adapters import nemo_rl_policy, nemo_rl_settings
 from pytest_rollout_chaos.collector.adapters.copied import CopiedFrom
 from pytest_rollout_chaos.collector.adapters.nemo_rl_grpo import GRPO_MODULE, TrainBatch
 
@@ -37,8 +39,7 @@ STOOD_IN: Final = (
     "grpo_train's inline data-processing block (overlong filter, token_loss_mask per message, zero "
     "generation_logprobs where a message has none, the train_data dict): no function of its own, its "
     "lines run as written upstream",
-    "policy.get_logprobs and policy.get_reference_policy_logprobs (the policy's workers): the "
-    "generation logprobs stand in, as on-policy data recomputed with the same weights",
+    *nemo_rl_policy.STOOD_IN,
 )
 """What of ``grpo_train``'s path from the rollout to ``policy.train`` is stood in; the rest is NeMo RL's."""
 COPIED: Final = CopiedFrom(
@@ -64,7 +65,9 @@ def caller_kwargs(grpo: Any, master_config: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def train_batch(grpo: Any, result: Any, master_config: dict[str, Any], tokenizer: Any) -> TrainBatch:
+def train_batch(
+    grpo: Any, result: Any, master_config: dict[str, Any], tokenizer: Any, policy: Any
+) -> TrainBatch:
     """``grpo_train``'s steps from the caller's result to the ``train_data`` of ``policy.train``."""
     import torch
 
@@ -134,13 +137,25 @@ def train_batch(grpo: Any, result: Any, master_config: dict[str, Any], tokenizer
             "sample_mask": repeated_batch["loss_multiplier"],
         }
     )
-    train_data.update(flat_messages.get_multimodal_dict(as_tensors=False))
+    extra_multimodal_data = flat_messages.get_multimodal_dict(as_tensors=False)
+    train_data.update(extra_multimodal_data)
     train_data.to("cpu")
 
-    # The policy's logprobs (STOOD_IN): the generation logprobs.
-    train_data["prev_logprobs"] = train_data["generation_logprobs"].clone()
+    # The policy's logprobs (1737-1760; STOOD_IN: ``policy`` is nemo_rl_policy's).
+    logprob_data = grpo.BatchedDataDict(
+        {
+            "input_ids": train_data["input_ids"],
+            "input_lengths": train_data["input_lengths"],
+            "token_mask": flat_messages["token_loss_mask"],
+            "sample_mask": repeated_batch["loss_multiplier"],
+            **extra_multimodal_data,
+        }
+    )
+    train_data["prev_logprobs"] = policy.get_logprobs(logprob_data)["logprobs"]
     if not grpo_config.get("skip_reference_policy_logprobs_calculation"):
-        train_data["reference_policy_logprobs"] = train_data["generation_logprobs"].clone()
+        train_data["reference_policy_logprobs"] = policy.get_reference_policy_logprobs(logprob_data)[
+            "reference_logprobs"
+        ]
     grpo.compute_and_apply_seq_logprob_error_masking(
         train_data=train_data,
         rewards=rewards,

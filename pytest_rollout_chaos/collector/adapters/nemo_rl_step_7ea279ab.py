@@ -24,8 +24,11 @@ What is stood in (``STOOD_IN``, recorded with each call):
 - ``grpo_train``'s inline lines: the overlong filter and the ``train_data`` dict (3136-3198),
   and the arguments it computes for the caller and the step's functions: no function of their own,
   so they run here as written upstream;
-- ``policy.get_logprobs`` and ``policy.get_reference_policy_logprobs``: the generation logprobs,
-  as for the trees before #3000 (``nemo_rl_step_3eebe4da``);
+- ``policy`` (its workers): ``nemo_rl_policy.PolicyLogprobs``, the policy's own weights scoring
+  each sequence, is asked for the logprobs ``_resolve_logprob_skip_flags`` does not skip, with
+  the ``logprob_data`` ``grpo_train`` builds (3216-3265), as for the trees before #3000
+  (``nemo_rl_step_3eebe4da``); so ``compute_and_apply_seq_logprob_error_masking`` masks what
+  disagrees with the policy beyond ``grpo.seq_logprob_error_threshold``, when it is set;
 - the ``Timer``, logger and metrics: NeMo RL's ``Timer``, no logger, the metrics dropped.
 """
 
@@ -33,15 +36,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pytest_rollout_chaos.collector.adapters import nemo_rl_settings
+from pytest_rollout_chaos.collector.adapters import nemo_rl_policy, nemo_rl_settings
 from pytest_rollout_chaos.collector.adapters.copied import CopiedFrom
 from pytest_rollout_chaos.collector.adapters.nemo_rl_grpo import GRPO_MODULE, TrainBatch, typed_config
 
 STOOD_IN: Final = (
     "grpo_train's inline lines (overlong filter, the train_data dict, the arguments it computes for "
     "the caller and the step's functions): no function of their own, they run as written upstream",
-    "policy.get_logprobs and policy.get_reference_policy_logprobs (the policy's workers): the "
-    "generation logprobs stand in, as on-policy data recomputed with the same weights",
+    *nemo_rl_policy.STOOD_IN,
 )
 """What of ``grpo_train``'s path from the rollout to ``policy.train`` is stood in; the rest is NeMo RL's."""
 COPIED: Final = CopiedFrom(
@@ -77,7 +79,7 @@ def caller_kwargs(grpo: Any, master_config: Any) -> dict[str, Any]:
     }
 
 
-def train_batch(grpo: Any, result: Any, master_config: Any, tokenizer: Any) -> TrainBatch:
+def train_batch(grpo: Any, result: Any, master_config: Any, tokenizer: Any, policy: Any) -> TrainBatch:
     """``grpo_train``'s steps from the caller's result to the ``train_data`` of ``policy.train``."""
     import torch
 
@@ -145,24 +147,23 @@ def train_batch(grpo: Any, result: Any, master_config: Any, tokenizer: Any) -> T
             "sample_mask": repeated_batch["loss_multiplier"],
         }
     )
-    train_data.update(
-        flat_messages.get_multimodal_dict(
-            as_tensors=False, pixel_dtype=grpo._policy_dtype(master_config.policy)
-        )
+    extra_multimodal_data = flat_messages.get_multimodal_dict(
+        as_tensors=False, pixel_dtype=grpo._policy_dtype(master_config.policy)
     )
+    train_data.update(extra_multimodal_data)
     grpo._preserve_router_replay_routed_experts(train_data, flat_messages, master_config.policy)
     train_data.to("cpu")
 
-    # The policy's logprobs (STOOD_IN): the generation logprobs where grpo_train asks the policy.
-    skip_prev_logprobs, skip_reference_logprobs = grpo._resolve_logprob_skip_flags(master_config)
-    if not skip_prev_logprobs:
-        train_data["prev_logprobs"] = train_data["generation_logprobs"].clone()
-    else:
-        train_data["prev_logprobs"] = torch.zeros_like(train_data["generation_logprobs"])
-    if not skip_reference_logprobs:
-        train_data["reference_policy_logprobs"] = train_data["generation_logprobs"].clone()
-    else:
-        train_data["reference_policy_logprobs"] = torch.zeros_like(train_data["prev_logprobs"])
+    # The policy's logprobs (3202-3265; STOOD_IN: ``policy`` is nemo_rl_policy's).
+    skip_prev_logprobs = _policy_logprobs(
+        grpo,
+        train_data,
+        flat_messages,
+        repeated_batch=repeated_batch,
+        extra_multimodal_data=extra_multimodal_data,
+        master_config=master_config,
+        policy=policy,
+    )
     if not skip_prev_logprobs:
         grpo.compute_and_apply_seq_logprob_error_masking(
             train_data=train_data,
@@ -184,3 +185,41 @@ def train_batch(grpo: Any, result: Any, master_config: Any, tokenizer: Any) -> T
     )
     train_data["advantages"] = grpo._clip_grpo_advantages(train_data["advantages"], master_config.grpo)
     return TrainBatch(train_data, repeated_batch, rewards, complete=True)
+
+
+def _policy_logprobs(
+    grpo: Any,
+    train_data: Any,
+    flat_messages: Any,
+    *,
+    repeated_batch: Any,
+    extra_multimodal_data: Any,
+    master_config: Any,
+    policy: Any,
+) -> bool:
+    """``grpo_train``'s ``prev_logprobs`` and ``reference_policy_logprobs`` (3202-3265), from
+    ``policy`` where it would ask its workers; whether ``prev_logprobs`` were skipped."""
+    import torch
+
+    skip_prev_logprobs, skip_reference_logprobs = grpo._resolve_logprob_skip_flags(master_config)
+    logprob_data = grpo.BatchedDataDict(
+        {
+            "input_ids": train_data["input_ids"],
+            "input_lengths": train_data["input_lengths"],
+            "token_mask": flat_messages["token_loss_mask"],
+            "sample_mask": repeated_batch["loss_multiplier"],
+            **extra_multimodal_data,
+        }
+    )
+    grpo._preserve_router_replay_routed_experts(logprob_data, flat_messages, master_config.policy)
+    if not skip_prev_logprobs:
+        train_data["prev_logprobs"] = policy.get_logprobs(logprob_data)["logprobs"]
+    else:
+        train_data["prev_logprobs"] = torch.zeros_like(train_data["generation_logprobs"])
+    if not skip_reference_logprobs:
+        train_data["reference_policy_logprobs"] = policy.get_reference_policy_logprobs(logprob_data)[
+            "reference_logprobs"
+        ]
+    else:
+        train_data["reference_policy_logprobs"] = torch.zeros_like(train_data["prev_logprobs"])
+    return bool(skip_prev_logprobs)

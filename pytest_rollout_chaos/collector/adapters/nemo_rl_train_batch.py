@@ -37,10 +37,13 @@ def step() -> ModuleType:
     return next(module for module in STEPS if chosen == module.COPIED)
 
 
-def train_batch(step_module: ModuleType, result: Any, master_config: Any, tokenizer: Any) -> TrainBatch:
+def train_batch(
+    step_module: ModuleType, result: Any, master_config: Any, tokenizer: Any, policy: Any
+) -> TrainBatch:
     """``grpo_train``'s steps from the caller's result to the ``train_data`` of ``policy.train``, as
-    ``step_module`` copies them; what NeMo RL raises on the way is raised, unchanged."""
-    made: TrainBatch = step_module.train_batch(load_grpo(), result, master_config, tokenizer)
+    ``step_module`` copies them, ``policy`` asked for the logprobs (``nemo_rl_policy``); what NeMo
+    RL raises on the way is raised, unchanged."""
+    made: TrainBatch = step_module.train_batch(load_grpo(), result, master_config, tokenizer, policy)
     return made
 
 
@@ -51,9 +54,11 @@ def rollouts(rows: Sequence[Row], batch: TrainBatch, *, attempts: int) -> list[R
     message boundaries of the batch's message logs: each message whose tokens are all in the
     loss mask is one turn, its prompt every token before it. The reward is the one the advantages
     were computed from; ``truncated`` the batch's. Every row is in the train batch: NeMo RL trains
-    on each (a zero ``sample_mask`` zeroes its loss, not its reward in the baseline). A row the
-    batch lacks stays ``None``; when dynamic sampling leaves the batch incomplete, no row is
-    trained in this step.
+    on each (a zero ``sample_mask`` zeroes its loss, not its reward in the baseline). Its
+    ``loss_mask`` is the loss's own over the turns' tokens, ``token_mask`` times ``sample_mask``:
+    all zero for a row NeMo RL masked (the overlong filter, the sequence-logprob error threshold).
+    A row the batch lacks stays ``None``; when dynamic sampling leaves the batch incomplete, no
+    row is trained in this step.
     """
     repeated = batch.repeated_batch
     logs = list(repeated["message_log"])
@@ -71,6 +76,7 @@ def rollouts(rows: Sequence[Row], batch: TrainBatch, *, attempts: int) -> list[R
             turns=[] if batch.train_data is None else _turns(batch.train_data, position, logs[position]),
             attempts=attempts,
             in_train_batch=batch.complete,
+            loss_mask=None if batch.train_data is None else _loss_mask(batch.train_data, position),
         )
         out.append(made)
     return out
@@ -95,6 +101,15 @@ def _turns(train_data: Any, position: int, log: Sequence[Any]) -> list[Turn]:
             )
         start = end
     return turns
+
+
+def _loss_mask(train_data: Any, position: int) -> list[int]:
+    """The loss's mask over the row's response tokens: ``token_mask * sample_mask`` (what
+    ``grpo_train`` hands the advantage estimator and the loss), where ``token_mask`` is 1."""
+    length = int(train_data["input_lengths"][position])
+    tokens = [int(v) for v in _values(train_data["token_mask"][position])[:length]]
+    weight = 1 if float(_values(train_data["sample_mask"])[position]) > 0 else 0
+    return [weight for flag in tokens if flag]
 
 
 def _values(data: Any) -> list[Any]:

@@ -126,6 +126,10 @@ class VerlCollector:
     """The recipe's manager behind the collector protocol; gym style only (NeMo Gym runs the loop)."""
 
     styles = ("gym",)
+    numbers_rows = (
+        "the recipe stamps each row it sends NeMo Gym with its position in the batch "
+        '(nemo_gym/agent_loop.py, "_rowidx": i)'
+    )
 
     def __init__(self, ctx: CollectorContext) -> None:
         if ctx.model_dir is None:

@@ -25,7 +25,7 @@ Phase = Literal["hold", "answer", "rewrite"]
 
 LogprobShape = Literal["nan", "null", "inf", "http_500"]
 DriftMode = Literal["replace", "merge", "end_of_turn"]
-MalformedStyle = Literal["truncate", "garble"]
+MalformedStyle = Literal["truncate", "garble", "emptied"]
 LOGPROB_SHAPES: Final[tuple[str, ...]] = typing.get_args(LogprobShape)
 DRIFT_MODES: Final[tuple[str, ...]] = typing.get_args(DriftMode)
 MALFORMED_STYLES: Final[tuple[str, ...]] = typing.get_args(MalformedStyle)
@@ -142,6 +142,19 @@ EFFECTS: Final[Mapping[str, Effect]] = {
             ),
         ),
         Effect(
+            "logprob_drift",
+            "rewrite",
+            (
+                EffectParam(
+                    "drift_nats",
+                    _NUMBER,
+                    1.0,
+                    "subtracted from every logprob of the answer: finite values that disagree with the model",
+                    minimum=0,
+                ),
+            ),
+        ),
+        Effect(
             "prefix_drift",
             "rewrite",
             (
@@ -163,7 +176,15 @@ EFFECTS: Final[Mapping[str, Effect]] = {
         Effect(
             "malformed_json",
             "rewrite",
-            (_choices("style", MalformedStyle, "truncate", "how the body breaks"),),
+            (
+                _choices(
+                    "style",
+                    MalformedStyle,
+                    "truncate",
+                    "how the body breaks: cut in half or garbled (it no longer parses), or emptied (it "
+                    "parses, but every list in it is empty: the envelope without its content)",
+                ),
+            ),
         ),
         Effect(
             "hang",

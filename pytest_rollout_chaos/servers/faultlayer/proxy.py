@@ -18,7 +18,7 @@ is declared in ``effects``):
 
 - ``delay`` and ``hang`` hold the request before it is forwarded;
 - ``http_error`` and ``trajectory_exception`` answer in the server's place (it never sees it);
-- ``nan_logprobs``, ``prefix_drift`` and ``malformed_json`` rewrite the server's answer.
+- ``nan_logprobs``, ``logprob_drift``, ``prefix_drift`` and ``malformed_json`` rewrite the server's answer.
 
 Forwarding is faithful where it matters to a client: the method, raw target, headers (hop-by-hop
 ones excepted), body and cookies go through untouched, with no header added and no deadline of
@@ -49,6 +49,7 @@ from typing import Any, Final
 
 from multidict import CIMultiDict
 
+from pytest_rollout_chaos import json_decode
 from pytest_rollout_chaos.history import EventKind, fingerprint, logprob_digest
 from pytest_rollout_chaos.servers.faultlayer import effects, rewrite
 from pytest_rollout_chaos.servers.faultlayer.downstream import ClientConnection, Reply, Request
@@ -259,12 +260,11 @@ def _generated(document: Any) -> dict[str, Any]:
     why each generation stopped (``finishes``) and, for a ``/run``, its reward, what each model
     call was sent (``prompts``) and which model calls' prompt ids drifted (with every call's
     prompt ids, ``prompt_ids``: only then does a judge need them whole)."""
-    calls = rewrite.answer_calls(document)
+    calls, finishes = rewrite.answer_generated(document)
     facts: dict[str, Any] = {}
     if calls:
         facts["generations"] = [fingerprint(ids) for ids, _ in calls]
         facts["logprobs"] = [logprob_digest(values) for _, values in calls]
-        finishes = rewrite.answer_finishes(document)
         if finishes:
             facts["finishes"] = finishes
     reward = rewrite.answer_reward(document)
@@ -295,7 +295,7 @@ def _json_document(body: bytes, content_type: str) -> Any:
     if not body or "json" not in content_type:
         return None
     try:
-        return json.loads(body)
+        return json_decode.loads(body)
     except ValueError:
         return None
 
@@ -340,16 +340,21 @@ def _rewrite(hit: _Hit, rule: Rule, answer: _Answer) -> None:
     if answer.headers.get("Content-Encoding", "identity") != "identity":
         hit.record(rule, skipped="encoded response body", changed=0)
         return
-    if rule.effect == "malformed_json":
+    if rule.effect == "malformed_json" and rule.params["style"] != "emptied":
         hit.record(rule, style=rule.params["style"])
         answer.raw, answer.document = rewrite.malform(answer.raw, rule.params["style"]), None
         return
     if answer.document is None:
         hit.record(rule, skipped="response is not JSON", changed=0)
         return
-    if rule.effect == "nan_logprobs":
+    if rule.effect == "malformed_json":
+        hit.record(rule, style="emptied", changed=rewrite.empty_lists(answer.document))
+    elif rule.effect == "nan_logprobs":
         changed = rewrite.rewrite_logprobs(answer.document, rule.params["shape"], rule.params["token_index"])
         hit.record(rule, shape=rule.params["shape"], changed=changed)
+    elif rule.effect == "logprob_drift":
+        changed = rewrite.shift_logprobs(answer.document, rule.params["drift_nats"])
+        hit.record(rule, drift_nats=rule.params["drift_nats"], changed=changed)
     else:
         memory = hit.state.seen_generations.get(rule.id, [])
         changed = rewrite.drift_prompt_ids(

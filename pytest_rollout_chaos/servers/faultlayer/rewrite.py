@@ -1,4 +1,4 @@
-"""Response-body rewrites for the semantic fault effects: bad logprobs, prefix drift, broken JSON.
+"""Response-body rewrites for the semantic fault effects: bad or drifted logprobs, prefix drift, broken JSON.
 
 Pure functions over decoded JSON (or bytes), so they are easy to reason about and test. The
 walkers look for the field names that vLLM, NeMo Gym and the servers of this stack use, wherever
@@ -15,8 +15,9 @@ result's reward, ``answer_prompts`` the prompt ids each of its model calls was s
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 LOGPROB_LIST_KEYS: Final = ("token_logprobs", "generation_log_probs")
@@ -39,31 +40,52 @@ def rewrite_logprobs(document: Any, shape: str, token_index: int | None) -> int:
     """
     bad = _SHAPE_VALUES[shape]
     changed = 0
-
-    def edit_list(values: list[Any], setter: Callable[[int], None]) -> None:
-        nonlocal changed
+    for values, key in logprob_lists(document):
         if not values:
-            return
+            continue
         positions = range(len(values)) if token_index is None else [min(token_index, len(values) - 1)]
         for position in positions:
-            setter(position)
+            if key is None:
+                values[position] = bad
+            else:
+                values[position][key] = bad
             changed += 1
-
-    def visit(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in LOGPROB_LIST_KEYS and isinstance(value, list) and _all_numbers(value):
-                    edit_list(value, _setter(value, None, bad))
-                elif key == "content" and isinstance(value, list) and _is_chat_logprob_list(value):
-                    edit_list(value, _setter(value, "logprob", bad))
-                else:
-                    visit(value)
-        elif isinstance(node, list):
-            for item in node:
-                visit(item)
-
-    visit(document)
     return changed
+
+
+def shift_logprobs(document: Any, drift_nats: float) -> int:
+    """Subtract ``drift_nats`` from every numeric logprob value in place; return how many changed.
+
+    The values stay finite and below 0: logprobs a model could have reported, that are not the
+    ones it computed (an inference engine whose numerics drift from the trainer's)."""
+    changed = 0
+    for values, key in logprob_lists(document):
+        for index, value in enumerate(values):
+            if key is None:
+                values[index] = value - drift_nats
+            elif isinstance(value.get(key), int | float):
+                value[key] = value[key] - drift_nats
+            else:
+                continue
+            changed += 1
+    return changed
+
+
+def logprob_lists(document: Any) -> Iterator[tuple[list[Any], str | None]]:
+    """Every list of logprobs in ``document``, wherever nested, with the key its items hold the value
+    under: a list of numbers (``token_logprobs``, ``generation_log_probs``) with None, a chat
+    ``logprobs.content`` list with ``"logprob"``."""
+    if isinstance(document, dict):
+        for key, value in document.items():
+            if key in LOGPROB_LIST_KEYS and isinstance(value, list) and _all_numbers(value):
+                yield value, None
+            elif key == "content" and isinstance(value, list) and _is_chat_logprob_list(value):
+                yield value, "logprob"
+            else:
+                yield from logprob_lists(value)
+    elif isinstance(document, list):
+        for item in document:
+            yield from logprob_lists(item)
 
 
 def drift_prompt_ids(
@@ -111,8 +133,34 @@ def drift_prompt_ids(
     return changed
 
 
+def empty_lists(document: Any) -> int:
+    """Empty every list in ``document`` in place (the outermost ones: what they held goes with
+    them); how many held something. What is left parses and keeps its envelope, as a ``/run``
+    result ``{"response": {"output": []}, "reward": ...}`` does when NeMo Gym answers a context
+    overflow with an empty response."""
+    emptied = 0
+
+    def visit(node: Any) -> None:
+        nonlocal emptied
+        values = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        for value in values:
+            if isinstance(value, list):
+                emptied += bool(value)
+                value.clear()
+            else:
+                visit(value)
+
+    if isinstance(document, list):
+        emptied += bool(document)
+        document.clear()
+    else:
+        visit(document)
+    return emptied
+
+
 def malform(body: bytes, style: str) -> bytes:
-    """A body that does not parse as JSON: cut in half, or with its structure garbled."""
+    """A body that does not parse as JSON: cut in half, or with its structure garbled (the
+    ``emptied`` style parses: ``empty_lists``)."""
     if style == "truncate":
         return body[: max(1, len(body) // 2)]
     garbled = body.replace(b":", b";", 1).replace(b"}", b"", 1)
@@ -131,18 +179,6 @@ def batch_size(document: Any) -> int:
             if isinstance(value, list):
                 return len(value)
     return 1
-
-
-def _setter(values: list[Any], key: str | None, bad: float | None) -> Callable[[int], None]:
-    """Set position ``i`` of ``values`` (or ``values[i][key]``) to the bad value."""
-
-    def put(index: int) -> None:
-        if key is None:
-            values[index] = bad
-        else:
-            values[index][key] = bad
-
-    return put
 
 
 def _drift_position(prompt: list[int], seen_generations: Sequence[list[int]]) -> int:
@@ -203,8 +239,21 @@ def answer_calls(document: Any) -> list[tuple[list[int], list[Any]]]:
     ``logprobs.token_logprobs``). Only these fields are read: one pass over the output items or
     choices of an already decoded body. A call with no logprobs reports an empty list.
     """
+    return answer_generated(document)[0]
+
+
+def answer_finishes(document: Any) -> list[str | None]:
+    """Why each model call of a chat, completions or token-in, token-out answer stopped (its
+    choice's ``finish_reason``: ``stop``, ``length``, ...), one per call ``answer_calls`` reads,
+    in order; [] for an answer with no choices (a Responses or ``/run`` answer)."""
+    return answer_generated(document)[1]
+
+
+def answer_generated(document: Any) -> tuple[list[tuple[list[int], list[Any]]], list[str | None]]:
+    """``answer_calls`` and ``answer_finishes`` of one answer, read in one pass (the layer records
+    both of every answer; a 2048-token answer's ids are worth reading once)."""
     if not isinstance(document, dict):
-        return []
+        return [], []
     response = document.get("response")
     output = response.get("output") if isinstance(response, dict) else document.get("output")
     if isinstance(output, list):
@@ -214,17 +263,9 @@ def answer_calls(document: Any) -> list[tuple[list[int], list[Any]]]:
             if ids:
                 logprobs = item.get("generation_log_probs")
                 calls.append((ids, list(logprobs) if isinstance(logprobs, list) else []))
-        return calls
-    return [(ids, values) for ids, values, _ in _choice_calls(document)]
-
-
-def answer_finishes(document: Any) -> list[str | None]:
-    """Why each model call of a chat, completions or token-in, token-out answer stopped (its
-    choice's ``finish_reason``: ``stop``, ``length``, ...), one per call ``answer_calls`` reads,
-    in order; [] for an answer with no choices (a Responses or ``/run`` answer)."""
-    if not isinstance(document, dict):
-        return []
-    return [finish for _, _, finish in _choice_calls(document)]
+        return calls, []
+    found = _choice_calls(document)
+    return [(ids, values) for ids, values, _ in found], [finish for _, _, finish in found]
 
 
 def _choice_calls(document: dict[str, Any]) -> list[tuple[list[int], list[Any], str | None]]:
@@ -238,11 +279,11 @@ def _choice_calls(document: dict[str, Any]) -> list[tuple[list[int], list[Any], 
         logprobs = choice.get("logprobs")
         values: list[Any] = []
         if isinstance(logprobs, dict):
-            content = logprobs.get("content")
-            if isinstance(content, list) and _is_chat_logprob_list(content):
-                values = [item.get("logprob") for item in content]
+            chat = _chat_logprobs(logprobs.get("content"))
+            if chat is not None:
+                values = chat
                 if ids is None:
-                    ids = _ids([item.get("token") for item in content])
+                    ids = _ids([item.get("token") for item in logprobs["content"]])
             else:
                 given = logprobs.get("token_logprobs")
                 values = list(given) if isinstance(given, list) else []
@@ -306,10 +347,32 @@ def answer_reward(document: Any) -> float | None:
     return float(reward) if isinstance(reward, int | float) and not isinstance(reward, bool) else None
 
 
+def _chat_logprobs(content: Any) -> list[Any] | None:
+    """The logprobs of a chat logprob list (``_is_chat_logprob_list``), read in the one pass that
+    checks it; None for anything else."""
+    if not isinstance(content, list) or not content:
+        return None
+    try:
+        return [item["logprob"] for item in content]
+    except (TypeError, KeyError):  # an item that is not an object, or one with no logprob
+        return None
+
+
 def _ids(values: Any) -> list[int] | None:
     """Ints, digit strings or ``token_id:N`` strings as ints; None if any is something else."""
     if not isinstance(values, list):
         return None
+    kinds = set(map(type, values))
+    if kinds == {int}:  # token ids as vLLM and NeMo Gym send them: taken as they are
+        return list(values)
+    if kinds == {str}:  # chat logprob tokens (``token_id:N``), a few thousand in a long answer
+        digits = list(map(str.removeprefix, values, itertools.repeat(TOKEN_ID_PREFIX)))
+        if not "".join(digits).isdigit():  # no sign, space or underscore, which int() would take
+            return None
+        try:
+            return list(map(int, digits))
+        except ValueError:  # an empty one, or a digit int() does not read (a superscript)
+            return None
     out: list[int] = []
     for value in values:
         if isinstance(value, int) and not isinstance(value, bool):

@@ -6,7 +6,8 @@ in the session report that pinned it; it takes too long for CI). ``baseline`` pa
 copy ran: the copy of the older trees would be declined there (a skip, not a pass). The others are
 the verdicts NeMo RL main earns for its own code: the short count raises (#2394 kept), a NaN
 logprob fails the whole batch at once (#3000 removed the retry), and validation on the async
-engine still steps the environment once per sample (#2209 never merged).
+engine still steps the environment once per sample (#2209 never merged), and at NeMo Gym's
+``seq_logprob_error_threshold`` of 2 a row whose logprobs drifted from the policy's is masked out.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ from pytest_rollout_chaos.collector.adapters import nemo_rl_gym, nemo_rl_setting
 from tests.catalog._verdicts import ScenarioVerdicts, run_catalog
 from tests.collector.adapters._nemo_rl_trees import MAIN, nemo_rl_tree
 
-SCENARIOS = ["baseline", "short-results", "nan-logprobs-nan", "validation-batched-env"]
+SCENARIOS = [
+    "baseline",
+    "short-results",
+    "nan-logprobs-nan",
+    "validation-batched-env",
+    "logprob-drift-masked",
+]
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +82,14 @@ def test_mains_validate_still_steps_the_environment_per_sample(
     assert validation.skipped is None, validation.skipped
     assert validation.invariants["batched_env_eval"] == "FAIL", validation.message
     assert "run_async_multi_turn_rollout" in validation.message or "env.step" in validation.message
+
+
+@pytest.mark.slow
+def test_mains_sequence_logprob_masking_leaves_the_drifted_row_out_of_the_loss(
+    verdicts: dict[str, ScenarioVerdicts],
+) -> None:
+    """The policy's own weights score the batch (``nemo_rl_policy``), so the drifted row's error
+    exceeds the threshold and NeMo RL zeroes its ``sample_mask``: judged, and held."""
+    drift = verdicts["logprob-drift-masked"]
+    assert drift.passed, drift.message
+    assert drift.invariants["drifted_logprobs_masked"] == "PASS", drift.message

@@ -156,7 +156,8 @@ def test_turns_carry_every_earlier_token_as_their_prompt_and_keep_nan_logprobs()
 
 def test_train_data_rows_are_cut_into_turns_at_message_boundaries_inside_the_loss_mask() -> None:
     """Two assistant messages in a row are two turns; tokens out of the loss mask are prompt; the
-    logprobs are the flat ``generation_logprobs`` (NaN kept); every row is in the train batch."""
+    logprobs are the flat ``generation_logprobs`` (NaN kept); every row is in the train batch, its
+    loss mask ``token_mask * sample_mask`` over the turns' tokens (all zero for a masked row)."""
     log = [
         {"role": "user", "token_ids": [1, 2]},
         {"role": "assistant", "token_ids": [3]},
@@ -169,6 +170,7 @@ def test_train_data_rows_are_cut_into_turns_at_message_boundaries_inside_the_los
         "input_lengths": [7],
         "token_mask": [[0, 0, 1, 1, 1, 0, 1, 0]],
         "generation_logprobs": [[0.0, 0.0, -0.5, math.nan, -1.0, 0.0, -2.0, 0.0]],
+        "sample_mask": [1.0],
     }
     repeated = {"message_log": [log], "truncated": [False]}
     batch = nemo_rl_train_batch.TrainBatch(train_data, repeated, [0.25], complete=True)
@@ -184,6 +186,12 @@ def test_train_data_rows_are_cut_into_turns_at_message_boundaries_inside_the_los
     assert [turn.prompt_token_ids for turn in rollout.turns] == [[1, 2], [1, 2, 3], [1, 2, 3, 4, 5, 6]]
     assert rollout.turns[0].generation_log_probs == [-0.5]
     assert math.isnan(rollout.turns[1].generation_log_probs[0])
+    assert rollout.loss_mask == [1, 1, 1, 1]
+    masked_data = {**train_data, "sample_mask": [0.0]}
+    masked = nemo_rl_train_batch.TrainBatch(masked_data, repeated, [0.25], complete=True)
+    [dropped] = nemo_rl_train_batch.rollouts([{"_rowidx": 5}], masked, attempts=1)
+    assert dropped is not None
+    assert (dropped.in_train_batch, dropped.loss_mask) == (True, [0, 0, 0, 0])
     incomplete = nemo_rl_train_batch.TrainBatch(None, repeated, [0.25], complete=False)
     [left_out] = nemo_rl_train_batch.rollouts([{"_rowidx": 5}], incomplete, attempts=1)
     assert left_out is not None

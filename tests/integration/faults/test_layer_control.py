@@ -88,7 +88,8 @@ async def _post_rule(hooked: Hooked, body: dict[str, object]) -> tuple[int, dict
     [
         (
             {"effect": "explode"},
-            r"effect: unknown effect 'explode' \(known: delay, hang, http_error, malformed_json, ",
+            r"effect: unknown effect 'explode' \(known: delay, hang, http_error, logprob_drift, "
+            r"malformed_json, ",
         ),
         ({"effect": "delay", "match": {"nth": 0}}, r"match.nth: expected an integer >= 1, got 0"),
         ({"effect": "delay", "match": {"rout": "/x"}}, r"match.rout: unknown key \(known: route, row, "),

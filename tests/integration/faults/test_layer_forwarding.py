@@ -20,7 +20,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from pytest_rollout_chaos.history import Event, History
+from pytest_rollout_chaos.history import Event, History, fingerprint
 from pytest_rollout_chaos.servers.faultlayer import client as layer
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 from tests.faults._hooked import Hooked, hook_hits, wait_for
@@ -204,6 +204,40 @@ async def test_every_request_is_recorded_with_link_server_row_status_and_latency
         latency_ms = done.data["latency_ms"]
         assert isinstance(latency_ms, float | int)
         assert latency_ms >= 0
+
+
+# What NeMo Gym's agent passes on when the policy gave it a NaN logprob: Python's json writes the
+# bare literals, which strict decoders (orjson, the layer's fast path) refuse.
+NAN_RUN_RESULT: Final = (
+    b'{"_rowidx": 3, "reward": 0.0, "response": {"output": [{"type": "message",'
+    b' "generation_token_ids": [5, 6, 2], "generation_log_probs": [-0.5, NaN, -Infinity],'
+    b' "prompt_token_ids": [1, 2, 3]}]}}'
+)
+
+
+async def _nan_run(request: web.Request) -> web.StreamResponse:
+    await request.read()
+    return web.Response(body=NAN_RUN_RESULT, content_type="application/json")
+
+
+@pytest.mark.asyncio
+async def test_an_answer_with_nan_logprobs_is_recorded_whole(fault_layer: Layer) -> None:
+    history = fault_layer.history()
+    async with (
+        upstream_behind(fault_layer, {"/run": _nan_run}) as upstream,
+        client_session() as session,
+        session.post(f"{upstream.url}/run", json={"_rowidx": 3}) as response,
+    ):
+        status, body = response.status, await response.read()
+    assert (status, body) == (200, NAN_RUN_RESULT), "passed on untouched"
+    [ok] = wait_for(history, lambda event: event.source == upstream.server and event.kind == "ok")
+    assert ok.data.get("generations") == [fingerprint([5, 6, 2])], ok
+    assert ok.data.get("logprobs") == ["3:x1"], "the digest names the first logprob that is no number"
+    assert (ok.data.get("row"), ok.data.get("reward"), ok.data.get("prompts")) == (
+        3,
+        0.0,
+        [fingerprint([1, 2, 3])],
+    )
 
 
 # -- rows tied by prompt ---------------------------------------------------------------------------

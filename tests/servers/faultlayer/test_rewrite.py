@@ -164,3 +164,17 @@ def test_answer_prompts_reads_what_each_model_call_was_sent_or_nothing() -> None
     assert rewrite.answer_prompts({"response": {"output": one_unsent}}) == []
     assert rewrite.answer_prompts({"choices": []}) == []
     assert rewrite.answer_prompts(None) == []
+
+
+def test_token_ids_are_ints_digit_strings_or_token_id_strings_and_nothing_else() -> None:
+    def read(tokens: list[object]) -> list[list[int]]:
+        content = [{"token": token, "logprob": -0.5} for token in tokens]
+        return rewrite.answer_generations({"choices": [{"logprobs": {"content": content}}]})
+
+    assert read([f"token_id:{index}" for index in range(3000)]) == [list(range(3000))]
+    assert read(["token_id:11", "7"]) == [[11, 7]]
+    assert read(["token_id:11", 7]) == [[11, 7]], "ints and strings together"
+    for bad in ("token_id:", "x", "token_id:-1", "token_id:token_id:5", "token_id:\u00b2", " 5", True):
+        assert read(["token_id:11", bad]) == [], f"{bad!r} is no token id"
+    assert rewrite.answer_generations({"output": [{"generation_token_ids": [True, 1]}]}) == []
+    assert rewrite.answer_generations({"output": [{"generation_token_ids": [5, 6]}]}) == [[5, 6]]
