@@ -118,11 +118,18 @@ class GymClient(SessionOwner):
             task.add_done_callback(self._tasks.discard)
             task.add_done_callback(done.put_nowait)
             task.add_done_callback(_retrieve_exception)
-        count = max(0, len(rows) - self._short_by)
-        if self._short_by and self.history is not None:  # what the fault touched, for the judge
-            self.history.append("collector", "info", "short_results", {"rows": len(rows), "yielded": count})
-        self._short_by = 0
+        count = self.results_to_yield(len(rows))
         return (self._next_done(done) for _ in range(count))
+
+    def results_to_yield(self, requested: int) -> int:
+        """How many of ``requested`` results a ``run_examples`` call hands back: all of them, or
+        fewer once ``short_results`` armed it (disarmed by this call and recorded, what the fault
+        touched). A client that wraps another's ``run_examples`` asks it here, so the fault acts there."""
+        count = max(0, requested - self._short_by)
+        if self._short_by and self.history is not None:  # what the fault touched, for the judge
+            self.history.append("collector", "info", "short_results", {"rows": requested, "yielded": count})
+        self._short_by = 0
+        return count
 
     async def _next_done(self, done: asyncio.Queue[asyncio.Task[Result]]) -> Result:
         task = await done.get()

@@ -22,6 +22,7 @@ from pytest_rollout_chaos.faults import apply, registry
 from pytest_rollout_chaos.faults.apply import describe, heal_recorded, inject_recorded
 from pytest_rollout_chaos.faults.base import Fault, FaultContext
 from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.invariants.sends import RUN_OP, spans
 from pytest_rollout_chaos.scenario.model import FaultStep, Trigger
 
 _logger = logging.getLogger(__name__)
@@ -34,8 +35,21 @@ Applied: TypeAlias = apply.Applied[FaultStep]
 
 
 def completed_rollouts(history: History) -> int:
-    """Rollouts finished so far, as the collector side saw them (Gym ``run`` ok or rollout info)."""
-    runs = len(history.events(source="collector", kind="ok", op="run"))
+    """Rollouts finished so far, as the collector side saw them: the Gym client's ``run`` ok or the
+    collector's rollout info; without the harness's Gym client (none of its ``run`` invokes: NeMo
+    Gym's own client sends), the fault layer's record of each ``/run`` answered on the collector's
+    links stands for the client's."""
+    if history.events(source="collector", kind="invoke", op="run"):
+        runs = len(history.events(source="collector", kind="ok", op="run"))
+    else:
+        runs = len(
+            {
+                span.row
+                for span in spans(history)
+                if span.from_collector and span.op == RUN_OP and span.row is not None
+                if span.outcome == "ok" and span.status is not None and span.status < 300
+            }
+        )
     done = sum(
         1
         for event in history.events(source="collector", op="rollout")

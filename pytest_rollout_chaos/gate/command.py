@@ -247,7 +247,9 @@ def _environment(
     with the side's environment for every output.
     """
     target = request.target
-    env = probe(request.python, given, tree, gym_client=gym_client(target), python_from=request.python_from)
+    env = probe(request.python, given, tree, python_from=request.python_from)
+    # NeMo Gym's own client or a stand-in: as the side's interpreter has NeMo Gym, not this one.
+    env = dataclasses.replace(env, gym_client=gym_client(target, env.versions.get("nemo-gym"), probed=True))
     mismatch = env.python_mismatch()
     if mismatch is None:
         return env

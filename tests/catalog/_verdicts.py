@@ -45,6 +45,8 @@ def run_catalog(
     )
     paths += [str(path) for path in files]
     junit = tmp_path / f"junit-{target.replace(':', '_').replace('/', '_')}.xml"
+    # This checkout first, then what the caller's path adds (packages kept beside the interpreter's own)
+    inherited = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     command = [
         sys.executable,
         "-m",
@@ -69,7 +71,7 @@ def run_catalog(
         capture_output=True,
         text=True,
         timeout=timeout_s,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *inherited])},
     )
     if not junit.exists():
         raise AssertionError(

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from pytest_rollout_chaos.engine.schedule import Schedule
+from pytest_rollout_chaos.engine.schedule import Schedule, completed_rollouts
 from pytest_rollout_chaos.faults.base import FaultContext
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.scenario.model import FaultStep, Trigger
@@ -70,3 +70,29 @@ async def test_a_start_fault_that_fails_to_inject_does_not_hold_the_start() -> N
         ]
     finally:
         await schedule.stop()
+
+
+def layer_run(history: History, request_id: str, row: int, *, status: int) -> None:
+    """What the fault layer records of one ``/run`` on the collector's link to an agent."""
+    link = {"link": "collector->agent:calculator_agent", "server": "calculator_agent", "row": row}
+    history.append("agent", "invoke", "POST /run", link, request_id=request_id)
+    history.append("agent", "ok", "POST /run", {**link, "status": status}, request_id=request_id)
+
+
+def test_completed_rollouts_are_the_runs_answered_on_the_collectors_links_without_our_client() -> None:
+    """NeMo Gym's own client records nothing here: what the servers answered counts instead."""
+    history = History()
+    layer_run(history, "a-1", 0, status=200)
+    layer_run(history, "a-2", 1, status=200)
+    layer_run(history, "a-3", 2, status=500)  # failed: not completed
+    history.append("agent", "invoke", "POST /run", {"link": "agent->model", "row": 3}, request_id="a-4")
+    assert completed_rollouts(history) == 2
+
+
+def test_completed_rollouts_are_the_harness_clients_own_when_it_sends() -> None:
+    history = History()
+    history.append("collector", "invoke", "run", {"row": 0})
+    layer_run(history, "a-1", 0, status=200)  # answered, not yet read by the client
+    assert completed_rollouts(history) == 0
+    history.append("collector", "ok", "run", {"row": 0})
+    assert completed_rollouts(history) == 1

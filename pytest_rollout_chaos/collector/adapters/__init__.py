@@ -24,12 +24,20 @@ def load(name: str) -> CollectorFactory:
     return factory
 
 
-def gym_client(target: str) -> str:
-    """What plays NeMo Gym's client for ``target``: a built-in adapter declares it (``GYM_CLIENT``),
-    the reference collector has the harness's ``GymClient``; a user's own collector is its business."""
+def gym_client(target: str, nemo_gym: str | None = None, *, probed: bool = False) -> str:
+    """What plays NeMo Gym's client for ``target``: a built-in adapter declares it (``GYM_CLIENT``,
+    or ``gym_client(nemo_gym)`` where that depends on the NeMo Gym installed: the version ``probed``
+    in the interpreter the target runs in, None for none; this interpreter's unless ``probed``), the
+    reference collector has the harness's ``GymClient``; a user's own collector is its business."""
     if target == targets.REFERENCE:
         return "stand-in: the harness's GymClient (ctx.gym), NeMo Gym 0.4's transport"
     if not targets.is_adapter(target):
         return "the collector's own (not known to the gate)"
-    declared = getattr(importlib.import_module(f"{__name__}.{target}"), "GYM_CLIENT", "")
+    module = importlib.import_module(f"{__name__}.{target}")
+    depends = getattr(module, "gym_client", None)
+    if callable(depends):
+        from pytest_rollout_chaos.collector.adapters import nemo_rl_gym
+
+        return str(depends(nemo_gym if probed else nemo_rl_gym.version()))
+    declared = getattr(module, "GYM_CLIENT", "")
     return str(declared) or "not declared by the adapter"

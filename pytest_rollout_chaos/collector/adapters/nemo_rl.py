@@ -8,9 +8,14 @@ batch before #3000, a raise after), ordering and metrics. Which API a tree has i
 at run time: a ``run_rollouts`` that is an async generator is consumed as Ray's
 ``num_returns="streaming"``, else it returns one list.
 
-Real: everything of NeMo RL above; the Gym client (``ctx.gym``, NeMo Gym's transport over HTTP
-to our agents) behind NeMo Gym's ``RolloutCollectionHelper.run_examples(examples=...,
-head_server_config=...)`` signature; a ``transformers`` tokenizer over the policy's tokenizer.
+Real: everything of NeMo RL above; a ``transformers`` tokenizer over the policy's tokenizer; and,
+where ``nemo_gym`` imports in this interpreter, NeMo Gym's own client (``nemo_rl_gym``): the
+actor's ``rch`` is NeMo Gym's ``RolloutCollectionHelper()`` and its ``head_server_config`` is NeMo
+Gym's ``BaseServerConfig`` of the stack's head server, as ``_spinup`` sets them, built in the
+process the actor runs in. What that stands in for is ``RunHelper.start`` only: the stack's servers
+run already. Where ``nemo_gym`` does not import, the Gym client is the harness's (``ctx.gym``,
+NeMo Gym 0.4's transport) behind NeMo Gym's ``run_examples(examples=..., head_server_config=...)``
+signature, a stand-in the report says it is (``gym_client``).
 
 With Ray on (this process called ``ray.init``, as ``--rollout-chaos-ray`` does), the actor is a
 real Ray actor of the tree's ``NemoGym`` and the caller uses the real Ray; ``nemo_rl_actor``
@@ -23,9 +28,10 @@ our stack runs them, and what it would set is set by ``nemo_rl_trainer``), its h
 (``.remote()`` runs the method on the collection's event loop) and ``ray.get`` (waits for that).
 Arguments and results pass by reference, not through Ray's serializer, and an actor's exception
 reaches the caller as itself, not wrapped in ``RayTaskError``. A real Ray actor runs in another
-process, away from ``ctx.gym`` (the client the ``short_results`` fault arms and that records into
-this History), which it then reaches through a relay, and ``ray.init`` costs tens of seconds of a
-small CI box: so Ray is opt-in.
+process, away from this History and from ``ctx.gym`` (the client the ``short_results`` fault arms),
+which it then reaches through a relay (NeMo Gym's own client there only records its calls and asks
+for the short count over it), and ``ray.init`` costs tens of seconds of a small CI box: so Ray is
+opt-in.
 
 The caller blocks in ``ray.get``, so it runs on a worker thread while the actor's coroutine
 runs on the event loop, as a trainer's driver blocks while the actor's loop works.
@@ -70,7 +76,7 @@ from collections.abc import AsyncIterator, Sequence
 from types import ModuleType
 from typing import Any, ClassVar, Final
 
-from pytest_rollout_chaos.collector.adapters import nemo_rl_policy, nemo_rl_settings
+from pytest_rollout_chaos.collector.adapters import nemo_rl_gym, nemo_rl_policy, nemo_rl_settings
 from pytest_rollout_chaos.collector.adapters import nemo_rl_train_batch as train_batch
 from pytest_rollout_chaos.collector.adapters.nemo_rl_actor import (
     RayActor,
@@ -104,7 +110,15 @@ GYM_CLIENT: Final = (
     "stand-in: the harness's GymClient (ctx.gym) behind NeMo Gym's RolloutCollectionHelper.run_examples; "
     "NeMo Gym's own nemo_gym.rollout_collection.RolloutCollectionHelper is not run"
 )
-"""What plays NeMo Gym's client here (``rollout-chaos gate`` reports it per side)."""
+"""What plays NeMo Gym's client where ``nemo_gym`` does not import (``gym_client`` says which ran)."""
+
+
+def gym_client(nemo_gym: str | None) -> str:
+    """What plays NeMo Gym's client where NeMo Gym ``nemo_gym`` is installed (None: none is):
+    NeMo Gym's own where it imports, else ``GYM_CLIENT`` (``adapters.gym_client`` asks)."""
+    return nemo_rl_gym.described(nemo_gym) if nemo_gym else GYM_CLIENT
+
+
 UPSTREAM = Upstream(
     adapter="nemo_rl",
     modules=("nemo_rl.environments.nemo_gym", "nemo_rl.experience.rollouts"),
@@ -161,8 +175,13 @@ class NemoRLCollector:
         with trainer_warnings(), contextlib.suppress(Exception):  # collect raises it, if it fails
             train_batch.load_grpo()
         self._stale_copy = train_batch.COPIED.stale()  # train mode declines on such a tree
+        # NeMo Gym's own client where it imports and there is a head server for it to ask (a context
+        # over a canned Gym client names none): its version, else None for the stand-in.
+        self._own_gym = nemo_rl_gym.version() if ctx.head_url is not None else None
         # With Ray on, NemoGym is a real actor, started here for the same reason (nemo_rl_actor).
         self._ray = ray_in_use()
+        if self._own_gym is not None and self._ray is None:  # built here at collection: imported now
+            nemo_rl_gym.preload()
         self._actor = self._start_actor() if self._ray is not None else None
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
@@ -197,7 +216,11 @@ class NemoRLCollector:
     async def _train(self, rows: Sequence[Row], step: ModuleType) -> list[Rollout | None]:
         trainer = self._trainer
         extra = step.caller_kwargs(train_batch.load_grpo(), self._master_config)
-        helper = self.helper_class(self._ctx)
+        # Without Ray the actor runs here, so NeMo Gym's client is built here; with Ray, in its worker.
+        here = self._own_gym is not None and self._ray is None
+        own = nemo_rl_gym.own_client(self._ctx.head_url) if here else None
+        helper = self.helper_class(self._ctx, own=own)
+        self._ctx.history.append(SOURCE, "info", "upstream", self._gym_client_facts())
         name = f"{trainer.caller.__module__}.{trainer.caller.__name__}"
         data = {"call": name, "api": "streaming" if trainer.streaming else "list", "rows": len(rows)}
         try:
@@ -263,15 +286,30 @@ class NemoRLCollector:
                     yield handle
             finally:
                 handle.cancel_pending()
+                if helper.own is not None:  # the actor's process would end here: so does its client
+                    await nemo_rl_gym.end_process_client()
             return
         if self._actor is None:  # a second collection: its actor starts within the deadline
             self._actor = self._start_actor()
-        async with GymRelay(helper).serving() as rch:
+        async with GymRelay(helper).serving() as relay:
+            rch = nemo_rl_gym.InActor(self._ctx.head_url, relay) if self._own_gym is not None else relay
             try:
                 await self._actor.install(rch)
                 yield RecordedHandle(self._actor.handle, self._actor.class_name, self._remote_called)
             finally:  # before the relay closes: a caller blocked in ray.get hears the actor died
                 await self._kill_actor()
+
+    def _gym_client_facts(self) -> dict[str, Any]:
+        """What plays NeMo Gym's client in this collection, for the History."""
+        if self._own_gym is None:
+            return {"call": "RolloutCollectionHelper", "client": "stand-in over ctx.gym"}
+        return {
+            "call": "nemo_gym.rollout_collection.RolloutCollectionHelper()",
+            "client": "NeMo Gym's own",
+            "nemo_gym": self._own_gym,
+            "built_in": "this process" if self._ray is None else "the actor's worker",
+            "head_server_config": self._ctx.head_url,
+        }
 
     def _start_actor(self) -> RayActor:
         trainer, ctx = self._trainer, self._ctx

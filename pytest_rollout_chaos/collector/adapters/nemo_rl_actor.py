@@ -14,9 +14,11 @@ Faked: only ``__init__``, which upstream starts NeMo Gym's servers (``RunHelper`
 ``RolloutCollectionHelper``; the stack runs those servers already. The subclass ``__init__``
 sets what that spin-up sets (``spun_up``): ``cfg``, ``rollout_max_attempts_to_avoid_lp_nan`` (on
 trees before #3000), ``rh`` (``StackServers``: nothing to poll or shut down),
-``head_server_config`` (the stack's head server) and, once the collection starts, ``rch``: a
-``RelayHelper`` that reaches this process's Gym client (``nemo_rl_relay`` says why it stays
-here). The actor asks for no CPU
+``head_server_config`` (the stack's head server) and, once the collection starts, ``rch``: where
+``nemo_gym`` imports, NeMo Gym's own ``RolloutCollectionHelper()`` with ``BaseServerConfig`` of the
+stack's head server, both built in the worker (``nemo_rl_gym.InActor``), else a ``RelayHelper``
+that reaches this process's Gym client (``nemo_rl_relay`` says why it stays here). The actor asks
+for no CPU
 (``num_cpus=0``), as it only waits on I/O, so it schedules on a small machine.
 
 The worker imports the tree and this package from the ``PYTHONPATH`` of the actor's
@@ -124,8 +126,13 @@ def whereabouts(actor: Any) -> dict[str, Any]:
 
 
 def install_helper(actor: Any, rch: Any) -> None:
-    """Hand the actor its ``rch`` (called in the worker through ``__ray_call__``)."""
-    actor.rch = rch
+    """Hand the actor its ``rch`` (called in the worker through ``__ray_call__``); one that
+    ``install``s itself (``nemo_rl_gym.InActor``: NeMo Gym's own client) is built there."""
+    install = getattr(rch, "install", None)
+    if callable(install):
+        install(actor)
+    else:
+        actor.rch = rch
 
 
 class RayActor:

@@ -12,6 +12,10 @@ each ``next()`` asks for the next awaitable (one short blocking round trip, as t
 starts requests then), and awaiting one waits, without a deadline (NeMo Gym's has none), for
 that ``(row, result)``. Rows go as JSON (the Gym client sends them as JSON anyway); answers
 come back pickled, exceptions included, so the actor raises what the client raised.
+
+Where NeMo Gym's own client runs in the actor (``nemo_rl_gym``), only ``begin`` is asked: each of
+its ``run_examples`` calls is recorded here, and learns here how many results go on (the
+``short_results`` fault armed on this process's Gym client acts on it so).
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ class RelayError(ChaosError):
 
 
 class GymRelay:
-    """``helper.run_examples`` (a ``GymHelper`` over ``ctx.gym``) served to the actor's process."""
+    """``helper.run_examples`` and ``helper.begin`` (a ``GymHelper`` over ``ctx.gym``) served to the
+    actor's process."""
 
     def __init__(self, helper: Any) -> None:
         self._helper = helper
@@ -56,6 +61,7 @@ class GymRelay:
         app.router.add_post("/run_examples", self._run_examples)
         app.router.add_post("/next", self._next)
         app.router.add_post("/await", self._await)
+        app.router.add_post("/begin", self._begin)
         runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=SHUTDOWN_S)
         await runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -95,6 +101,12 @@ class GymRelay:
         number = next(self._ids)
         self._awaitables[number] = awaitable
         return _reply(True, number)
+
+    async def _begin(self, request: Any) -> Any:
+        try:
+            return _reply(True, self._helper.begin(int((await request.json())["rows"])))
+        except Exception as error:
+            return _reply(False, error)
 
     async def _await(self, request: Any) -> Any:
         awaitable = self._awaitables.pop(int((await request.json())["awaitable"]), None)
@@ -136,6 +148,11 @@ class RelayHelper:
             raise CollectorTargetError("NeMo RL passed run_examples a semaphore; the Gym client takes none")
         batch = self._call("/run_examples", {"examples": examples})
         return self._results(batch)
+
+    def begin(self, rows: int) -> int:
+        """``GymHelper.begin`` of this process: NeMo Gym's own client in the actor records each call
+        here and learns how many results go on (``nemo_rl_gym.OwnGym``)."""
+        return int(self._call("/begin", {"rows": rows}))
 
     def _results(self, batch: int) -> Iterator[Awaitable[Any]]:
         while True:

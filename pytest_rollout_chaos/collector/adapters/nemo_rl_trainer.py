@@ -1,6 +1,7 @@
 """NeMo RL's code as the importable tree has it, for the ``nemo_rl`` adapter: the ``NemoGym`` actor
 class and the caller, which API generation they speak, the caller's input batch and tokenizer, and
-the stand-in for what the actor's skipped spin-up would have set (``GymHelper``).
+what the actor's skipped spin-up would have set (``GymHelper``: NeMo Gym's own client where it
+imports, ``nemo_rl_gym``, else the stand-in over the stack's Gym client).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.collector.adapters import nemo_rl_settings
 from pytest_rollout_chaos.collector.adapters.nemo_rl_actor import spun_up
+from pytest_rollout_chaos.collector.adapters.nemo_rl_gym import OwnGym
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings, nested
 from pytest_rollout_chaos.collector.groups import group_size
 from pytest_rollout_chaos.collector.protocol import CollectorContext, Row
@@ -33,29 +35,48 @@ GROUP_SIZE: Final = "grpo.num_generations_per_prompt"
 
 
 class GymHelper:
-    """NeMo Gym's ``RolloutCollectionHelper`` for the actor, over this stack's Gym client."""
+    """NeMo Gym's ``RolloutCollectionHelper`` for the actor: NeMo Gym's own (``own``: the helper and
+    the head's ``BaseServerConfig``, ``nemo_rl_gym.own_client``) or, where ``nemo_gym`` does not import,
+    the stand-in over this stack's Gym client; each call recorded (``begin``)."""
 
-    def __init__(self, ctx: CollectorContext) -> None:
+    def __init__(self, ctx: CollectorContext, *, own: tuple[Any, Any] | None = None) -> None:
         self._ctx = ctx
         self.calls = 0
-        head = urlsplit(str(getattr(ctx.gym, "head_url", "")))
-        self.head_server_config = SimpleNamespace(host=head.hostname, port=head.port)
+        self.own = None if own is None else own[0]
+        if own is not None:
+            self.head_server_config = own[1]
+        else:
+            head = urlsplit(str(getattr(ctx.gym, "head_url", "")))
+            self.head_server_config = SimpleNamespace(host=head.hostname, port=head.port)
+
+    def begin(self, rows: int) -> int:
+        """Record a ``run_examples`` call of ``rows`` rows; how many of its results go on to NeMo RL
+        (fewer only when the ``short_results`` fault armed the Gym client: it acts here)."""
+        self._record(rows)
+        shorten = getattr(self._ctx.gym, "results_to_yield", None)  # a GymClient's; a runner may lack it
+        return rows if shorten is None else int(shorten(rows))
 
     def run_examples(
         self, examples: list[dict[str, Any]], head_server_config: Any = None, semaphore: Any = None
     ) -> Any:
-        """One ``/run`` per example, awaitables in completion order (the client's own contract)."""
+        """NeMo Gym's own ``run_examples`` (``nemo_rl_gym.OwnGym``), or the stand-in's: one ``/run``
+        per example, awaitables in completion order (the client's own contract)."""
+        if self.own is not None:
+            return OwnGym(self.own, self).run_examples(examples, head_server_config, semaphore)
         if semaphore is not None:
             raise CollectorTargetError("NeMo RL passed run_examples a semaphore; the Gym client takes none")
+        self._record(len(examples))
+        return self._ctx.gym.run_examples(examples)  # it applies short_results itself
+
+    def _record(self, rows: int) -> None:
         self.calls += 1
         # A second call in one collection is NeMo RL re-running the whole batch: a retry.
         self._ctx.history.append(
             SOURCE,
             "info",
             "upstream" if self.calls == 1 else "retry",
-            {"call": "RolloutCollectionHelper.run_examples", "rows": len(examples), "attempt": self.calls},
+            {"call": "RolloutCollectionHelper.run_examples", "rows": rows, "attempt": self.calls},
         )
-        return self._ctx.gym.run_examples(examples)
 
 
 # -- NeMo RL, as the tree has it ------------------------------------------------------------------

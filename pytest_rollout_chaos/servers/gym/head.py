@@ -2,8 +2,10 @@
 
 ``GET /global_config_dict_yaml`` answers the global config as YAML text inside a JSON string
 (clients ``json.loads`` it, then parse the YAML), as NeMo Gym's head server does; a real
-``RolloutCollectionHelper`` finds our agents from it. ``GET /server_instances`` lists the
-instances. The config is built by ``stack.py`` and passed as a JSON file.
+``RolloutCollectionHelper`` finds our agents from it, and each time one asks, the head records
+it (``head info global_config_dict_yaml`` with the asker's ``User-Agent``: NeMo Gym's client asks
+with ``requests`` at every ``run_examples``). ``GET /server_instances`` lists the instances. The
+config is built by ``stack.py`` and passed as a JSON file.
 
 Run as ``python -m pytest_rollout_chaos.servers.gym.head --config-file PATH``.
 """
@@ -21,6 +23,7 @@ from urllib.parse import urlsplit
 import yaml
 from aiohttp import web
 
+from pytest_rollout_chaos.history import EventWriter
 from pytest_rollout_chaos.servers import serve
 from pytest_rollout_chaos.servers.gym.base import gym_app
 
@@ -35,6 +38,7 @@ class HeadState:
 
 
 STATE_KEY: Final = web.AppKey("head_state", HeadState)
+WRITER_KEY: Final = web.AppKey("head_events", EventWriter)
 
 
 def global_config(
@@ -113,15 +117,19 @@ def _host_port(url: str) -> dict[str, Any]:
 
 def build_app(config: dict[str, Any]) -> web.Application:
     """The head server app serving ``config``."""
-    app, _writer = gym_app("head", "head")
+    app, writer = gym_app("head", "head")
     app[STATE_KEY] = HeadState(config)
+    app[WRITER_KEY] = writer
     app.router.add_get("/global_config_dict_yaml", config_yaml)
     app.router.add_get("/server_instances", instances)
     return app
 
 
 async def config_yaml(request: web.Request) -> web.Response:
-    """The global config as YAML text, JSON-encoded (a JSON string)."""
+    """The global config as YAML text, JSON-encoded (a JSON string); who asked is recorded."""
+    writer = request.app[WRITER_KEY]
+    writer.emit("info", "global_config_dict_yaml", {"user_agent": request.headers.get("User-Agent", "")})
+    writer.flush()
     text = yaml.safe_dump(request.app[STATE_KEY].config, sort_keys=False)
     return web.json_response(text)
 

@@ -50,7 +50,7 @@ class PaddingHelper(GymHelper):
         # NeMo RL awaits each result before it asks for the next, so every one is in by now.
         missing = [example for example in examples if example["_rowidx"] not in returned]
         if missing:
-            yield from super().run_examples(missing)
+            yield from super().run_examples(missing, self.head_server_config)
 
 
 async def _noting(awaitable: Awaitable[Result], returned: set[int]) -> Result:

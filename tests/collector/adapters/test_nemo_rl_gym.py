@@ -1,0 +1,127 @@
+"""Where ``nemo_gym`` imports, the ``nemo_rl`` adapter's actor runs NeMo Gym's own client against the stack.
+
+NeMo RL main's ``NemoGym.run_rollouts`` (the pinned tree) is handed NeMo Gym's real
+``RolloutCollectionHelper()`` and ``BaseServerConfig`` of the stack's head server. What shows it
+ran is what the stack's servers saw, in the History: NeMo Gym's client asks the head server for
+the global config with ``requests`` at every ``run_examples`` (the harness's ``GymClient`` is
+given the agents' addresses and never asks), and the harness's client's own record of each
+``/run`` is absent. The ``short_results`` fault armed on the collection's Gym client acts on NeMo
+Gym's client too. Skips where NeMo Gym is not installed, or NeMo RL's interpreter is not this one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from pytest_rollout_chaos.builder import GymShape, StackBuilder
+from pytest_rollout_chaos.collector import adapters
+from pytest_rollout_chaos.collector.adapters import nemo_rl, nemo_rl_gym
+from pytest_rollout_chaos.collector.adapters.upstream import use_tree
+from pytest_rollout_chaos.collector.gym_client import GymClient
+from pytest_rollout_chaos.collector.protocol import CollectorSettings
+from pytest_rollout_chaos.servers.keeper import ProcessKeeper
+from pytest_rollout_chaos.settings import ChaosSettings
+from pytest_rollout_chaos.stack import ChaosStack
+from pytest_rollout_chaos.trial import Trial, open_trial
+from tests.collector.adapters._nemo_rl_trees import MAIN, nemo_rl_tree
+
+ROWS = 4
+DEADLINE_S = 120.0
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("nemo_gym") is None,
+    reason="NeMo Gym is not installed in this interpreter (.ci/run installs it into NeMo RL's venv)",
+)
+
+
+def test_the_report_names_nemo_gyms_own_client_with_its_version_and_the_stand_in_without_it() -> None:
+    found = nemo_rl_gym.version()
+    assert found is not None
+    assert adapters.gym_client("nemo_rl").startswith(f"NeMo Gym's own (nemo-gym {found})")
+    assert adapters.gym_client("nemo_rl", None, probed=True) == nemo_rl.GYM_CLIENT  # a side without it
+    assert adapters.gym_client("nemo_rl", "0.5.1", probed=True).startswith("NeMo Gym's own (nemo-gym 0.5.1)")
+
+
+@pytest.fixture(scope="module")
+def main_tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """NeMo RL main, first on ``sys.path``; ``sys.path`` and NeMo RL's modules restored after."""
+    tree = nemo_rl_tree(MAIN, tmp_path_factory.mktemp("nemo-rl-main"))
+    saved = list(sys.path)
+    use_tree(tree)
+    try:
+        yield tree
+    finally:
+        sys.path[:] = saved
+        for name in [name for name in sys.modules if name == "nemo_rl" or name.startswith("nemo_rl.")]:
+            del sys.modules[name]
+
+
+@pytest.fixture(scope="module")
+def stack(main_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosStack]:
+    with ProcessKeeper(tmp_path_factory.mktemp("gym-client-stack")) as keeper:
+        yield StackBuilder(ChaosSettings(), keeper, links="layer", gym=GymShape(max_steps=4)).stack
+
+
+@pytest_asyncio.fixture
+async def trial(stack: ChaosStack) -> AsyncIterator[Trial]:
+    stack.reset()
+    async with open_trial(stack, settings=CollectorSettings(collect_timeout_s=DEADLINE_S)) as opened:
+        yield opened
+
+
+def config_asked(trial: Trial) -> list[str]:
+    """The User-Agent of each request for the global config the head server recorded."""
+    return [
+        str(event.data.get("user_agent"))
+        for event in trial.history.events(source="head", op="global_config_dict_yaml")
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_nemo_rls_actor_runs_nemo_gyms_own_client_against_the_stack(trial: Trial) -> None:
+    collector = nemo_rl.NemoRLCollector(trial.collector)
+    rows = trial.stack.gym.rows("calculator", ROWS)
+
+    rollouts = await asyncio.wait_for(collector.collect(rows, mode="train"), DEADLINE_S)
+
+    assert sorted(rollout.row_index for rollout in rollouts) == list(range(ROWS))
+    # Seen by the stack's head server: NeMo Gym's ServerClient asks it with requests, once per call.
+    asked = config_asked(trial)
+    assert len(asked) == 1, trial.history.timeline()
+    assert asked[0].startswith("python-requests/"), asked
+    # The harness's GymClient records every /run it sends; it sent none.
+    assert trial.history.events(source="collector", op="run") == []
+    # Each /run reached the agents over the collector's links, as the fault layer recorded.
+    runs = [event for event in trial.history.events(kind="invoke") if event.op == "POST /run"]
+    assert len(runs) == ROWS
+    upstream = trial.history.events(source="collector", op="upstream")
+    (facts,) = [event.data for event in upstream if "client" in event.data]
+    assert facts["client"] == "NeMo Gym's own", facts
+    assert facts["nemo_gym"] == nemo_rl_gym.version(), facts
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_short_results_acts_on_nemo_gyms_own_client_and_main_raises(trial: Trial) -> None:
+    collector = nemo_rl.NemoRLCollector(trial.collector)
+    rows = trial.stack.gym.rows("calculator", ROWS)
+    armed = trial.faults.gym_client
+    assert isinstance(armed, GymClient)
+    assert armed is trial.collector.gym
+    armed.short_results(2)  # what the fault's inject does
+
+    # main's caller names the rows that never came (the stream ended early), as with the stand-in
+    with pytest.raises(RuntimeError, match="missing row indices"):
+        await asyncio.wait_for(collector.collect(rows, mode="train"), DEADLINE_S)
+
+    shortened = trial.history.events(source="collector", op="short_results")
+    assert [event.data for event in shortened] == [{"rows": ROWS, "yielded": ROWS - 2}]
+    assert config_asked(trial), "NeMo Gym's own client did not run"
