@@ -3,8 +3,8 @@ as a user without pytest would, and stopped by SIGINT or SIGTERM with exit statu
 
 from __future__ import annotations
 
+import queue
 import re
-import selectors
 import signal
 import socket
 import socketserver
@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import IO
 
 import pytest
 from toxiproxy import Toxiproxy
@@ -39,30 +40,54 @@ def echo() -> Iterator[str]:
         server.server_close()
 
 
-def _start(*args: str) -> tuple[subprocess.Popen[str], int]:
-    """Start the command; return it and the port from its ``listening on http://host:port`` line."""
+class _Output:
+    """The command's output lines, read by a thread until it ends (a selector on the pipe would
+    miss a line that a ``readline`` before it already pulled into the file's buffer)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.thread = threading.Thread(target=self._read, args=(process.stdout,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        with stream:
+            for line in stream:
+                self.lines.put(line)
+
+    def rest(self) -> str:
+        """Every line not taken yet, once the command has ended and the pipe is closed."""
+        self.thread.join(timeout=30)
+        taken = []
+        while not self.lines.empty():
+            taken.append(self.lines.get_nowait())
+        return "".join(taken)
+
+
+def _start(*args: str) -> tuple[subprocess.Popen[str], int, _Output]:
+    """Start the command; return it, the port from its ``listening on http://host:port`` line and
+    its output."""
     process = subprocess.Popen(
         [sys.executable, "-m", "pytest_rollout_chaos.cli", "toxiproxy", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    assert process.stdout is not None
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
+    output = _Output(process)
     deadline = time.monotonic() + START_GUARD_S
-    seen = []
-    while time.monotonic() < deadline and selector.select(timeout=deadline - time.monotonic()):
-        line = process.stdout.readline()
-        if not line:
+    seen: list[str] = []
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = output.lines.get(timeout=left)
+        except queue.Empty:
             break
         seen.append(line)
         match = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
         if match:
-            return process, int(match.group(1))
+            return process, int(match.group(1)), output
     process.kill()
-    process.communicate()
-    pytest.fail(f"no 'listening on' line; output: {''.join(seen)!r}")
+    process.wait()
+    pytest.fail(f"no 'listening on' line; output: {''.join(seen) + output.rest()!r}")
 
 
 def _roundtrip(listen: str, payload: bytes) -> bytes:
@@ -74,7 +99,7 @@ def _roundtrip(listen: str, payload: bytes) -> bytes:
 
 @pytest.mark.parametrize("stop_with", [signal.SIGINT, signal.SIGTERM])
 def test_toxiproxy_python_drives_it_and_a_signal_stops_it(echo: str, stop_with: signal.Signals) -> None:
-    process, port = _start("--port", "0")
+    process, port, output = _start("--port", "0")
     try:
         server = Toxiproxy()
         server.update_api_consumer("127.0.0.1", port)
@@ -88,8 +113,8 @@ def test_toxiproxy_python_drives_it_and_a_signal_stops_it(echo: str, stop_with: 
         assert server.proxies() == {}
     finally:
         process.send_signal(stop_with)
-        output, _ = process.communicate(timeout=30)  # waits and closes the pipe
-    assert process.returncode == 0, output
+        process.wait(timeout=30)
+    assert process.returncode == 0, output.rest()
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
 

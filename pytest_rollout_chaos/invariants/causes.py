@@ -48,7 +48,19 @@ CONNECTION_WORDS: Final = (
 EFFECT_WORDS: Final[dict[str, tuple[str, ...]]] = {
     "nan_logprobs": ("nan", "inf", "logprob", "finite", "null"),
     "prefix_drift": ("prefix", "drift", "splice", "eos", "mismatch", "retokeniz"),
-    "malformed_json": ("json", "malformed", "decode", "parse", "expecting", "unterminated", "delimiter"),
+    # an answer that does not parse, or parses with nothing in it (style: emptied)
+    "malformed_json": (
+        "json",
+        "malformed",
+        "decode",
+        "parse",
+        "expecting",
+        "unterminated",
+        "delimiter",
+        "unreadable",
+        "no output",
+        "empty",
+    ),
 }
 _WORD: Final = re.compile(r"[a-z][a-z0-9_]{3,}")
 _URL: Final = re.compile(r"\w+://\S+")

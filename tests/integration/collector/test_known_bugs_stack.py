@@ -107,7 +107,8 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
 # interleaved, workload-out-of-order; permit_released_twice: rows beyond the concurrency,
 # workload-queued-behind-concurrency; drains_before_cancel: a cancel while a row hangs,
 # collection-cancelled-while-a-row-hangs; batch_wide_group_filter: a group reward spread,
-# group-failure-spares-healthy-groups).
+# group-failure-spares-healthy-groups; drift_trained: the layer's record of the logprobs it drifted,
+# logprob-drift-masked; empty_output_completed: a /run answer the layer emptied, run-answer-emptied).
 ELSEWHERE = {
     "resends_timed_out",
     "outage_as_aborted",
@@ -125,6 +126,8 @@ ELSEWHERE = {
     "permit_released_twice",
     "drains_before_cancel",
     "batch_wide_group_filter",
+    "drift_trained",
+    "empty_output_completed",
 }
 
 
