@@ -29,6 +29,7 @@ TOLERANCE: Final = 1e-4
 
 STEP = """
 import asyncio, json, sys
+from pathlib import Path
 from types import SimpleNamespace
 from pytest_rollout_chaos.collector.adapters.upstream import use_tree
 use_tree(Path(sys.argv[1]))
