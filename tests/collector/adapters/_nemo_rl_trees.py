@@ -5,9 +5,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from pytest_rollout_chaos.collector.adapters.upstream import use_tree
 from tests.collector.adapters._trees import pinned_tree
 
 BASE: Final = "nemo-rl-3eebe4da"
@@ -41,3 +45,20 @@ def nemo_rl_tree(name: str, into: Path) -> Path:
     """The tree of tarball ``name`` unpacked under ``into`` (once); skip when it cannot be had."""
     needs = TRAINER_MODULES + (MAIN_MODULES if name == MAIN else ())
     return pinned_tree(name, into, needs=needs, holds="nemo_rl", trainer="nemo_rl")
+
+
+@contextlib.contextmanager
+def tree_imported(name: str, into: Path) -> Iterator[Path]:
+    """``nemo_rl_tree(name, into)`` first on ``sys.path`` while inside; ``sys.path`` and NeMo RL's
+    modules restored after, so the next tree's tests import their own."""
+    tree = nemo_rl_tree(name, into)
+    saved = list(sys.path)
+    use_tree(tree)
+    try:
+        yield tree
+    finally:
+        sys.path[:] = saved
+        for module in [
+            module for module in sys.modules if module == "nemo_rl" or module.startswith("nemo_rl.")
+        ]:
+            del sys.modules[module]

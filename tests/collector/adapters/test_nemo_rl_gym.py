@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -23,14 +22,13 @@ import pytest_asyncio
 from pytest_rollout_chaos.builder import GymShape, StackBuilder
 from pytest_rollout_chaos.collector import adapters
 from pytest_rollout_chaos.collector.adapters import nemo_rl, nemo_rl_gym
-from pytest_rollout_chaos.collector.adapters.upstream import use_tree
 from pytest_rollout_chaos.collector.gym_client import GymClient
 from pytest_rollout_chaos.collector.protocol import CollectorSettings
 from pytest_rollout_chaos.servers.keeper import ProcessKeeper
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 from pytest_rollout_chaos.trial import Trial, open_trial
-from tests.collector.adapters._nemo_rl_trees import MAIN, nemo_rl_tree
+from tests.collector.adapters._nemo_rl_trees import MAIN, tree_imported
 
 ROWS = 4
 DEADLINE_S = 120.0
@@ -52,15 +50,8 @@ def test_the_report_names_nemo_gyms_own_client_with_its_version_and_the_stand_in
 @pytest.fixture(scope="module")
 def main_tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """NeMo RL main, first on ``sys.path``; ``sys.path`` and NeMo RL's modules restored after."""
-    tree = nemo_rl_tree(MAIN, tmp_path_factory.mktemp("nemo-rl-main"))
-    saved = list(sys.path)
-    use_tree(tree)
-    try:
+    with tree_imported(MAIN, tmp_path_factory.mktemp("nemo-rl-main")) as tree:
         yield tree
-    finally:
-        sys.path[:] = saved
-        for name in [name for name in sys.modules if name == "nemo_rl" or name.startswith("nemo_rl.")]:
-            del sys.modules[name]
 
 
 @pytest.fixture(scope="module")

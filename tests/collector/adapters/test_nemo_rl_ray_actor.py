@@ -24,14 +24,13 @@ import pytest
 
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.collector.adapters import nemo_rl
-from pytest_rollout_chaos.collector.adapters.upstream import use_tree
 from pytest_rollout_chaos.collector.context import load_tokenizer
 from pytest_rollout_chaos.collector.gym_client import GymRequestError
 from pytest_rollout_chaos.collector.protocol import CollectorContext, CollectorSettings
 from pytest_rollout_chaos.history import History
 from tests.catalog._verdicts import REPO, run_catalog
 from tests.collector.adapters import _actor_seen
-from tests.collector.adapters._nemo_rl_trees import BASE, HEAD, nemo_rl_tree
+from tests.collector.adapters._nemo_rl_trees import BASE, HEAD, nemo_rl_tree, tree_imported
 from tests.collector.adapters._ray_session import RAY_ON, ray_session
 
 __all__ = ["ray_session"]  # the fixture, used by name
@@ -81,15 +80,8 @@ class CannedGym:
 @pytest.fixture(scope="module")
 def head_tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """PR #2394's tree, first on ``sys.path``; ``sys.path`` and NeMo RL's modules restored after."""
-    tree = nemo_rl_tree(HEAD, tmp_path_factory.mktemp("nemo-rl-ray"))
-    saved = list(sys.path)
-    use_tree(tree)
-    try:
+    with tree_imported(HEAD, tmp_path_factory.mktemp("nemo-rl-ray")) as tree:
         yield tree
-    finally:
-        sys.path[:] = saved
-        for name in [name for name in sys.modules if name == "nemo_rl" or name.startswith("nemo_rl.")]:
-            del sys.modules[name]
 
 
 def context(gym: CannedGym, history: History) -> CollectorContext:
