@@ -11,32 +11,18 @@ from pathlib import Path
 from pytest_rollout_chaos.gate.progress import QUIET_S, STATUS_LINE, SideProgress
 from pytest_rollout_chaos.gate.sides import SideRequest, run_side
 from pytest_rollout_chaos.servers.keeper import STARTING_LINE
+from tests._stand_in_servers import STARTS_SERVERS
 
 # Five tests; the first "starts" two servers as the stack builder does (stand-ins, ready at once),
 # so the child prints the keeper's lines before its first verdict.
-CHILD_TESTS = """
+CHILD_TESTS = (
+    """
 import time
 
 import pytest
-
-
-def test_servers(request):
-    harness = request.config.pluginmanager.get_plugin("rollout-chaos-harness")
-
-    class Ready:
-        def __init__(self, name):
-            self.name, self.log_path = name, f"{name}.log"
-
-        def start(self):
-            pass
-
-        def stop(self):
-            pass
-
-
-    for name in ("policy", "gym_model"):
-        harness.adopt(Ready(name))
-
+"""
+    + STARTS_SERVERS
+    + """
 
 def test_b():
     time.sleep(0.2)
@@ -53,6 +39,7 @@ def test_d():
 def test_e():
     time.sleep(0.2)
 """
+)
 ELAPSED = r"\d+:\d\d elapsed"
 
 
@@ -76,7 +63,7 @@ def test_a_side_says_what_runs_which_of_how_many_ended_and_how_long_is_left(tmp_
     ]
     verdicts = told[4:-1]
     expected = [
-        rf"\[base 1/5\] test_servers PASSED \({ELAPSED}\)",
+        rf"\[base 1/5\] test_starts_two_servers PASSED \({ELAPSED}\)",
         rf"\[base 2/5\] test_b PASSED \({ELAPSED}\)",
         rf"\[base 3/5\] test_c PASSED \({ELAPSED}, about \d+:\d\d left\)",
         rf"\[base 4/5\] test_d SKIPPED \({ELAPSED}, about \d+:\d\d left\)",
@@ -97,7 +84,7 @@ def test_a_side_says_what_runs_which_of_how_many_ended_and_how_long_is_left(tmp_
             now[0] += 30.0 if now[0] == 0 else 10.0
         follower.line(line)
     assert [line for line in replayed if line.startswith("[head ")] == [
-        "[head 1/5] test_servers PASSED (0:30 elapsed)",
+        "[head 1/5] test_starts_two_servers PASSED (0:30 elapsed)",
         "[head 2/5] test_b PASSED (0:40 elapsed)",
         "[head 3/5] test_c PASSED (0:50 elapsed, about 0:20 left)",
         "[head 4/5] test_d SKIPPED (1:00 elapsed, about 0:10 left)",

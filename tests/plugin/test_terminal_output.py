@@ -7,27 +7,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_rollout_chaos.servers.keeper import STARTING_LINE
+from tests._stand_in_servers import STARTS_SERVERS
 from tests.plugin._report_project import make_project
 
-# Two servers "started" through the session's harness, as the stack builder starts them: a
-# stand-in process that is ready at once (the real ones take seconds).
-STARTS_SERVERS = """
-def test_starts_two_servers(request):
-    harness = request.config.pluginmanager.get_plugin("rollout-chaos-harness")
-
-    class Ready:
-        def __init__(self, name):
-            self.name, self.log_path = name, f"{name}.log"
-
-        def start(self):
-            pass
-
-        def stop(self):
-            pass
-
-    for name in ("policy", "gym_model"):
-        harness.adopt(Ready(name))
-"""
 GREEN = "\x1b[32m"
 
 
