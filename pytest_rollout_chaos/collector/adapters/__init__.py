@@ -36,8 +36,8 @@ def gym_client(target: str, nemo_gym: str | None = None, *, probed: bool = False
     module = importlib.import_module(f"{__name__}.{target}")
     depends = getattr(module, "gym_client", None)
     if callable(depends):
-        from pytest_rollout_chaos.collector.adapters import nemo_rl_gym
+        from pytest_rollout_chaos.collector.adapters import own_gym
 
-        return str(depends(nemo_gym if probed else nemo_rl_gym.version()))
+        return str(depends(nemo_gym if probed else own_gym.version()))
     declared = getattr(module, "GYM_CLIENT", "")
     return str(declared) or "not declared by the adapter"

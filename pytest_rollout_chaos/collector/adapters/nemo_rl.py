@@ -76,7 +76,7 @@ from collections.abc import AsyncIterator, Sequence
 from types import ModuleType
 from typing import Any, ClassVar, Final
 
-from pytest_rollout_chaos.collector.adapters import nemo_rl_gym, nemo_rl_policy, nemo_rl_settings
+from pytest_rollout_chaos.collector.adapters import nemo_rl_gym, nemo_rl_policy, nemo_rl_settings, own_gym
 from pytest_rollout_chaos.collector.adapters import nemo_rl_train_batch as train_batch
 from pytest_rollout_chaos.collector.adapters.nemo_rl_actor import (
     RayActor,
@@ -177,11 +177,11 @@ class NemoRLCollector:
         self._stale_copy = train_batch.COPIED.stale()  # train mode declines on such a tree
         # NeMo Gym's own client where it imports and there is a head server for it to ask (a context
         # over a canned Gym client names none): its version, else None for the stand-in.
-        self._own_gym = nemo_rl_gym.version() if ctx.head_url is not None else None
+        self._own_gym = own_gym.version() if ctx.head_url is not None else None
         # With Ray on, NemoGym is a real actor, started here for the same reason (nemo_rl_actor).
         self._ray = ray_in_use()
         if self._own_gym is not None and self._ray is None:  # built here at collection: imported now
-            nemo_rl_gym.preload()
+            own_gym.preload()
         self._actor = self._start_actor() if self._ray is not None else None
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
@@ -218,7 +218,7 @@ class NemoRLCollector:
         extra = step.caller_kwargs(train_batch.load_grpo(), self._master_config)
         # Without Ray the actor runs here, so NeMo Gym's client is built here; with Ray, in its worker.
         here = self._own_gym is not None and self._ray is None
-        own = nemo_rl_gym.own_client(self._ctx.head_url) if here else None
+        own = own_gym.own_client(self._ctx.head_url, adapter="nemo_rl") if here else None
         helper = self.helper_class(self._ctx, own=own)
         self._ctx.history.append(SOURCE, "info", "upstream", self._gym_client_facts())
         name = f"{trainer.caller.__module__}.{trainer.caller.__name__}"
@@ -287,7 +287,7 @@ class NemoRLCollector:
             finally:
                 handle.cancel_pending()
                 if helper.own is not None:  # the actor's process would end here: so does its client
-                    await nemo_rl_gym.end_process_client()
+                    await own_gym.end_process_client()
             return
         if self._actor is None:  # a second collection: its actor starts within the deadline
             self._actor = self._start_actor()

@@ -151,7 +151,7 @@ class RelayHelper:
 
     def begin(self, rows: int) -> int:
         """``GymHelper.begin`` of this process: NeMo Gym's own client in the actor records each call
-        here and learns how many results go on (``nemo_rl_gym.OwnGym``)."""
+        here and learns how many results go on (``own_gym.OwnGym``)."""
         return int(self._call("/begin", {"rows": rows}))
 
     def _results(self, batch: int) -> Iterator[Awaitable[Any]]:

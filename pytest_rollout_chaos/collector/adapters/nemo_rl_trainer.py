@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.collector.adapters import nemo_rl_settings
 from pytest_rollout_chaos.collector.adapters.nemo_rl_actor import spun_up
-from pytest_rollout_chaos.collector.adapters.nemo_rl_gym import OwnGym
+from pytest_rollout_chaos.collector.adapters.own_gym import OwnGym
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings, nested
 from pytest_rollout_chaos.collector.groups import group_size
 from pytest_rollout_chaos.collector.protocol import CollectorContext, Row
@@ -36,7 +36,7 @@ GROUP_SIZE: Final = "grpo.num_generations_per_prompt"
 
 class GymHelper:
     """NeMo Gym's ``RolloutCollectionHelper`` for the actor: NeMo Gym's own (``own``: the helper and
-    the head's ``BaseServerConfig``, ``nemo_rl_gym.own_client``) or, where ``nemo_gym`` does not import,
+    the head's ``BaseServerConfig``, ``own_gym.own_client``) or, where ``nemo_gym`` does not import,
     the stand-in over this stack's Gym client; each call recorded (``begin``)."""
 
     def __init__(self, ctx: CollectorContext, *, own: tuple[Any, Any] | None = None) -> None:
@@ -59,7 +59,7 @@ class GymHelper:
     def run_examples(
         self, examples: list[dict[str, Any]], head_server_config: Any = None, semaphore: Any = None
     ) -> Any:
-        """NeMo Gym's own ``run_examples`` (``nemo_rl_gym.OwnGym``), or the stand-in's: one ``/run``
+        """NeMo Gym's own ``run_examples`` (``own_gym.OwnGym``), or the stand-in's: one ``/run``
         per example, awaitables in completion order (the client's own contract)."""
         if self.own is not None:
             return OwnGym(self.own, self).run_examples(examples, head_server_config, semaphore)

@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pytest_rollout_chaos.collector import readiness
-from pytest_rollout_chaos.collector.adapters import verl_status
+from pytest_rollout_chaos.collector.adapters import own_gym, verl_recipe, verl_status
 from pytest_rollout_chaos.collector.adapters import verl_train_batch as train_batch
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings, nested
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
@@ -96,26 +96,44 @@ class _VerlUpstream(Upstream):
     that turns warnings into errors still tells a missing trainer from a working one."""
 
     def require(self) -> None:
+        verl_recipe.mount()  # a recipe checkout first on sys.path becomes ``recipe``, as in verl's tree
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=RAY_STATE_WARNING, category=DeprecationWarning)
             Upstream.require(self)
+
+    def origin(self) -> str:
+        return str(verl_recipe.root() or Upstream.origin(self))
 
 
 GYM_CLIENT: Final = (
     "stand-in: the harness's GymClient (ctx.gym) in the recipe's RolloutCollectionHelper call; "
     "NeMo Gym's own nemo_gym.rollout_collection.RolloutCollectionHelper is not run"
 )
-"""What plays NeMo Gym's client here (``rollout-chaos gate`` reports it per side)."""
+"""What plays NeMo Gym's client where ``nemo_gym`` does not import (``gym_client`` says which ran)."""
+
+
+def gym_client(nemo_gym: str | None) -> str:
+    """What plays NeMo Gym's client where NeMo Gym ``nemo_gym`` is installed (None: none is):
+    NeMo Gym's own where it imports, else ``GYM_CLIENT`` (``adapters.gym_client`` asks)."""
+    if not nemo_gym:
+        return GYM_CLIENT
+    return (
+        f"NeMo Gym's own (nemo-gym {nemo_gym}): nemo_gym.rollout_collection.RolloutCollectionHelper and "
+        "BaseServerConfig of the stack's head server, as _init_nemo_gym builds them; stands in only for "
+        "RunHelper.start (the stack's servers run already)"
+    )
+
+
 UPSTREAM = _VerlUpstream(
     adapter="verl",
-    modules=("nemo_gym.agent_loop",),
+    modules=(verl_recipe.MODULE,),
     install=(
         "pip install torch==2.13.0 transformers==5.5.4 ray==2.60.0 verl==0.9.1 cachetools fastapi "
         "uvicorn, with --rollout-chaos-upstream=<a verl-recipe checkout> (the recipe is not a package)"
     ),
 )
 
-RECIPE_MODULE: Final = "nemo_gym.agent_loop"
+RECIPE_MODULE: Final = verl_recipe.MODULE
 MANAGER_CLASSES: Final = ("NemoGymAgentLoopManager", "NeMoGymAgentLoopManager")
 DATASET_CLASSES: Final = ("NemoGymJSONLDataset", "NeMoGymJSONLDataset")
 """PR #80's names, then #87's (a rename; the collection code is the same)."""
@@ -148,6 +166,11 @@ class VerlCollector:
             importlib.import_module(train_batch.TRAINER_MODULE)
         self.tokenizer = tokenizer_for(ctx.model_dir)
         self.servers_ready = False
+        # NeMo Gym's own client where it imports and there is a head server for it to ask (a context
+        # over a canned Gym client names none): its version, else None for the stand-in.
+        self.own_gym = own_gym.version() if ctx.head_url is not None else None
+        if self.own_gym is not None:
+            own_gym.preload()
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
         history = self.ctx.history
@@ -157,6 +180,9 @@ class VerlCollector:
         except BaseException as error:
             history.append(SOURCE, "fail", "collect", {"error": root_cause(error)})
             raise
+        finally:
+            if self.own_gym is not None:  # the trainer's process would end here: so does its client
+                await own_gym.end_process_client()
         history.append(SOURCE, "ok", "collect", {"returned": len(rollouts)})
         return rollouts
 
@@ -215,7 +241,11 @@ class VerlCollector:
         what verl raises on the way is raised, unchanged."""
         history = self.ctx.history
         call = {"call": f"{train_batch.TRAINER_MODULE}.RayPPOTrainer.fit, generation to update_actor"}
-        stood_in = [GYM_CLIENT, *train_batch.STOOD_IN, *verl_status.STOOD_IN]
+        stood_in = [
+            *([GYM_CLIENT] if self.own_gym is None else []),
+            *train_batch.STOOD_IN,
+            *verl_status.STOOD_IN,
+        ]
         history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": stood_in})
         try:
             batch = train_batch.train_batch(step, output, nested(taken.items, "algorithm"), n=_n(taken))
@@ -231,12 +261,28 @@ class VerlCollector:
         omegaconf: Any = importlib.import_module("omegaconf")
         manager = object.__new__(recipe_class(self.recipe, MANAGER_CLASSES))
         manager.rollout_config = omegaconf.OmegaConf.create(nested(taken.items, "actor_rollout_ref.rollout"))
-        manager._rch = RolloutCollectionHelper(self.ctx.gym)
-        manager._head_server_config = None  # ctx.gym found its head server itself
+        if self.own_gym is None:
+            manager._rch = RolloutCollectionHelper(self.ctx.gym)
+            manager._head_server_config = None  # ctx.gym found its head server itself
+        else:
+            rch, manager._head_server_config = own_gym.own_client(self.ctx.head_url, adapter="verl")
+            manager._rch = own_gym.OwnGym(rch, own_gym.GymFaults(self.ctx.gym))
+        self.ctx.history.append(SOURCE, "info", "gym_client", self._gym_client_facts())
         manager._tokenizer = self.tokenizer
         manager.distillation_enabled = False
         manager.reward_loop_worker_handles = None  # no reward workers: rewards come from NeMo Gym
         return manager
+
+    def _gym_client_facts(self) -> dict[str, Any]:
+        """What plays NeMo Gym's client in this collection, for the History."""
+        if self.own_gym is None:
+            return {"call": "RolloutCollectionHelper", "client": "stand-in over ctx.gym"}
+        return {
+            "call": "nemo_gym.rollout_collection.RolloutCollectionHelper()",
+            "client": "NeMo Gym's own",
+            "nemo_gym": self.own_gym,
+            "head_server_config": self.ctx.head_url,
+        }
 
 
 factory = VerlCollector

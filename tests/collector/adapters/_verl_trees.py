@@ -16,6 +16,7 @@ from typing import Final
 import pytest
 
 from pytest_rollout_chaos.collector.adapters import verl
+from pytest_rollout_chaos.collector.adapters import verl_recipe as recipe_import
 from pytest_rollout_chaos.collector.adapters.upstream import use_tree
 from tests.collector.adapters._trees import pinned_tree
 
@@ -54,8 +55,8 @@ def verl_recipe_main_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def verl_recipe(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ModuleType]:
-    """``nemo_gym.agent_loop`` from each tree in turn; ``sys.path`` and the recipe's modules are
-    restored afterwards, since real NeMo Gym's package has the same top-level name."""
+    """``recipe.nemo_gym.agent_loop`` from each tree in turn, the tree mounted as ``recipe`` as the
+    adapter mounts it; ``sys.path`` and the recipe's modules are restored afterwards."""
     tree = recipe_tree(request.param, tmp_path_factory)
     saved_path = list(sys.path)
     use_tree(tree)
@@ -64,5 +65,4 @@ def verl_recipe(
         yield importlib.import_module(verl.RECIPE_MODULE)
     finally:
         sys.path[:] = saved_path
-        for name in [name for name in sys.modules if name == "nemo_gym" or name.startswith("nemo_gym.")]:
-            del sys.modules[name]
+        recipe_import.forget()

@@ -18,7 +18,7 @@ from typing import Final
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import nemo_rl_gym
+from pytest_rollout_chaos.collector.adapters import own_gym
 from tests.catalog._verdicts import run_catalog
 from tests.collector.adapters._nemo_rl_trees import HEAD as NEMO_RL_HEAD
 from tests.collector.adapters._nemo_rl_trees import nemo_rl_tree
@@ -51,7 +51,7 @@ ERRORS: Final = {
     "verl": "GymRequestError: calculator_agent",
     "slime": "'list' object has no attribute 'effective_response_length'",
 }
-# Where NeMo Gym is installed the nemo_rl adapter runs NeMo Gym's own client, and two of these are
+# Where NeMo Gym is installed the nemo_rl and verl adapters run NeMo Gym's own client, and two of these are
 # NeMo Gym's: its raise_for_status raises aiohttp's ClientResponseError for the 500 (the agent's
 # text kept in response_content), and its get_response_json reads /run with orjson, which rejects
 # the NaN token (RFC 8259), so the NaN member's step raises before any member trains with it.
@@ -78,14 +78,14 @@ def test_each_trainer_meets_the_group_scenarios_as_its_own_code_does(target: str
     verdicts = run_catalog(
         tmp_path / "runs", target=target, scenarios=SCENARIOS, stack_args=[f"--rollout-chaos-upstream={tree}"]
     )
-    own_gym = target == "nemo_rl" and nemo_rl_gym.version() is not None
+    real_gym = target in ("nemo_rl", "verl") and own_gym.version() is not None
     for name in SCENARIOS:
         result = verdicts[name]
         assert result.skipped is None, result.skipped
         failing = {invariant for invariant, status in result.invariants.items() if status == "FAIL"}
-        expected = OWN_GYM_FAILING.get(name, FAILING[name]) if own_gym else FAILING[name]
+        expected = OWN_GYM_FAILING.get(name, FAILING[name]) if real_gym else FAILING[name]
         assert failing == expected, f"{target} on {name}:\n{result.message}"
         judged = result.invariants.get("groups_intact")
         assert judged == ("NOT_JUDGED" if name == "group-agent-killed" else "PASS"), result.message
-    error = OWN_GYM_ERROR if own_gym else ERRORS[target]
+    error = OWN_GYM_ERROR if real_gym else ERRORS[target]
     assert error in verdicts["group-trajectory-exception"].message

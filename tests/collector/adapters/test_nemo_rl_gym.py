@@ -21,7 +21,7 @@ import pytest_asyncio
 
 from pytest_rollout_chaos.builder import GymShape, StackBuilder
 from pytest_rollout_chaos.collector import adapters
-from pytest_rollout_chaos.collector.adapters import nemo_rl, nemo_rl_gym
+from pytest_rollout_chaos.collector.adapters import nemo_rl, own_gym
 from pytest_rollout_chaos.collector.gym_client import GymClient
 from pytest_rollout_chaos.collector.protocol import CollectorSettings
 from pytest_rollout_chaos.servers.keeper import ProcessKeeper
@@ -40,7 +40,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_the_report_names_nemo_gyms_own_client_with_its_version_and_the_stand_in_without_it() -> None:
-    found = nemo_rl_gym.version()
+    found = own_gym.version()
     assert found is not None
     assert adapters.gym_client("nemo_rl").startswith(f"NeMo Gym's own (nemo-gym {found})")
     assert adapters.gym_client("nemo_rl", None, probed=True) == nemo_rl.GYM_CLIENT  # a side without it
@@ -96,7 +96,7 @@ async def test_nemo_rls_actor_runs_nemo_gyms_own_client_against_the_stack(trial:
     upstream = trial.history.events(source="collector", op="upstream")
     (facts,) = [event.data for event in upstream if "client" in event.data]
     assert facts["client"] == "NeMo Gym's own", facts
-    assert facts["nemo_gym"] == nemo_rl_gym.version(), facts
+    assert facts["nemo_gym"] == own_gym.version(), facts
 
 
 @pytest.mark.slow

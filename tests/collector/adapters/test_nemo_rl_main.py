@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import nemo_rl_gym, nemo_rl_settings
+from pytest_rollout_chaos.collector.adapters import nemo_rl_settings, own_gym
 from tests.catalog._verdicts import ScenarioVerdicts, run_catalog
 from tests.collector.adapters._nemo_rl_trees import MAIN, nemo_rl_tree
 
@@ -62,7 +62,7 @@ def test_a_nan_logprob_fails_mains_whole_batch_at_once(verdicts: dict[str, Scena
     assert nan.invariants["isolated_failures"] == "FAIL", nan.message
     assert nan.invariants["raise_has_cause"] == "FAIL", nan.message
     assert nan.invariants["finite_logprobs"] == "PASS", nan.message
-    if nemo_rl_gym.version() is None:  # the stand-in reads /run as Python's json does, NaN included
+    if own_gym.version() is None:  # the stand-in reads /run as Python's json does, NaN included
         assert "Generation logprobs contain NaN" in nan.message
     else:  # NeMo Gym's own client reads /run with orjson (RFC 8259: no NaN): it raises first
         assert "JSONDecodeError" in nan.message, nan.message

@@ -326,8 +326,8 @@ def test_the_recipes_splice_keeps_a_drifted_turn_as_the_model_generated_it(verl_
 
 
 def _server_patch() -> ModuleType:
-    """The recipe's ``server_patch`` module (the tree is on ``sys.path`` once ``verl_recipe`` ran)."""
-    return importlib.import_module("nemo_gym.server_patch")
+    """The recipe's ``server_patch`` module (the tree is mounted as ``recipe`` once ``verl_recipe`` ran)."""
+    return importlib.import_module("recipe.nemo_gym.server_patch")
 
 
 # -- on the real stack -------------------------------------------------------------------------
