@@ -14,13 +14,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final
 
 import pytest
 
 from pytest_rollout_chaos import extras, targets
 from pytest_rollout_chaos.settings import ChaosSettings
+
+if TYPE_CHECKING:
+    from pytest_rollout_chaos.ray.host_paths import HiddenPath
 
 TINY_FILES: Final = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 WEIGHT_PATTERNS: Final = ("*.safetensors", "*.bin", "*.pt")
@@ -80,7 +83,8 @@ def model_problem(settings: ChaosSettings) -> str | None:
 
 def ray_problem(settings: ChaosSettings) -> str | None:
     """For ``--rollout-chaos-ray`` other than off: Ray importable here (the optional extra); for
-    ``hosts:N`` also what its namespaces need (root, ``ip``, ``unshare``: ``ray.netns.missing``)."""
+    ``hosts:N`` also what its namespaces need (root, ``ip``, ``unshare``: ``ray.netns.missing``), and
+    that nothing the hosts read lives where their private ``/tmp`` hides it (``ray.host_paths``)."""
     if not settings.ray.on:
         return None
     import importlib.util
@@ -93,6 +97,7 @@ def ray_problem(settings: ChaosSettings) -> str | None:
             "install the extra: pip install 'pytest-rollout-chaos[ray]'"
         )
     if settings.ray.kind == "hosts":
+        from pytest_rollout_chaos.ray import host_paths
         from pytest_rollout_chaos.ray.netns import missing
 
         lacking = missing()
@@ -101,7 +106,24 @@ def ray_problem(settings: ChaosSettings) -> str | None:
                 f"{flag}: each host is a Linux network, PID and mount namespace this run creates, and "
                 f"this machine lacks {'; '.join(lacking)} (local:N runs the nodes without them)"
             )
+        if hidden := host_paths.hidden(host_paths.needed(settings)):
+            problems.append(hidden_on_hosts(flag, hidden))
     return "\n".join(problems) or None
+
+
+def hidden_on_hosts(flag: str, hidden: Sequence[HiddenPath]) -> str:
+    """The usage error for paths the hosts read that their private ``/tmp`` (or ``/dev/shm``) hides."""
+    from pytest_rollout_chaos.ray.netns import PRIVATE_MOUNTS
+
+    mounts = " and ".join(str(mount) for mount in PRIVATE_MOUNTS)
+    lines = [
+        f"{flag}: each host gets a private {mounts} (empty tmpfs mounts), so the hosts cannot see what "
+        "lives there on this machine, and these paths they read are there:",
+        *(f"  {path.describe()}" for path in hidden),
+        f"move them out of {mounts} (a checkout, a virtualenv or a model elsewhere; pass the new "
+        "paths), or run the nodes with --rollout-chaos-ray=local:N, which share this machine's files",
+    ]
+    return "\n".join(lines)
 
 
 def gpu_problem(settings: ChaosSettings) -> str | None:

@@ -53,6 +53,8 @@ RULE_PREF: Final = 10  # the cut's rules, ahead of the ``local`` lookup (moved t
 LOCAL_PREF: Final = 100
 IP_TIMEOUT_S: Final = 10.0
 TMPFS: Final = "rollout-chaos-host"
+# A host's own, empty on every boot: what this machine keeps there a host does not see (``host_paths``).
+PRIVATE_MOUNTS: Final = (Path("/tmp"), Path("/dev/shm"))
 # An isolated host: nothing in from the bridge, nothing out to anywhere (ahead of a cut's rules).
 # Rules that drop what comes in name its protocols: the kernel answers ARP only for an address its
 # input route lookup (protocol 0) finds local, and a peer that gets no ARP answer is told "no route
@@ -209,7 +211,8 @@ class HostNet:
     def boot_argv(self, host: int, argv: Sequence[str], private: Sequence[Path]) -> tuple[str, ...]:
         """``argv`` run on ``host``: its network, a PID namespace it is the first process of, a mount
         namespace with a fresh tmpfs over ``/tmp``, ``/dev/shm`` and each of ``private``."""
-        mounts = ["/tmp", "/dev/shm", *(str(path) for path in private if not _under(path, Path("/tmp")))]
+        own = [path for path in private if not any(_under(path, mount) for mount in PRIVATE_MOUNTS)]
+        mounts = [str(path) for path in (*PRIVATE_MOUNTS, *own)]
         script = " && ".join(
             [*(f"mount -t tmpfs -o mode=1777 {TMPFS} {shlex.quote(path)}" for path in mounts), 'exec "$@"']
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,28 @@ def test_hosts_without_the_tools_for_namespaces(
             "*--rollout-chaos-ray=hosts:3: each host is a Linux network, PID and mount namespace this run "
             "creates, and this machine lacks *`ip` (iproute2) on PATH; `unshare` (util-linux) on PATH "
             "(local:N runs the nodes without them)"
+        ]
+    )
+    result.stdout.no_fnmatch_line("*::first*")
+
+
+def test_hosts_that_would_not_see_a_model_under_tmp(pytester: pytest.Pytester) -> None:
+    _project(pytester)
+    model = Path(tempfile.mkdtemp(prefix="rc-model-", dir="/tmp"))  # /tmp itself, whatever the basetemp
+    try:
+        result = pytester.runpytest(
+            "--rollout-chaos", "--rollout-chaos-ray=hosts:2", f"--rollout-chaos-model={model}"
+        )
+    finally:
+        model.rmdir()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*--rollout-chaos-ray=hosts:2: each host gets a private /tmp and /dev/shm (empty tmpfs mounts), "
+            "so the hosts cannot see what lives there on this machine, and these paths they read are there:",
+            f"  --rollout-chaos-model={model} is under /tmp",
+            "move them out of /tmp and /dev/shm (a checkout, a virtualenv or a model elsewhere; pass the new "
+            "paths), or run the nodes with --rollout-chaos-ray=local:N, which share this machine's files",
         ]
     )
     result.stdout.no_fnmatch_line("*::first*")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_rollout_chaos.ray import netns
+from pytest_rollout_chaos.ray import host_paths, netns
 from pytest_rollout_chaos.ray.netns import HostNet, cut_rules
 
 PROBE_S = 1.0  # a connection that does not answer within this is cut
@@ -124,6 +124,8 @@ def test_a_host_runs_its_command_first_in_its_namespaces_with_its_own_tmp() -> N
 def hosts() -> Iterator[HostNet]:
     if lacking := netns.missing():
         pytest.skip(f"hosts:N needs {'; '.join(lacking)}")
+    if hidden := host_paths.hidden(host_paths.interpreter_paths()):
+        pytest.skip(f"a host's private /tmp would hide {'; '.join(path.describe() for path in hidden)}")
     net = HostNet.open(2, f"test-netns-{os.getpid()}")
     try:
         yield net

@@ -226,10 +226,12 @@ def link_names() -> set[str]:
 def test_nothing_of_the_hosts_outlives_a_pytest_sigkilled_mid_catalog(
     tmp_path: Path, short_dir: Path
 ) -> None:
-    from pytest_rollout_chaos.ray import netns
+    from pytest_rollout_chaos.ray import host_paths, netns
 
     if lacking := netns.missing():
         pytest.skip(f"hosts:N needs {'; '.join(lacking)}")
+    if hidden := host_paths.hidden(host_paths.interpreter_paths()):
+        pytest.skip(f"a host's private /tmp would hide {'; '.join(path.describe() for path in hidden)}")
     before = link_names()
     log = tmp_path / "child.log"
     with log.open("w") as out:
