@@ -56,6 +56,7 @@ CAUGHT_BY = {
     "drains_before_cancel": ("collection-cancelled-while-a-row-hangs", "cancel_honoured"),
     "drift_trained": ("logprob-drift-masked", "drifted_logprobs_masked"),
     "empty_output_completed": ("run-answer-emptied", "corroborated"),
+    "retry_hotter": ("nan-logprobs-retry-rewards", "retry_faithful"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
 # that must judge FAIL); that collector's own scenario is in CAUGHT_BY.
