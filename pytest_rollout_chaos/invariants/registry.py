@@ -37,6 +37,7 @@ from pytest_rollout_chaos.invariants.prefix_consistent import PrefixConsistent
 from pytest_rollout_chaos.invariants.prompts_sent import PromptsSent
 from pytest_rollout_chaos.invariants.quiet_after_end import QuietAfterEnd
 from pytest_rollout_chaos.invariants.raise_has_cause import RaiseHasCause
+from pytest_rollout_chaos.invariants.retry_faithful import RetryFaithful
 from pytest_rollout_chaos.invariants.rewards_recorded import RewardsRecorded
 from pytest_rollout_chaos.invariants.root_cause_visible import RootCauseVisible
 from pytest_rollout_chaos.invariants.rows_unchanged import RowsUnchanged
@@ -71,6 +72,7 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     RowsUnchanged(),
     ConcurrencyBounded(),
     DriftedLogprobsMasked(),
+    RetryFaithful(),
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)

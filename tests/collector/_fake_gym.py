@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pytest_rollout_chaos.collector.gym_client import GymRequestError
 from pytest_rollout_chaos.collector.protocol import CollectorContext, CollectorSettings
 from pytest_rollout_chaos.history import History, fingerprint, logprob_digest
+from pytest_rollout_chaos.servers.faultlayer.asked import asked
 
 EOS = 2
 
@@ -91,7 +92,7 @@ class FakeGym:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         if self.history is not None:  # as ctx.gym records each row's /run it starts
             self.history.append("collector", "invoke", "run", {"row": index})
-        self._record("invoke", index)
+        self._record("invoke", index, **asked(row))
         try:
             await asyncio.sleep(self.delay_s)
             if behaviour == "hang":

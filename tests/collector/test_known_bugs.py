@@ -42,6 +42,11 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
     "detached_after_raise": ({}, 1, "the collector kept working after the collection ended"),
     "drift_fails_batch": ({0: ["drift"]}, 0, "the batch failed for no batch-level cause"),
     "generic_abort": ({1: ["error"]}, 0, "1 aborted rollouts do not name their root cause"),
+    "retry_hotter": (
+        {2: ["nan", "ok"]},
+        0,
+        "row 2: attempt 2's /run against attempt 1's: temperature not sent -> 1.3",
+    ),
 }
 # Checked elsewhere: the native-style ones by test_reference_native, the cancelled one by
 # test_cancellation, the one whose bug needs the policy's finish reasons in the catalog

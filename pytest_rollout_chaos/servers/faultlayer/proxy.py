@@ -13,8 +13,10 @@ call's, with every call's prompt ids in full under ``prompt_ids``, so a judge ca
 splice a collector owes): the servers' side of what a collector may hand back as turns, at a
 fixed ~25 bytes per model call unless a prompt drifted, and one pass over a body already
 decoded; a ``fail`` holds the start of the error answer's body (``body``), what a client may
-name as its cause. Then, in this order, the effects of the rules it hits (each effect's phase
-is declared in ``effects``):
+name as its cause. The ``invoke`` of a collector's ``/run`` or model call for a known row holds
+what it asks for (``asked``: its sampling parameters, a digest of its prompt), so a retry can be
+held against the attempt it replaces. Then, in this order, the effects of the rules it hits
+(each effect's phase is declared in ``effects``):
 
 - ``delay`` and ``hang`` hold the request before it is forwarded;
 - ``http_error`` and ``trajectory_exception`` answer in the server's place (it never sees it);
@@ -51,7 +53,7 @@ from multidict import CIMultiDict
 
 from pytest_rollout_chaos import json_decode
 from pytest_rollout_chaos.history import EventKind, fingerprint, logprob_digest
-from pytest_rollout_chaos.servers.faultlayer import effects, rewrite
+from pytest_rollout_chaos.servers.faultlayer import asked, effects, rewrite
 from pytest_rollout_chaos.servers.faultlayer.downstream import ClientConnection, Reply, Request
 from pytest_rollout_chaos.servers.faultlayer.rows import SESSION_HEADER
 from pytest_rollout_chaos.servers.faultlayer.rules import Rule
@@ -59,6 +61,8 @@ from pytest_rollout_chaos.servers.faultlayer.state import LayerState, Link
 from pytest_rollout_chaos.servers.faultlayer.upstream import Answer, UpstreamError, UpstreamPool
 
 REQUEST_ID_HEADER: Final = "X-Request-Id"
+COLLECTOR_LINK_PREFIX: Final = "collector->"  # the links whose clients are the collector under test
+ASKING_PATHS: Final = frozenset({"/run", "/v1/chat/completions", "/v1/completions", "/inference/v1/generate"})
 VLLM_500_TEXT: Final = "Internal Server Error"
 # RFC 9110 7.6.1 hop-by-hop fields, plus the framing fields each side sets itself
 _HOP_BY_HOP: Final = frozenset(
@@ -152,7 +156,7 @@ async def forward(state: LayerState, link: Link, pool: UpstreamPool, request: Re
         stream=f"{link.name} {request.path}",
         session=request.headers.get(SESSION_HEADER),
     )
-    record = _Record(state, link, request, row=row)
+    record = _Record(state, link, request, row=row, asks=_asks(link, request.path, row, document))
     try:
         fired = state.firing(link.server, request.path, row) if state.rules else []
         hit = _Hit(state, link, request.path, row)
@@ -187,7 +191,9 @@ async def forward(state: LayerState, link: Link, pool: UpstreamPool, request: Re
 class _Record:
     """One request's record: ``invoke`` now, one outcome later (only the first counts)."""
 
-    def __init__(self, state: LayerState, link: Link, request: Request, *, row: int | None) -> None:
+    def __init__(
+        self, state: LayerState, link: Link, request: Request, *, row: int | None, asks: Mapping[str, Any]
+    ) -> None:
         self.state, self.link, self.row, self.path = state, link, row, request.path
         self.op = f"{request.method} {request.path}"
         own_id = request.headers.get(REQUEST_ID_HEADER)
@@ -198,7 +204,7 @@ class _Record:
         self.writer = state.writer(link.source)
         self.started = time.monotonic()
         self.done = False
-        self.writer.emit("invoke", self.op, self.facts, request_id=self.request_id)
+        self.writer.emit("invoke", self.op, {**self.facts, **asks}, request_id=self.request_id)
 
     def finish(self, kind: EventKind, **outcome: Any) -> None:
         """Record the outcome and write it out: the client may see the answer next."""
@@ -220,6 +226,14 @@ class _Record:
             self.finish("fail", status=answer.status, body=_excerpt(answer.raw))
         else:
             self.finish("ok", status=answer.status, **_generated(answer.document))
+
+
+def _asks(link: Link, path: str, row: int | None, document: Any) -> dict[str, Any]:
+    """What a collector's ``/run`` or model call for a known row asks for (``asked``), recorded
+    with its ``invoke`` only: a judge holds a retry against the attempt it replaces."""
+    if row is None or path not in ASKING_PATHS or not link.name.startswith(COLLECTOR_LINK_PREFIX):
+        return {}
+    return asked.asked(document)
 
 
 def _answer(upstream: Answer, raw: bytes) -> _Answer:

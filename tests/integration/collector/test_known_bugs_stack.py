@@ -95,6 +95,11 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
         "1 aborted rollouts do not name their root cause",
         20.0,
     ),
+    "retry_hotter": (
+        lambda: NanLogprobs(target=AGENT, row=2, count=1),
+        "asked for another sample than the attempt they replaced",
+        20.0,
+    ),
 }
 # Exercised by their own tests below (their workload or their fault differs), or in the catalog
 # (swallows_cancel: the cancel fault needs the scenario runner's collection; length_as_completed:

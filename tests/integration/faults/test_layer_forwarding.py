@@ -30,6 +30,7 @@ from tests.integration.faults._layer_rig import (
     client_session,
     closed_port,
     link_to,
+    serving,
     upstream_behind,
     within,
 )
@@ -238,6 +239,42 @@ async def test_an_answer_with_nan_logprobs_is_recorded_whole(fault_layer: Layer)
         0.0,
         [fingerprint([1, 2, 3])],
     )
+
+
+async def _echo(request: web.Request) -> web.StreamResponse:
+    return web.json_response(await request.json())
+
+
+@pytest.mark.asyncio
+async def test_a_collectors_run_is_recorded_with_what_it_asks_for(fault_layer: Layer) -> None:
+    history = fault_layer.history()
+    params = {
+        "input": [{"role": "user", "content": "What is 2 + 2?"}],
+        "tools": [{"type": "function", "name": "calculator"}],
+        "temperature": 0.7,
+        "max_output_tokens": 64,
+        "seed": 3,
+    }
+    body = {"_rowidx": 4, "responses_create_params": params, "agent_ref": {"name": "a"}}
+    async with serving({"/{tail:.*}": _echo}) as port, client_session() as session:
+        collector = layer.add_link(
+            fault_layer.process.url,
+            name="collector->asked",
+            server="asked",
+            source="asked",
+            upstream=f"http://127.0.0.1:{port}",
+        )
+        other = link_to(fault_layer, port)
+        for url in (f"http://{collector}", other.url):
+            async with session.post(f"{url}/run", json=body) as response:
+                assert response.status == 200
+    invokes = [event for event in history.events(kind="invoke") if event.op == "POST /run"]
+    [mine] = [event for event in invokes if event.source == "asked"]
+    assert mine.data["sampling"] == {"temperature": 0.7, "max_output_tokens": 64}, "a seed picks a draw only"
+    assert sorted(mine.data["prompt"]) == ["input", "tools"]
+    assert mine.data["prompt"]["input"].startswith("1:")
+    [theirs] = [event for event in invokes if event.source == other.server]
+    assert "sampling" not in theirs.data, "only what the collector sends is recorded so"
 
 
 # -- rows tied by prompt ---------------------------------------------------------------------------
