@@ -56,6 +56,8 @@ CAUGHT_BY = {
     "drains_before_cancel": ("collection-cancelled-while-a-row-hangs", "cancel_honoured"),
     "drift_trained": ("logprob-drift-masked", "drifted_logprobs_masked"),
     "empty_output_completed": ("run-answer-emptied", "corroborated"),
+    "short_logprobs_trained": ("run-answers-unreadable", "finite_logprobs"),
+    "empty_generation_hint": ("run-answers-without-output", "root_cause_visible"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
 # that must judge FAIL); that collector's own scenario is in CAUGHT_BY.
