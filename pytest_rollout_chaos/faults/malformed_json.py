@@ -1,4 +1,4 @@
-"""Semantic fault: a 200 answer whose JSON body is truncated or garbled, or parses but is emptied."""
+"""Semantic fault: a 200 answer whose JSON is truncated or garbled, or parses but is emptied or unreadable."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pytest_rollout_chaos.servers.faultlayer.effects import MalformedStyle
 @dataclass(frozen=True, slots=True)
 class MalformedJson(LayerFault):
     """The handler answers, then the body is cut in half or garbled, or (``emptied``) every list in
-    it is emptied, so it parses with its envelope and no content; the status stays 200."""
+    it is emptied, so it parses with its envelope and no content, or it parses with one part a
+    reader cannot use (``no_output``, ``no_prompt_ids``, ``short_logprobs``); the status stays 200."""
 
     kind: ClassVar[str] = "malformed_json"
     effect: ClassVar[str] = "malformed_json"

@@ -48,7 +48,8 @@ CONNECTION_WORDS: Final = (
 EFFECT_WORDS: Final[dict[str, tuple[str, ...]]] = {
     "nan_logprobs": ("nan", "inf", "logprob", "finite", "null"),
     "prefix_drift": ("prefix", "drift", "splice", "eos", "mismatch", "retokeniz"),
-    # an answer that does not parse, or parses with nothing in it (style: emptied)
+    # an answer that does not parse, parses with nothing in it (style: emptied), or with a part
+    # unreadable (no output list, an item without prompt ids, fewer logprobs than tokens)
     "malformed_json": (
         "json",
         "malformed",
@@ -60,6 +61,7 @@ EFFECT_WORDS: Final[dict[str, tuple[str, ...]]] = {
         "unreadable",
         "no output",
         "empty",
+        "logprob",
     ),
 }
 _WORD: Final = re.compile(r"[a-z][a-z0-9_]{3,}")

@@ -93,6 +93,36 @@ def batch_causes(
     observation: Observation, events: Sequence[Event], until: float, failed: Mapping[int, str]
 ) -> list[str]:
     """Every batch-level cause among ``events`` (those up to ``until``), one line each."""
+    lines = _event_causes(observation, events)
+    if _above_bound(observation, failed):
+        lines.append(
+            f"{len(failed)} of {len(observation.rows)} rows failed on the servers, above "
+            f"max_aborted_fraction={observation.max_aborted_fraction:g}"
+        )
+    return lines + _deadline_passed(observation, until)
+
+
+def rows_alone_failed(observation: Observation) -> dict[int, str]:
+    """The rows that failed on the servers, when they alone explain the raise: more of them than
+    ``max_aborted_fraction`` allows and no other batch-level cause in the History (the raise then
+    speaks for them, so it owes their causes). Empty otherwise, and without a raise."""
+    if observation.raised is None:
+        return {}
+    ended = observation.ended_at
+    until = math.inf if ended is None else ended + GRACE_S
+    events = [event for event in observation.history.events() if _when(event) <= until]
+    failed = failed_rows(events, observation.requested)
+    alone = _above_bound(observation, failed) and not _event_causes(observation, events)
+    return failed if alone and not _deadline_passed(observation, until) else {}
+
+
+def _above_bound(observation: Observation, failed: Mapping[int, str]) -> bool:
+    return len(failed) / max(1, len(observation.rows)) > observation.max_aborted_fraction
+
+
+def _event_causes(observation: Observation, events: Sequence[Event]) -> list[str]:
+    """The batch-level causes the records of ``events`` show: a cancel, a fault that stops or cuts
+    off a server, a process exit, a short count, a server cutting a request off."""
     t0 = observation.history.t0
     causes: dict[str, str] = {}  # one line per cause: a server cutting off every request is one
     for event in events:
@@ -113,13 +143,7 @@ def batch_causes(
         elif _cut_by_server(event):
             server = data.get("server", event.source)
             causes.setdefault(f"cut {server}", f"{server} cut off {event.op} {at}: {data['error']}")
-    lines = list(causes.values())
-    if len(failed) / max(1, len(observation.rows)) > observation.max_aborted_fraction:
-        lines.append(
-            f"{len(failed)} of {len(observation.rows)} rows failed on the servers, above "
-            f"max_aborted_fraction={observation.max_aborted_fraction:g}"
-        )
-    return lines + _deadline_passed(observation, until)
+    return list(causes.values())
 
 
 def failed_rows(events: Sequence[Event], requested: Sequence[int]) -> dict[int, str]:

@@ -2,7 +2,11 @@
 
 The one bare ``CancelledError`` that hides nothing is the caller's own: when the collection was
 cancelled from outside (the ``cancel`` fault), raising it is what ``cancel_honoured`` asks for.
-An aborted rollout's ``error`` must name what the History recorded as that row's failure
+A raise that fails the batch for its failed rows alone (more than ``max_aborted_fraction``, no
+other batch-level cause: ``raise_has_cause``) speaks for them, so its cause chain must name at
+least one of their recorded causes, not only how many failed (NeMo RL #2367: an empty generation
+reported as a context overflow). An aborted rollout's ``error`` must name what the History
+recorded as that row's failure
 (``causes.row_causes``: the HTTP status and a word of the body, the cut connection, the client's
 deadline with its seconds, the fault's kind); a text that names none of them ("row 3 aborted")
 fails, with the recorded causes as evidence. A row with no recorded failure needs an error
@@ -17,6 +21,7 @@ from typing import ClassVar
 
 from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
 from pytest_rollout_chaos.invariants.causes import row_causes
+from pytest_rollout_chaos.invariants.raise_has_cause import rows_alone_failed
 from pytest_rollout_chaos.invariants.rules import chain, hides_root_cause, informative
 
 
@@ -46,6 +51,24 @@ class RootCauseVisible:
                         expected="an exception whose message names what failed (server, row, status)",
                     ),
                     [f"{type(link).__name__}: {link!s}" for link in links],
+                )
+            unnamed = _rows_unnamed(observation, raised)
+            if unnamed:
+                return verdict(
+                    self.name,
+                    Status.FAIL,
+                    story(
+                        observation,
+                        what=(
+                            f"the collector raised {type(raised).__name__} {str(raised)[:200]!r} for its "
+                            "failed rows alone, and names none of what the servers recorded as their causes"
+                        ),
+                        expected=(
+                            "an error that fails the batch for its failed rows says why they failed (the "
+                            "status and body, the exception, the deadline, the fault), not only how many"
+                        ),
+                    ),
+                    unnamed,
                 )
             return verdict(self.name, Status.PASS, f"raised {type(raised).__name__}: {str(raised)[:160]}")
         if observation.rollouts is None:
@@ -89,6 +112,18 @@ class RootCauseVisible:
             f"each of {len(aborted)} aborted rollouts names its cause ({recorded} held against their "
             "row's recorded failure)",
         )
+
+
+def _rows_unnamed(observation: Observation, raised: BaseException) -> list[str]:
+    """What the servers recorded as the failed rows' causes, when those rows alone explain the raise
+    (``raise_has_cause.rows_alone_failed``) and its cause chain names none of them; else []."""
+    failed = rows_alone_failed(observation)
+    events = observation.history.events()
+    causes = [(row, cause) for row in sorted(failed) for cause in row_causes(events, row)]
+    text = " ".join(str(link) for link in chain(raised))
+    if not causes or any(cause.named_by(text) for _, cause in causes):
+        return []
+    return [f"row {row}: {cause.describe}" for row, cause in causes][:8]
 
 
 def cancelled_from_outside(observation: Observation) -> bool:

@@ -57,6 +57,8 @@ CAUGHT_BY = {
     "drift_trained": ("logprob-drift-masked", "drifted_logprobs_masked"),
     "empty_output_completed": ("run-answer-emptied", "corroborated"),
     "retry_hotter": ("nan-logprobs-retry-rewards", "retry_faithful"),
+    "short_logprobs_trained": ("run-answers-unreadable", "finite_logprobs"),
+    "empty_generation_hint": ("run-answers-without-output", "root_cause_visible"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
 # that must judge FAIL); that collector's own scenario is in CAUGHT_BY.

@@ -63,7 +63,9 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
 # group reward spread (batch_wide_group_filter: group-failure-spares-healthy-groups), the one
 # judged against the layer's record of the logprobs it drifted (drift_trained:
 # logprob-drift-masked) and the one whose bug needs a /run answer emptied by the layer
-# (empty_output_completed: run-answer-emptied).
+# (empty_output_completed: run-answer-emptied), one logprob short of its tokens
+# (short_logprobs_trained: run-answers-unreadable) or without its output on every row
+# (empty_generation_hint: run-answers-without-output).
 ELSEWHERE = {
     "per_sample_env",
     "mixed_env_batch",
@@ -81,6 +83,8 @@ ELSEWHERE = {
     "batch_wide_group_filter",
     "drift_trained",
     "empty_output_completed",
+    "short_logprobs_trained",
+    "empty_generation_hint",
 }
 DEADLINE_S = 1.5
 # A collection deadline is noticed late only past ends_promptly's margin (3 s): give it room.

@@ -329,6 +329,8 @@ def turns_of(result: Mapping[str, Any]) -> list[Turn]:
 
 def bad_logprob(turns: list[Turn]) -> str | None:
     for number, turn in enumerate(turns):
+        if len(turn.generation_log_probs) != len(turn.generation_token_ids):  # one per generated token
+            return f"turn {number} has {len(turn.generation_log_probs)} logprobs for its tokens"
         for position, value in enumerate(turn.generation_log_probs):
             if not isinstance(value, int | float) or not math.isfinite(value):
                 return f"non-finite logprob {value!r} at turn {number}, token {position}"

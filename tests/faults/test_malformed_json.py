@@ -1,14 +1,21 @@
-"""malformed_json against a real hook server: status 200, a body that does not parse, or one that
-parses with every list in it emptied."""
+"""malformed_json against a real hook server: status 200, a body that does not parse, one that
+parses with every list in it emptied, or one that parses with a part a reader cannot use."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from pytest_rollout_chaos.faults.malformed_json import MalformedJson
-from pytest_rollout_chaos.servers.faultlayer.rewrite import empty_lists
+from pytest_rollout_chaos.servers.faultlayer.effects import MalformedStyle
+from pytest_rollout_chaos.servers.faultlayer.rewrite import (
+    drop_last_prompt_ids,
+    drop_output,
+    empty_lists,
+    shorten_logprobs,
+)
 from tests.faults._applied import applied
 from tests.faults._hooked import Hooked
 
@@ -49,3 +56,63 @@ def test_empty_lists_empties_the_outermost_lists_and_counts_those_that_held_some
     rows = [[1], [2]]
     assert empty_lists(rows) == 1
     assert rows == []
+
+
+@pytest.mark.asyncio
+async def test_unreadable_styles_keep_a_run_answer_parsing_with_one_part_broken(hooked: Hooked) -> None:
+    ctx, history = hooked.context()
+    _, intact = await hooked.post("/run", {})
+    [item] = json.loads(intact)["response"]["output"]
+    got = {}
+    styles: tuple[MalformedStyle, ...] = ("no_output", "no_prompt_ids", "short_logprobs")
+    for style in styles:
+        async with applied(MalformedJson(target="hooked", style=style, route="/run"), ctx):
+            status, body = await hooked.post("/run", {})
+        assert status == 200
+        got[style] = json.loads(body)["response"]
+    assert "output" not in got["no_output"]
+    [no_prompt] = got["no_prompt_ids"]["output"]
+    assert "prompt_token_ids" not in no_prompt
+    assert no_prompt["generation_token_ids"] == item["generation_token_ids"]
+    [short] = got["short_logprobs"]["output"]
+    assert short["generation_log_probs"] == item["generation_log_probs"][:-1]
+    assert short["generation_token_ids"] == item["generation_token_ids"]
+    hits = [event.data for event in history.events(op="hook") if event.data.get("effect") == "malformed_json"]
+    assert [(hit.get("style"), hit.get("changed")) for hit in hits] == [
+        ("no_output", 1),
+        ("no_prompt_ids", 1),
+        ("short_logprobs", 1),
+    ]
+
+
+def test_drop_output_removes_every_output_list_and_nothing_else() -> None:
+    run = {
+        "response": {"id": "r", "output": [{"generation_token_ids": [1]}]},
+        "output": "text",
+        "reward": 1.0,
+    }
+    assert drop_output(run) == 1
+    assert run == {"response": {"id": "r"}, "output": "text", "reward": 1.0}
+    assert drop_output(run) == 0
+
+
+def test_drop_last_prompt_ids_breaks_only_the_last_model_call() -> None:
+    first = {"prompt_token_ids": [1, 2], "generation_token_ids": [3], "generation_log_probs": [-0.1]}
+    last = {"prompt_token_ids": [1, 2, 3, 4], "generation_token_ids": [5], "generation_log_probs": [-0.2]}
+    run = {"response": {"output": [dict(first), {"type": "function_call_output"}, dict(last)]}}
+    assert drop_last_prompt_ids(run) == 1
+    unreadable = {"generation_token_ids": [5], "generation_log_probs": [-0.2]}
+    assert run["response"]["output"] == [first, {"type": "function_call_output"}, unreadable]
+    assert drop_last_prompt_ids({"prompt_token_ids": [1, 2]}) == 0  # nothing generated: left alone
+
+
+def test_shorten_logprobs_drops_one_value_per_logprob_list_and_keeps_the_ids() -> None:
+    chat: dict[str, Any] = {
+        "choices": [
+            {"token_ids": [7, 8], "logprobs": {"content": [{"token": "token_id:7", "logprob": -0.5}] * 2}},
+            {"token_ids": [], "logprobs": {"token_logprobs": []}},
+        ]
+    }
+    assert shorten_logprobs(chat) == 1
+    assert chat["choices"][0]["token_ids"] == [7, 8]
+    assert len(chat["choices"][0]["logprobs"]["content"]) == 1

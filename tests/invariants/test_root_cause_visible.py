@@ -134,3 +134,44 @@ def test_a_bare_cancelled_error_hides_nothing_when_the_collection_was_cancelled_
     verdict = RootCauseVisible().check(bare)
     assert verdict.status is Status.PASS
     assert "cancelled from outside" in verdict.summary
+
+
+def _rows_failed(failed: int, *, also: Record | None = None) -> History:
+    """A History where the first ``failed`` of four rows' ``/run`` answers came back malformed."""
+    history = History()
+    for row in range(failed):
+        history.append("agent", "info", "hook", {**RUN, "row": row, "effect": "malformed_json", "changed": 1})
+    for source, kind, op, data in also or []:
+        history.append(source, kind, op, data)
+    return history
+
+
+COUNT_ONLY = RuntimeError("3 of 4 rollouts aborted (rows [0, 1, 2]), above max_aborted_fraction=0.5: 3x ?")
+NAMED = RuntimeError(
+    "3 of 4 rollouts aborted: 3x malformed /run result: result.response has no 'output' list"
+)
+
+
+def test_a_raise_for_failed_rows_alone_that_names_none_of_their_causes_fails() -> None:
+    verdict = RootCauseVisible().check(observe(4, None, history=_rows_failed(3), raised=COUNT_ONLY))
+    assert verdict.status is Status.FAIL
+    assert "for its failed rows alone" in verdict.summary
+    assert "row 0: the malformed_json fault on calculator_agent" in verdict.evidence
+
+
+def test_a_raise_for_failed_rows_that_names_their_cause_passes() -> None:
+    verdict = RootCauseVisible().check(observe(4, None, history=_rows_failed(3), raised=NAMED))
+    assert verdict.status is Status.PASS, verdict.render()
+
+
+def test_a_raise_with_another_batch_level_cause_need_not_name_the_rows() -> None:
+    killed: Record = [("fault", "ok", "inject", {"fault": "kill", "target": "calculator_agent"})]
+    verdict = RootCauseVisible().check(
+        observe(4, None, history=_rows_failed(3, also=killed), raised=COUNT_ONLY)
+    )
+    assert verdict.status is Status.PASS, verdict.render()
+
+
+def test_a_raise_with_failed_rows_under_the_bound_is_not_held_to_their_causes() -> None:
+    verdict = RootCauseVisible().check(observe(4, None, history=_rows_failed(2), raised=COUNT_ONLY))
+    assert verdict.status is Status.PASS, verdict.render()

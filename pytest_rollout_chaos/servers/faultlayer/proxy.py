@@ -354,7 +354,7 @@ def _rewrite(hit: _Hit, rule: Rule, answer: _Answer) -> None:
     if answer.headers.get("Content-Encoding", "identity") != "identity":
         hit.record(rule, skipped="encoded response body", changed=0)
         return
-    if rule.effect == "malformed_json" and rule.params["style"] != "emptied":
+    if rule.effect == "malformed_json" and rule.params["style"] in rewrite.UNPARSABLE_STYLES:
         hit.record(rule, style=rule.params["style"])
         answer.raw, answer.document = rewrite.malform(answer.raw, rule.params["style"]), None
         return
@@ -362,7 +362,8 @@ def _rewrite(hit: _Hit, rule: Rule, answer: _Answer) -> None:
         hit.record(rule, skipped="response is not JSON", changed=0)
         return
     if rule.effect == "malformed_json":
-        hit.record(rule, style="emptied", changed=rewrite.empty_lists(answer.document))
+        style = rule.params["style"]
+        hit.record(rule, style=style, changed=rewrite.PARSABLE_STYLES[style](answer.document))
     elif rule.effect == "nan_logprobs":
         changed = rewrite.rewrite_logprobs(answer.document, rule.params["shape"], rule.params["token_index"])
         hit.record(rule, shape=rule.params["shape"], changed=changed)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 LOGPROB_LIST_KEYS: Final = ("token_logprobs", "generation_log_probs")
@@ -158,6 +158,65 @@ def empty_lists(document: Any) -> int:
     return emptied
 
 
+def drop_output(document: Any) -> int:
+    """Remove every ``output`` list from the object holding it, in place; how many went. A ``/run``
+    result keeps its ``response`` (id, status, usage) with no ``output`` at all, the shape a failed
+    or summarised response takes (NeMo RL #2367 reads such results)."""
+    dropped = 0
+
+    def visit(node: Any) -> None:
+        nonlocal dropped
+        if isinstance(node, dict):
+            if isinstance(node.get("output"), list):
+                del node["output"]
+                dropped += 1
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for item in node:
+                visit(item)
+
+    visit(document)
+    return dropped
+
+
+def drop_last_prompt_ids(document: Any) -> int:
+    """The last object carrying both generated ids and ``prompt_token_ids`` loses the prompt ids,
+    in place (1, or 0 when none carries both): one model call of a ``/run`` result left with its
+    generation and no readable prompt, as an agent that builds an item itself sends (NeMo Gym
+    PR #2254). Earlier calls keep theirs, so a reader that skips the item loses a turn."""
+    carriers: list[dict[str, Any]] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            generated = any(isinstance(node.get(key), list) for key in GENERATED_IDS_KEYS)
+            if generated and "prompt_token_ids" in node:
+                carriers.append(node)
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for item in node:
+                visit(item)
+
+    visit(document)
+    if not carriers:
+        return 0
+    del carriers[-1]["prompt_token_ids"]
+    return 1
+
+
+def shorten_logprobs(document: Any) -> int:
+    """Drop the last value of every non-empty list of logprobs, in place; how many lists lost one.
+    The generated ids stay, so each model call reports one logprob fewer than it generated tokens
+    (a server that drops the EOS token's logprob; vime PR #70 pads such a gap silently)."""
+    shortened = 0
+    for values, _ in logprob_lists(document):
+        if values:
+            values.pop()
+            shortened += 1
+    return shortened
+
+
 def malform(body: bytes, style: str) -> bytes:
     """A body that does not parse as JSON: cut in half, or with its structure garbled (the
     ``emptied`` style parses: ``empty_lists``)."""
@@ -165,6 +224,17 @@ def malform(body: bytes, style: str) -> bytes:
         return body[: max(1, len(body) // 2)]
     garbled = body.replace(b":", b";", 1).replace(b"}", b"", 1)
     return garbled if garbled != body else b"{" + body
+
+
+# The malformed_json styles: those whose body no longer parses (``malform``), and those that
+# rewrite the decoded answer in place, each returning how many parts it changed.
+UNPARSABLE_STYLES: Final = ("truncate", "garble")
+PARSABLE_STYLES: Final[dict[str, Callable[[Any], int]]] = {
+    "emptied": empty_lists,
+    "no_output": drop_output,
+    "no_prompt_ids": drop_last_prompt_ids,
+    "short_logprobs": shorten_logprobs,
+}
 
 
 def batch_size(document: Any) -> int:

@@ -26,6 +26,7 @@ from pytest_rollout_chaos.collector.reference import ReferenceCollector
 from pytest_rollout_chaos.collector.results import rollout_from_result
 from pytest_rollout_chaos.faults.base import Fault
 from pytest_rollout_chaos.faults.kill import Kill
+from pytest_rollout_chaos.faults.malformed_json import MalformedJson
 from pytest_rollout_chaos.faults.nan_logprobs import NanLogprobs
 from pytest_rollout_chaos.faults.prefix_drift import PrefixDrift
 from pytest_rollout_chaos.faults.short_results import ShortResults
@@ -98,6 +99,16 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
     "retry_hotter": (
         lambda: NanLogprobs(target=AGENT, row=2, count=1),
         "asked for another sample than the attempt they replaced",
+        20.0,
+    ),
+    "short_logprobs_trained": (
+        lambda: MalformedJson(target=AGENT, route="/run", row=2, count=1, style="short_logprobs"),
+        "non-finite logprobs reached the trainer",
+        20.0,
+    ),
+    "empty_generation_hint": (
+        lambda: MalformedJson(target=AGENT, route="/run", style="no_output"),
+        "for its failed rows alone",
         20.0,
     ),
 }
