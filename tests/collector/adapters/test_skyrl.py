@@ -219,28 +219,6 @@ def test_the_flag_on_a_tree_without_it_is_a_usage_error_naming_the_pr(
 
 # -- GRPO groups on the full stack: the catalog's group scenarios and their twins on SkyRL's requests ---
 GROUP_TWINS = {
-    "skyrl-group-verifier-exception": """
-        name: skyrl-group-verifier-exception
-        description: >
-          group-trajectory-exception where SkyRL's loop goes: two prompts, four generations each,
-          and the verifier raises for one member (HTTP 500 on its /verify).
-        tags: [semantic, isolation, groups]
-        upstream: ["NovaSky-AI/SkyRL#1986", "THUDM/slime#2078"]
-        workload:
-          rows_per_task: 1
-          generations_per_prompt: 4
-          tasks: [calculator, echo]
-        faults:
-          - kind: trajectory_exception
-            target: resources
-            route: /verify
-            row: 1
-            message: "reward function crashed on row 1"
-        expect:
-          invariants: [groups_intact, isolated_failures, accounted, root_cause_visible, bounded,
-                       ends_promptly, quiet_after_end]
-          within_s: 30
-    """,
     "skyrl-group-nan-logprobs": """
         name: skyrl-group-nan-logprobs
         description: >
@@ -288,15 +266,16 @@ GROUP_TWINS = {
 }
 CATALOG_GROUPS = ["group-trajectory-exception", "group-nan-logprobs", "group-agent-killed"]
 
-# SkyRL's verdicts that fail on groups of 4, by target and tree, with upstream's reasons:
-# - skyrl-group-verifier-exception, flag off (PR #1986's base): SkyRLGymGenerator.generate gathers
+# SkyRL's verdicts that fail on groups (of 5 in the catalog's scenario, of 4 in the twins), by
+# target and tree, with upstream's reasons:
+# - group-verifier-exception, flag off (PR #1986's base): SkyRLGymGenerator.generate gathers
 #   the agent loops with tqdm.gather, so the one raising /verify takes the step down (the siblings
 #   run on): isolated_failures and raise_has_cause, as on verifier-exception-isolated. No train
 #   batch, so groups_intact holds.
-# - skyrl-group-verifier-exception, flag on (PR #1986's head): _substitute_failed_rollouts puts a
+# - group-verifier-exception, flag on (PR #1986's head): _substitute_failed_rollouts puts a
 #   placeholder (reward 0, loss mask [0]) in the failed rollout's place, its uid kept, and the
 #   trainer computes GRPO advantages by uid (trainer.py, compute_advantages_and_returns, index=
-#   uids): the placeholder's reward enters its three siblings' baseline. groups_intact fails, and
+#   uids): the placeholder's reward enters its four siblings' baseline. groups_intact fails, and
 #   train_batch_sound, read at the batch the policy update gets: its zero loss mask under
 #   token_mean trains nothing, but it is not alone in its group.
 # - skyrl-placeholder-sequence-mean, flag on: one generation per prompt, but under
@@ -308,11 +287,11 @@ CATALOG_GROUPS = ["group-trajectory-exception", "group-nan-logprobs", "group-age
 #   is ever handed on. Nothing returned or raised, so groups_intact is not judged.
 GROUP_RUNS = {
     ("skyrl", trees.BASE): {
-        "skyrl-group-verifier-exception": ({"isolated_failures", "raise_has_cause"}, "PASS"),
+        "group-verifier-exception": ({"isolated_failures", "raise_has_cause"}, "PASS"),
         "skyrl-group-nan-logprobs": ({"bounded", "ends_promptly"}, "NOT_JUDGED"),
     },
     ("skyrl_skip_failed_rollouts", trees.HEAD): {
-        "skyrl-group-verifier-exception": ({"groups_intact", "train_batch_sound"}, "FAIL"),
+        "group-verifier-exception": ({"groups_intact", "train_batch_sound"}, "FAIL"),
         "skyrl-placeholder-sequence-mean": ({"train_batch_sound"}, "NOT_JUDGED"),
     },
 }
@@ -327,14 +306,14 @@ def test_skyrl_meets_groups_as_its_own_n_samples_per_prompt_does(
     catalog's group scenarios aim at NeMo Gym agents SkyRL never calls: they skip by reach."""
     expected = GROUP_RUNS[(target, tree)]
     files = []
-    for name in expected:
+    for name in [name for name in expected if name in GROUP_TWINS]:
         files.append(tmp_path / f"{name}.chaos.yaml")
         files[-1].write_text(textwrap.dedent(GROUP_TWINS[name]).lstrip())
     (tmp_path / "runs").mkdir()
     verdicts = run_catalog(
         tmp_path / "runs",
         target=target,
-        scenarios=CATALOG_GROUPS,
+        scenarios=[*CATALOG_GROUPS, *(name for name in expected if name not in GROUP_TWINS)],
         files=files,
         stack_args=upstream(skyrl_trees[tree]),
     )
@@ -366,6 +345,7 @@ MAIN_FAILED = {
     # one raising rollout (the verifier's 500, a policy 503) takes the step down: SkyRL #1613
     "verifier-exception-isolated": {"isolated_failures", "raise_has_cause"},
     "policy-503-storm": {"isolated_failures", "raise_has_cause"},  # its 503s fall at random
+    "group-verifier-exception": {"isolated_failures", "raise_has_cause"},  # in a group of five
 }
 MAIN_VACUOUS = {
     # token in, token out: SkyRL never re-renders a turn, so no prompt ids drift to see
