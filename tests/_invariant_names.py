@@ -31,4 +31,5 @@ INTERFACE_NAMES = (
     "rows_unchanged",
     "concurrency_bounded",
     "drifted_logprobs_masked",
+    "conversation_carried",
 )
