@@ -56,6 +56,8 @@ CAUGHT_BY = {
     "drains_before_cancel": ("collection-cancelled-while-a-row-hangs", "cancel_honoured"),
     "drift_trained": ("logprob-drift-masked", "drifted_logprobs_masked"),
     "empty_output_completed": ("run-answer-emptied", "corroborated"),
+    "observation_dropped": ("native-row-failures", "conversation_carried"),
+    "policy_lost_per_row": ("native-policy-killed", "no_empty_epoch"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
 # that must judge FAIL); that collector's own scenario is in CAUGHT_BY.
