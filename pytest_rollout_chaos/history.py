@@ -310,6 +310,19 @@ def fingerprint(token_ids: Sequence[int]) -> str:
     return f"{len(token_ids)}:{digest.hexdigest()}"
 
 
+def text_fingerprint(text: object) -> str | None:
+    """``"t<chars>:<16 hex digits>"`` of one message's text: how the History records what the
+    policy answered and what the environment and the policy were sent, so a judge can tell whether
+    the same text went on; None for content that is not text (a list of parts). Null content (an
+    answer that is all tool calls) counts as the empty text."""
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        return None
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8)
+    return f"t{len(text)}:{digest.hexdigest()}"
+
+
 def fingerprint_length(value: str) -> int | None:
     """The token count a ``fingerprint`` carries; None for anything else."""
     count, _, digest = value.partition(":")

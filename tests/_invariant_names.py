@@ -32,4 +32,5 @@ INTERFACE_NAMES = (
     "concurrency_bounded",
     "drifted_logprobs_masked",
     "retry_faithful",
+    "conversation_carried",
 )

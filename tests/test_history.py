@@ -16,6 +16,7 @@ from pytest_rollout_chaos.history import (
     fingerprint_length,
     flush_events,
     logprob_digest,
+    text_fingerprint,
 )
 
 
@@ -90,6 +91,15 @@ def test_a_logprob_digest_sums_in_order_and_names_the_first_value_that_is_no_fin
     assert logprob_digest([-0.5, None]) == "2:x1"
     assert logprob_digest([True]) == "1:x0"
     assert logprob_digest([]) == "0:0.000000:0.000000"
+
+
+def test_a_text_fingerprint_tells_texts_apart_and_reads_null_as_empty() -> None:
+    assert text_fingerprint("The answer is 4.") == text_fingerprint("The answer is 4.")
+    assert text_fingerprint("The answer is 4.") != text_fingerprint("The answer is 5.")
+    assert text_fingerprint(None) == text_fingerprint("")
+    assert (text_fingerprint("") or "").startswith("t0:")
+    assert text_fingerprint([{"type": "text", "text": "x"}]) is None  # parts: not one text
+    assert len(text_fingerprint("x" * 5000) or "") == len("t5000:") + 16
 
 
 def test_a_fingerprint_tells_token_lists_apart_at_a_fixed_size() -> None:

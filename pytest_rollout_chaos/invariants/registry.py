@@ -23,6 +23,7 @@ from pytest_rollout_chaos.invariants.batched_env_eval import BatchedEnvEval
 from pytest_rollout_chaos.invariants.bounded import Bounded
 from pytest_rollout_chaos.invariants.cancel_honoured import CancelHonoured
 from pytest_rollout_chaos.invariants.concurrency_bounded import ConcurrencyBounded
+from pytest_rollout_chaos.invariants.conversation_carried import ConversationCarried
 from pytest_rollout_chaos.invariants.corroborated import Corroborated
 from pytest_rollout_chaos.invariants.drifted_logprobs_masked import DriftedLogprobsMasked
 from pytest_rollout_chaos.invariants.ends_promptly import EndsPromptly
@@ -73,6 +74,7 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     ConcurrencyBounded(),
     DriftedLogprobsMasked(),
     RetryFaithful(),
+    ConversationCarried(),
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)

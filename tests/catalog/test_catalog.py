@@ -59,6 +59,8 @@ CAUGHT_BY = {
     "retry_hotter": ("nan-logprobs-retry-rewards", "retry_faithful"),
     "short_logprobs_trained": ("run-answers-unreadable", "finite_logprobs"),
     "empty_generation_hint": ("run-answers-without-output", "root_cause_visible"),
+    "observation_dropped": ("native-row-failures", "conversation_carried"),
+    "policy_lost_per_row": ("native-policy-killed", "no_empty_epoch"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
 # that must judge FAIL); that collector's own scenario is in CAUGHT_BY.

@@ -62,10 +62,12 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
 # (drains_before_cancel: collection-cancelled-while-a-row-hangs), the one whose bug needs a
 # group reward spread (batch_wide_group_filter: group-failure-spares-healthy-groups), the one
 # judged against the layer's record of the logprobs it drifted (drift_trained:
-# logprob-drift-masked) and the one whose bug needs a /run answer emptied by the layer
+# logprob-drift-masked), the ones whose bug needs a /run answer emptied by the layer
 # (empty_output_completed: run-answer-emptied), one logprob short of its tokens
 # (short_logprobs_trained: run-answers-unreadable) or without its output on every row
-# (empty_generation_hint: run-answers-without-output).
+# (empty_generation_hint: run-answers-without-output), the native one judged against the layer's
+# and the environment's records of the conversation (observation_dropped: native-row-failures) and
+# the native one whose bug needs the policy killed (policy_lost_per_row: native-policy-killed).
 ELSEWHERE = {
     "per_sample_env",
     "mixed_env_batch",
@@ -85,6 +87,8 @@ ELSEWHERE = {
     "empty_output_completed",
     "short_logprobs_trained",
     "empty_generation_hint",
+    "observation_dropped",
+    "policy_lost_per_row",
 }
 DEADLINE_S = 1.5
 # A collection deadline is noticed late only past ends_promptly's margin (3 s): give it room.

@@ -3,10 +3,12 @@
 Every request that reaches a link's port is recorded as a Jepsen operation under the upstream
 server's source (``invoke`` on arrival, ``ok``/``fail`` with status and latency when the answer
 leaves, ``info`` when the connection was cut), with the row when the layer can tell it
-(``rows.RowIndex``). An ``ok`` whose answer, as it leaves, carries generated token ids (a
-``/run`` result, a ``/v1/responses`` or chat/completions answer) lists one ``fingerprint`` per
-model call under ``generations`` and one ``logprob_digest`` under ``logprobs`` (a policy's
-answer each one's ``finish_reason`` under ``finishes``), and a ``/run``
+(``rows.RowIndex``). A chat request's ``invoke`` holds a ``text_fingerprint`` of its last
+message (``last_message``: the prompt, or the environment's observation). An ``ok`` whose answer,
+as it leaves, carries generated token ids (a ``/run`` result, a ``/v1/responses`` or
+chat/completions answer) lists one ``fingerprint`` per model call under ``generations`` and one
+``logprob_digest`` under ``logprobs`` (a policy's answer each one's ``finish_reason`` under
+``finishes`` and a chat answer each choice's text, fingerprinted, under ``texts``), and a ``/run``
 result its ``reward``, a ``fingerprint`` of the prompt ids each model call was sent under
 ``prompts`` (and under ``drifted`` the model calls whose prompt ids do not extend the previous
 call's, with every call's prompt ids in full under ``prompt_ids``, so a judge can rebuild the
@@ -52,7 +54,7 @@ from typing import Any, Final
 from multidict import CIMultiDict
 
 from pytest_rollout_chaos import json_decode
-from pytest_rollout_chaos.history import EventKind, fingerprint, logprob_digest
+from pytest_rollout_chaos.history import EventKind, fingerprint, logprob_digest, text_fingerprint
 from pytest_rollout_chaos.servers.faultlayer import asked, effects, rewrite
 from pytest_rollout_chaos.servers.faultlayer.downstream import ClientConnection, Reply, Request
 from pytest_rollout_chaos.servers.faultlayer.rows import SESSION_HEADER
@@ -156,7 +158,8 @@ async def forward(state: LayerState, link: Link, pool: UpstreamPool, request: Re
         stream=f"{link.name} {request.path}",
         session=request.headers.get(SESSION_HEADER),
     )
-    record = _Record(state, link, request, row=row, asks=_asks(link, request.path, row, document))
+    asks = _asks(link, request.path, row, document)
+    record = _Record(state, link, request, row=row, asks=asks, document=document)
     try:
         fired = state.firing(link.server, request.path, row) if state.rules else []
         hit = _Hit(state, link, request.path, row)
@@ -192,7 +195,14 @@ class _Record:
     """One request's record: ``invoke`` now, one outcome later (only the first counts)."""
 
     def __init__(
-        self, state: LayerState, link: Link, request: Request, *, row: int | None, asks: Mapping[str, Any]
+        self,
+        state: LayerState,
+        link: Link,
+        request: Request,
+        *,
+        row: int | None,
+        asks: Mapping[str, Any],
+        document: Any = None,
     ) -> None:
         self.state, self.link, self.row, self.path = state, link, row, request.path
         self.op = f"{request.method} {request.path}"
@@ -201,10 +211,14 @@ class _Record:
         self.facts: dict[str, Any] = {"link": link.name, "server": link.server}
         if row is not None:
             self.facts["row"] = row
+        invoke = {**self.facts, **asks}
+        chat, last = rewrite.last_message(document)
+        if chat:  # what the policy is asked to answer: the prompt, or the environment's observation
+            invoke["last_message"] = text_fingerprint(last)
         self.writer = state.writer(link.source)
         self.started = time.monotonic()
         self.done = False
-        self.writer.emit("invoke", self.op, {**self.facts, **asks}, request_id=self.request_id)
+        self.writer.emit("invoke", self.op, invoke, request_id=self.request_id)
 
     def finish(self, kind: EventKind, **outcome: Any) -> None:
         """Record the outcome and write it out: the client may see the answer next."""
@@ -281,6 +295,9 @@ def _generated(document: Any) -> dict[str, Any]:
         facts["logprobs"] = [logprob_digest(values) for _, values in calls]
         if finishes:
             facts["finishes"] = finishes
+        texts = rewrite.answer_texts(document)
+        if texts:
+            facts["texts"] = [text_fingerprint(text) for text in texts]
     reward = rewrite.answer_reward(document)
     if reward is not None:
         facts["reward"] = reward

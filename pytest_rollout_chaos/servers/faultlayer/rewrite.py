@@ -365,6 +365,27 @@ def _choice_calls(document: dict[str, Any]) -> list[tuple[list[int], list[Any], 
     return found
 
 
+def answer_texts(document: Any) -> list[object]:
+    """The message content of each choice of a chat answer, in order ([] for any other answer):
+    the text a collector that drives the policy itself hands the environment next."""
+    choices = document.get("choices") if isinstance(document, dict) else None
+    texts: list[object] = []
+    for choice in choices if isinstance(choices, list) else []:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if isinstance(message, dict):
+            texts.append(message.get("content"))
+    return texts
+
+
+def last_message(document: Any) -> tuple[bool, object]:
+    """Whether a request is a chat request (a ``messages`` list), and its last message's content:
+    what the policy is asked to answer now (a user prompt, or the environment's observation)."""
+    messages = document.get("messages") if isinstance(document, dict) else None
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return False, None
+    return True, messages[-1].get("content")
+
+
 def answer_prompts(document: Any) -> list[list[int]]:
     """The prompt ids each model call of a Gym answer (a ``/run`` result) was sent, one list per
     call ``answer_calls`` reads, in order: the ``prompt_token_ids`` of the item that carries its

@@ -7,8 +7,9 @@ request plus ``reward`` (and ``failure_reason``). ``POST /step_batch`` is NeMo R
 metadata, next stop strings, rewards, terminateds and answers out. Its cost is real: a sleep
 per call plus a sleep per item, both settable at start and at run time, and every call is
 recorded as an ``info step_batch`` event with its batch size and, per item, its task and how many
-model turns its message log holds (``batched_env_eval`` judges from it), and its answer as an
-``ok step_batch_rewards`` event with each item's row (``_rowidx``) and reward.
+model turns its message log holds (``batched_env_eval`` judges from it), its row and the text of its
+last model turn (fingerprinted), and its answer as an ``ok step_batch_rewards`` event with each
+item's row (``_rowidx``), reward, observation (fingerprinted) and whether it ended.
 
 A scenario may make the verifier score like a stochastic judge (``/_gym/rescore``): each time a row
 is scored again (``/verify``, or an item of ``/step_batch``; rows by ``_rowidx``), its reward is
@@ -33,7 +34,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from pytest_rollout_chaos.history import EventWriter
+from pytest_rollout_chaos.history import EventWriter, text_fingerprint
 from pytest_rollout_chaos.servers import serve
 from pytest_rollout_chaos.servers.gym import tasks
 from pytest_rollout_chaos.servers.gym.base import gym_app, json_object
@@ -171,8 +172,13 @@ async def step_batch(request: web.Request) -> web.Response:
     state.step_batch_calls += 1
     names = [str(item.get("task")) if isinstance(item, Mapping) else "?" for item in metadata]
     turns = [_model_turns(log) for log in message_logs]
+    rows = [item.get("_rowidx") if isinstance(item, Mapping) else None for item in metadata]
+    # the text each item's last model turn hands the environment (``conversation_carried``)
+    answered = [_last_answer(log) for log in message_logs]
     request.app[WRITER_KEY].emit(
-        "info", "step_batch", {"batch_size": len(metadata), "tasks": names, "turns": turns}
+        "info",
+        "step_batch",
+        {"batch_size": len(metadata), "tasks": names, "turns": turns, "rows": rows, "answers": answered},
     )
     await asyncio.sleep(state.latency.seconds_for(len(metadata)))
     try:
@@ -181,10 +187,19 @@ async def step_batch(request: web.Request) -> web.Response:
         raise web.HTTPBadRequest(
             text=f'"bad step_batch item: {error}"', content_type="application/json"
         ) from error
-    rows = [item.get("_rowidx") if isinstance(item, Mapping) else None for item in metadata]
     rewards = [state.rescored(row, result["reward"]) for row, result in zip(rows, results, strict=True)]
-    # what the environment answered each row (``rewards_recorded`` holds native rewards to it)
-    request.app[WRITER_KEY].emit("ok", "step_batch_rewards", {"rows": rows, "rewards": rewards})
+    # what the environment answered each row (``rewards_recorded`` holds native rewards to it), and
+    # the observation a row that goes on must carry into its next model call
+    request.app[WRITER_KEY].emit(
+        "ok",
+        "step_batch_rewards",
+        {
+            "rows": rows,
+            "rewards": rewards,
+            "observations": [text_fingerprint(result["observation"].get("content")) for result in results],
+            "terminateds": [bool(result["terminated"]) for result in results],
+        },
+    )
     return web.json_response(
         {
             "observations": [result["observation"] for result in results],
@@ -202,6 +217,14 @@ def _model_turns(message_log: object) -> int | None:
     if not isinstance(message_log, list):
         return None
     return sum(1 for item in message_log if isinstance(item, Mapping) and item.get("role") == "assistant")
+
+
+def _last_answer(message_log: object) -> str | None:
+    """The fingerprinted text of a message log's last assistant message; None when it has none."""
+    if not isinstance(message_log, list):
+        return None
+    answers = [item for item in message_log if isinstance(item, Mapping) and item.get("role") == "assistant"]
+    return text_fingerprint(answers[-1].get("content")) if answers else None
 
 
 async def aggregate_metrics(request: web.Request) -> web.Response:

@@ -33,6 +33,7 @@ from pytest_rollout_chaos.faults.short_results import ShortResults
 from pytest_rollout_chaos.faults.trajectory_exception import TrajectoryException
 from pytest_rollout_chaos.invariants import Observation, Status, check_all, get
 from pytest_rollout_chaos.invariants.observe import observe
+from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 from tests.faults._applied import applied
 from tests.integration.collector.conftest import Run, greedy_rows
 
@@ -124,8 +125,12 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
 # workload-queued-behind-concurrency; drains_before_cancel: a cancel while a row hangs,
 # collection-cancelled-while-a-row-hangs; batch_wide_group_filter: a group reward spread,
 # group-failure-spares-healthy-groups; drift_trained: the layer's record of the logprobs it drifted,
-# logprob-drift-masked; empty_output_completed: a /run answer the layer emptied, run-answer-emptied).
+# logprob-drift-masked; empty_output_completed: a /run answer the layer emptied, run-answer-emptied;
+# observation_dropped: native style, below; policy_lost_per_row: the policy killed in native style,
+# native-policy-killed).
 ELSEWHERE = {
+    "observation_dropped",
+    "policy_lost_per_row",
     "resends_timed_out",
     "outage_as_aborted",
     "per_sample_env",
@@ -238,6 +243,21 @@ async def test_per_sample_env_fails_batched_env_eval_in_validation_only(run: Run
     train = await _observe(native, factory, deadline_s=30.0, mode="train")
     [verdict] = check_all(train, ["batched_env_eval"])
     assert verdict.status is Status.PASS, verdict.render()
+
+
+@pytest.mark.asyncio
+async def test_tool_results_dropped_from_the_conversation_fail_conversation_carried(run: Run) -> None:
+    native, rows = _native(run), greedy_rows(run, 4)
+    async with LayerControl(run.faults.layer_url()) as layer:
+        await layer.register_rows(rows)  # as the engine does: native policy calls carry no row
+    reference = await _observe(native, ReferenceCollector, deadline_s=30.0, rows=rows)
+    [verdict] = check_all(reference, ["conversation_carried"])
+    assert verdict.status is Status.PASS, verdict.render()
+    # judged over the same History, after the reference's run: its hand-overs stay carried
+    dropped = await _observe(native, _factory("observation_dropped"), deadline_s=30.0, rows=rows)
+    [verdict] = check_all(dropped, ["conversation_carried"])
+    assert verdict.status is Status.FAIL, verdict.render()
+    assert "next model call ended with" in verdict.evidence[0]
 
 
 @pytest.mark.asyncio

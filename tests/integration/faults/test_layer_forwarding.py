@@ -20,7 +20,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from pytest_rollout_chaos.history import Event, History, fingerprint
+from pytest_rollout_chaos.history import Event, History, fingerprint, text_fingerprint
 from pytest_rollout_chaos.servers.faultlayer import client as layer
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 from tests.faults._hooked import Hooked, hook_hits, wait_for
@@ -176,7 +176,7 @@ async def test_every_request_is_recorded_with_link_server_row_status_and_latency
     async with client_session() as session:
         sent = [
             ("POST", "/run", {"_rowidx": 7}, "id-run"),
-            ("POST", "/v1/chat/completions", {"messages": []}, "id-chat"),
+            ("POST", "/v1/chat/completions", {"messages": [{"role": "tool", "content": "42"}]}, "id-chat"),
             ("GET", "/health", None, "id-health"),
             ("POST", "/no/such/route", {}, "id-missing"),
         ]
@@ -198,8 +198,13 @@ async def test_every_request_is_recorded_with_link_server_row_status_and_latency
             assert (event.data["link"], event.data["server"]) == ("client->hooked", "hooked")
             assert event.data.get("row") == (7 if path == "/run" else None), event
         assert done.data["status"] == statuses[request_id]
-        if request_id == "id-chat":  # why the policy stopped each generation of its answer
+        if request_id == "id-chat":  # why the policy stopped each generation of its answer, its text
             assert done.data["finishes"] == ["length"], done
+            assert done.data["texts"] == [text_fingerprint("abc")], done
+            assert invoke.data["last_message"] == text_fingerprint("42"), invoke  # what it was asked
+        else:
+            assert "last_message" not in invoke.data
+            assert "texts" not in done.data
         if request_id == "id-missing":  # the start of an error answer's body, a client's cause
             assert "Not Found" in done.data["body"], done
         latency_ms = done.data["latency_ms"]

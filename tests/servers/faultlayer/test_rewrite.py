@@ -178,3 +178,14 @@ def test_token_ids_are_ints_digit_strings_or_token_id_strings_and_nothing_else()
         assert read(["token_id:11", bad]) == [], f"{bad!r} is no token id"
     assert rewrite.answer_generations({"output": [{"generation_token_ids": [True, 1]}]}) == []
     assert rewrite.answer_generations({"output": [{"generation_token_ids": [5, 6]}]}) == [[5, 6]]
+
+
+def test_answer_texts_and_last_message_read_what_a_native_collector_passes_on() -> None:
+    chat = {"choices": [{"message": {"content": "abc"}}, {"message": {"content": None}}, {"text": "x"}]}
+    assert rewrite.answer_texts(chat) == ["abc", None]  # a completions choice has no message
+    assert rewrite.answer_texts({"output": []}) == []
+    assert rewrite.answer_texts(None) == []
+    asked = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "tool", "content": "4"}]}
+    assert rewrite.last_message(asked) == (True, "4")
+    assert rewrite.last_message({"messages": []}) == (False, None)
+    assert rewrite.last_message({"prompt": "2+2?"}) == (False, None)

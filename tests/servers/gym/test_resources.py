@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from pytest_rollout_chaos.collector.environment import GymEnvironment
 from pytest_rollout_chaos.collector.gym_client import GymRequestError
-from pytest_rollout_chaos.history import EVENTS_FILE_ENV, History
+from pytest_rollout_chaos.history import EVENTS_FILE_ENV, History, text_fingerprint
 from pytest_rollout_chaos.servers.gym import resources, tasks
 
 Client = TestClient[web.Request, web.Application]
@@ -93,8 +93,14 @@ async def test_step_batch_is_one_call_for_the_batch_and_is_recorded(
     assert result.answers == [None, "The answer is 10.", "The answer is 5."]
     history = History(t0=0.0)
     history.follow(events_file, from_now=False)
-    batches = [event.data for event in history.events(op="step_batch")]
-    assert batches == [{"batch_size": 3, "tasks": ["calculator"] * 3, "turns": [1, 1, 1]}]
+    [batch] = [event.data for event in history.events(op="step_batch")]
+    assert (batch["batch_size"], batch["tasks"], batch["turns"]) == (3, ["calculator"] * 3, [1, 1, 1])
+    # each item's row and the text of its last model turn; each answer's observation and end
+    assert batch["rows"] == [0, 0, 0]
+    assert batch["answers"] == [text_fingerprint(log[-1]["content"]) for log, _ in samples]
+    [answered] = [event.data for event in history.events(op="step_batch_rewards")]
+    assert answered["observations"][0] == text_fingerprint("7")
+    assert answered["terminateds"] == [False, True, True]
 
 
 @pytest.mark.asyncio
@@ -156,7 +162,7 @@ async def test_a_rescore_bonus_scores_each_row_higher_each_time_until_the_reset(
     history = History(t0=0.0)
     history.follow(events_file, from_now=False)
     answered = [event.data for event in history.events(op="step_batch_rewards")]
-    assert answered == [{"rows": [1], "rewards": [1.5]}, {"rows": [2], "rewards": [1.0]}]
+    assert [(data["rows"], data["rewards"]) for data in answered] == [([1], [1.5]), ([2], [1.0])]
     await client.post("/_gym/reset", json={})
     assert await verified() == 1.0
 
