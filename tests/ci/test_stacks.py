@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-STACKS = ("nemo-gym-0.4", "nemo-gym-0.7", "vllm", "trainers", "ray", "nemo-rl", "skyrl")
+STACKS = ("nemo-gym-0.4", "nemo-gym-0.7", "vllm", "trainers", "verl", "ray", "nemo-rl", "skyrl")
 
 
 def _bash(*arguments: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -73,7 +73,7 @@ def test_unknown_stack_names_are_usage_errors_listing_the_valid_ones(tmp_path: P
     assert ci.returncode == 2
     assert ci.stderr.strip() == (
         "ROLLOUT_CHAOS_CI_ALLOW_MISSING: unknown stack 'gpu' "
-        "(valid: nemo-gym-0.4 nemo-gym-0.7 vllm trainers ray nemo-rl skyrl, comma-separated)"
+        "(valid: nemo-gym-0.4 nemo-gym-0.7 vllm trainers verl ray nemo-rl skyrl, comma-separated)"
     )
     ci = _ci(tmp_path, "--stacks-only", "vlm")
     assert ci.returncode == 2
@@ -89,7 +89,7 @@ def test_the_summary_tells_each_stack_also_when_a_later_stage_fails() -> None:
         stacks_allowed_missing
         trap stacks_summary EXIT
         stack_ready nemo-gym-0.4; stack_missing nemo-gym-0.7 "no Python 3.13 found"
-        stack_ready vllm; stack_ready trainers; stack_ready ray; stack_ready nemo-rl; stack_ready skyrl
+        stack_ready vllm; stack_ready trainers; stack_ready verl; stack_ready ray; stack_ready nemo-rl; stack_ready skyrl
         stacks_require
     """
     refused = _bash("-c", script)
@@ -108,6 +108,7 @@ def test_the_summary_tells_each_stack_also_when_a_later_stage_fails() -> None:
         "nemo-gym-0.7  not run: no Python 3.13 found; allowed by ROLLOUT_CHAOS_CI_ALLOW_MISSING",
         "vllm          not run: built, but CI stopped before its tests",
         "trainers      not run: built, but CI stopped before its tests",
+        "verl          not run: built, but CI stopped before its tests",
         "ray           not run: built, but CI stopped before its tests",
         "nemo-rl       not run: built, but CI stopped before its tests",
         "skyrl         not run: built, but CI stopped before its tests",
