@@ -7,11 +7,16 @@ re-renders every prompt through the policy's ``/tokenize`` and hands the ids bac
 tool call the chat template renders differently from how the tiny policy wrote it drifts the next
 turn's prefix (``prefix_consistent``), in some calculator rows of some runs. Every other verdict
 must pass.
+
+Some catalog scenarios fail on this target by NeMo Gym's own code (docs/gating.md, "NeMo Gym's own
+collection under the catalog"); a few quick ones are run here and must fail by exactly the
+invariants argued there, for the reason argued there, so that the table stays true.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +33,29 @@ pytestmark = pytest.mark.slow  # runs a scenario on the whole NeMo Gym stack
 
 NEMO_GYMS_OWN = "prefix_consistent"  # drift NeMo Gym's vllm_model passes through (module docstring)
 DRIFT = "prefix drift passed through"
+
+ARGUED = {
+    # run_examples awaits each /run in completion order and raise_for_status raises on a 500: the
+    # first failed row ends the collection
+    "trajectory-exception-isolated": (
+        {"isolated_failures", "raise_has_cause"},
+        r"raised ClientResponseError: 500, .*/run'",
+    ),
+    # get_response_json is orjson.loads, which takes no NaN literal: that row's raise ends it too
+    "nan-logprobs-nan": (
+        {"isolated_failures", "raise_has_cause"},
+        r"raised JSONDecodeError: .* in get_response_json",
+    ),
+    # run_examples hands back whatever /run answered, unchecked: a response without output is a result
+    "run-answers-without-output": (
+        {"corroborated"},
+        r"^the collector returned 4 rollouts for 4 rows \(4 completed\)$",
+    ),
+    # the drifted prompt ids of a /run answer come back as they came: nothing compares them or aborts
+    "prefix-drift": ({"prefix_consistent", "prompts_sent"}, r"^the collector returned 4 rollouts for 4 rows"),
+}
+"""Quick scenarios the nemo_gym target fails by NeMo Gym's own code: the invariants that fail, and
+what the collection did (the run's ``outcome``)."""
 
 
 def _collections() -> set[int]:
@@ -95,3 +123,30 @@ def test_on_the_embedded_servers_only_a_gym_that_posts_to_agents(
         return
     assert problem is None
     _judge_baseline(_baseline(tmp_path, f"--rollout-chaos-gym-python={gym_python.path}"))
+
+
+def test_the_failures_argued_as_nemo_gyms_own_stay_so(gym_python: GymPython, tmp_path: Path) -> None:
+    document = tmp_path / "results.json"
+    run_catalog(
+        tmp_path,
+        target="nemo_gym",
+        scenarios=sorted(ARGUED),
+        stack_args=[
+            "--rollout-chaos-gym=nemo-gym",
+            f"--rollout-chaos-gym-python={gym_python.path}",
+            f"--rollout-chaos-json={document}",
+        ],
+        timeout_s=300,
+    )
+    scenarios = {
+        scenario["name"]: scenario
+        for scenario in json.loads(document.read_text(encoding="utf-8"))["scenarios"]
+    }
+    assert set(scenarios) == set(ARGUED)
+    for name, (invariants, outcome) in ARGUED.items():
+        scenario = scenarios[name]
+        assert scenario["outcome"] == "failed", (name, scenario["headline"])
+        result = scenario["result"]
+        failed = {v["name"] for v in result["verdicts"] if v["status"] not in ("PASS", "NOT_JUDGED")}
+        assert failed == invariants, (name, gym_python.nemo_gym_version, failed)
+        assert re.search(outcome, result["outcome"]), (name, result["outcome"])

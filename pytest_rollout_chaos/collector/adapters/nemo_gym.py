@@ -15,9 +15,10 @@ as on any collector. This is the collector NeMo Skills' pipeline runs. ``ctx.gym
 each result comes back on its stdout as ``run_examples`` hands it over, and becomes a Rollout by
 ``collector.results``' mapping, the one every collector here uses: the status (``truncated`` when
 the last model call stopped at ``max_output_tokens``), the reward, one Turn per output item with
-token ids (none when no item has them). Nothing else is caught, filled or converted: a row NeMo
-Gym does not hand back has no Rollout, and what it raises is raised (``NemoGymRaisedError``,
-naming its type, message, frame and causes). ``in_train_batch`` stays unsaid.
+token ids (none when no item has them, or when one's cannot be read). Nothing else is caught,
+filled or converted: a row NeMo Gym does not hand back has no Rollout, and what it raises is
+raised (``NemoGymRaisedError``, naming its type, message, frame and causes). ``in_train_batch``
+stays unsaid.
 
 **Stopped on every path.** The child runs in its own process group, registered with the session's
 reaper; it is killed when its answer is read, at ``collect_timeout_s`` (NeMo Gym has no deadline
@@ -207,14 +208,15 @@ class NemoGymCollector:
 
 
 def rollout_of(index: int, result: Mapping[str, Any]) -> Rollout:
-    """The Rollout a NeMo Gym ``/run`` result is, by ``results.rollout_from_result``; a result none of
-    whose output items carries token ids has no Turns (it stays what NeMo Gym handed back)."""
-    response = result.get("response")
-    output = response.get("output") if isinstance(response, Mapping) else None
-    generated = isinstance(output, list) and any(
-        isinstance(item, Mapping) and item.get("generation_token_ids") for item in output
-    )
-    return results.rollout_from_result(index, result, turns=None if generated else [])
+    """The Rollout a NeMo Gym ``/run`` result is, by ``results.rollout_from_result``. A result none of
+    whose output items carries token ids, or one whose token fields cannot be read, has no Turns: it
+    stays what NeMo Gym handed back, one row among the others (``run_examples`` checks no result, so
+    reading it here must not end the collection NeMo Gym went on with)."""
+    try:
+        turns = results.turns_from_result(result)
+    except results.MalformedResultError:
+        turns = []
+    return results.rollout_from_result(index, result, turns=turns)
 
 
 def settings(ctx: CollectorContext) -> TrainerSettings:

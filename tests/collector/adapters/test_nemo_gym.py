@@ -115,6 +115,11 @@ def test_a_result_maps_as_every_collector_maps_a_run_result() -> None:
     # no output item carries token ids: what NeMo Gym handed back, with no Turns
     bare = {"response": {"output": [{"type": "message", "content": []}]}, "reward": 0.25}
     assert nemo_gym.rollout_of(7, bare) == Rollout(7, "completed", 0.25, [])
+    # an item with its generation but no prompt ids (NeMo Gym hands it back unchecked): no Turns,
+    # and no raise here, which would end a collection NeMo Gym went on with
+    unreadable = result(0.5, turns=2)
+    del unreadable["response"]["output"][2]["prompt_token_ids"]
+    assert nemo_gym.rollout_of(8, unreadable) == Rollout(8, "completed", 0.5, [])
 
 
 def test_rows_go_in_as_given_and_what_comes_back_is_what_is_returned(
