@@ -4,8 +4,9 @@
 writes it. At the top: which run it is (target, seed, backends, Toxiproxy, versions, command
 line), the totals, a "failing only" switch (CSS, no script), the index and each server's log.
 Per scenario: name, description, upstream references, pass or fail, the outcome line, the
-fault schedule, the verdict table (invariant, status, summary, evidence) and the timeline
-picture. All text is escaped: event data comes from the collector under test and its servers.
+fault schedule, what an adapter ran of the trainer's code and stood in for, the verdict table
+(invariant, status, summary, evidence) and the timeline picture. All text is escaped: event
+data comes from the collector under test and its servers.
 ``embedded(record)`` is one scenario's section as a frame of its own (its own page, so its
 stylesheet touches nothing around it), for pytest-html's report.
 """
@@ -14,10 +15,11 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from pytest_rollout_chaos.collector.adapters.trainer_settings import describe as describe_settings
 from pytest_rollout_chaos.report import timeline as tl
@@ -262,6 +264,8 @@ def _scenario_section(position: int, record: ScenarioRecord) -> str:
         parts.append('<div class="schedule"><b>witnesses</b><ul>')
         parts += [f"<li><code>{escape(sighting)}</code></li>" for sighting in result.witnesses]
         parts.append("</ul></div>")
+    if result is not None and result.upstream_run:
+        parts += _upstream_run(result.upstream_run)
     for entry in result.trainer_settings if result is not None else ():
         trainer = escape(str(entry.get("trainer")))
         parts.append(f'<details class="schedule"><summary>settings given to {trainer}</summary><ul>')
@@ -277,6 +281,34 @@ def _scenario_section(position: int, record: ScenarioRecord) -> str:
         )
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def _upstream_run(run: Mapping[str, Any]) -> list[str]:
+    """The Upstream section: where the Rollouts were read, each call that ran for real with its
+    outcome (repeats counted), the Gym client, and every stand-in once."""
+    parts = ['<div class="schedule"><b>Upstream</b>']
+    if run.get("read_out"):
+        parts.append(f"<p>read out at: <code>{escape(str(run['read_out']))}</code></p>")
+    ran: Counter[tuple[str, str, str]] = Counter(
+        (str(call["call"]), str(call["outcome"]), str(call.get("error") or ""))
+        for call in run.get("calls", ())
+    )
+    parts.append("<p>ran for real:</p><ol>")
+    for (call, outcome, error), times in ran.items():
+        status = {"ok": "pass", "fail": "fail"}.get(outcome, "unknown")
+        repeat = f" ({times} times)" if times > 1 else ""
+        said = f' <span class="muted">{escape(error)}</span>' if error else ""
+        shown = f'<span class="status {status}">{escape(outcome)}</span> <code>{escape(call)}</code>'
+        parts.append(f"<li>{shown}{repeat}{said}</li>")
+    parts.append("</ol>")
+    parts += [f"<p>Gym client: {escape(str(client))}</p>" for client in run.get("gym_clients", ())]
+    stood_in = list(run.get("stood_in", ()))
+    if stood_in:
+        parts.append(f"<details><summary>stood in for ({len(stood_in)})</summary><ul>")
+        parts += [f"<li>{escape(str(line))}</li>" for line in stood_in]
+        parts.append("</ul></details>")
+    parts.append("</div>")
+    return parts
 
 
 def _problems(result: ResultFacts) -> list[str]:

@@ -132,4 +132,5 @@ def _result(result: ResultFacts) -> dict[str, Any]:
         "witnesses": list(result.witnesses),
         "vacuous": list(result.vacuous),
         "trainer_settings": [dict(entry) for entry in result.trainer_settings],
+        "upstream_run": dict(result.upstream_run),
     }

@@ -101,9 +101,13 @@ class ResultFacts:
     # What an adapter gave upstream, one entry per collection (``adapters.trainer_settings``):
     # ``{"trainer": ..., "mode": ..., "settings": [{"key", "value", "source", "where"}, ...]}``
     trainer_settings: tuple[Mapping[str, Any], ...] = ()
+    # What an adapter ran of the trainer's code (``adapters.upstream_calls.summary``): ``read_out``,
+    # ``calls`` (each with its outcome and stand-ins), ``stood_in`` and ``gym_clients``; ``{}`` if none
+    upstream_run: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, result: ScenarioResult) -> ResultFacts:
+        from pytest_rollout_chaos.collector.adapters import upstream_calls
         from pytest_rollout_chaos.collector.adapters.trainer_settings import recorded
         from pytest_rollout_chaos.faults.apply import describe
 
@@ -143,6 +147,7 @@ class ResultFacts:
             witnesses=tuple(sighting.describe() for sighting in result.witnesses),
             vacuous=tuple(result.vacuous),
             trainer_settings=tuple(recorded(result.history)),
+            upstream_run=upstream_calls.summary(result.history),
         )
 
     def not_passed(self) -> list[VerdictFacts]:
@@ -259,6 +264,7 @@ def _result_facts(data: Mapping[str, Any]) -> ResultFacts:
         witnesses=tuple(data.get("witnesses", ())),
         vacuous=tuple(data.get("vacuous", ())),
         trainer_settings=tuple(data.get("trainer_settings", ())),
+        upstream_run=dict(data.get("upstream_run", {})),
     )
 
 

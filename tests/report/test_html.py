@@ -7,6 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 from xml.etree import ElementTree
 
+import pytest
+
 from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.invariants.base import Status
 from pytest_rollout_chaos.report.html import render_report, write_report
@@ -194,3 +196,35 @@ def test_the_settings_an_adapter_gave_its_trainer_are_shown_escaped() -> None:
     assert (
         "slime: rollout_stop = &#x27;&lt;eos&gt;&#x27; (upstream default: slime/utils/arguments.py)" in page
     )
+
+
+def test_what_an_adapter_ran_upstream_is_shown_escaped_and_each_stand_in_once() -> None:
+    from pytest_rollout_chaos.collector.adapters import slime
+
+    outcome = result("adapter-run", rollouts=completed(3))
+    history = outcome.history
+    history.append("collector", "info", "gym_client", {"client": "NeMo Gym's own", "nemo_gym": "0.5.0"})
+    for _ in range(2):  # two collections: the same calls, each once with a count
+        with slime.upstream_call(history, {"call": "generate_and_rm_group"}, ["the <hook>", "the loop"]):
+            pass
+    with (
+        pytest.raises(ValueError, match="no <tokens>"),
+        slime.upstream_call(history, {"call": "RolloutManager.generate"}, ["the <hook>"], read_out="a&b"),
+    ):
+        raise ValueError("no <tokens>")
+    page = render_report([record(outcome, name="adapter-run")])
+    assert "<b>Upstream</b>" in page
+    assert "<p>read out at: <code>a&amp;b</code></p>" in page
+    assert '<li><span class="status pass">ok</span> <code>generate_and_rm_group</code> (2 times)</li>' in page
+    assert (
+        '<li><span class="status fail">fail</span> <code>RolloutManager.generate</code> '
+        '<span class="muted">ValueError: no &lt;tokens&gt;</span></li>'
+    ) in page
+    assert "<p>Gym client: NeMo Gym&#x27;s own (nemo_gym 0.5.0)</p>" in page
+    assert "<summary>stood in for (2)</summary><ul>\n<li>the &lt;hook&gt;</li>\n<li>the loop</li>" in page
+
+
+def test_a_collector_that_is_no_adapter_gets_no_upstream_section() -> None:
+    outcome = result("reference-run", rollouts=completed(3))
+    outcome.history.append("collector", "invoke", "collect", {"rows": 3, "style": "gym"})
+    assert "<b>Upstream</b>" not in render_report([record(outcome, name="reference-run")])

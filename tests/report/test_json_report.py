@@ -194,3 +194,54 @@ def test_the_settings_an_adapter_gave_its_trainer_are_in_the_result_and_cross_th
     assert [error.json_path for error in VALIDATOR.iter_errors(document)] == [
         "$.scenarios[0].result.trainer_settings[0].settings[0].source"
     ]
+
+
+def test_what_an_adapter_ran_upstream_is_in_the_result_and_crosses_the_wire() -> None:
+    from pytest_rollout_chaos.collector.adapters import slime
+
+    outcome = result("adapter-run", rollouts=completed(3))
+    history = outcome.history
+    history.append("collector", "info", "gym_client", {"client": "stand-in over ctx.gym"})
+    with slime.upstream_call(history, {"call": "generate_and_rm_group"}, ["the hook", "the loop"]):
+        pass
+    with slime.upstream_call(
+        history, {"call": "RolloutManager.generate"}, ["the hook"], read_out="train data"
+    ):
+        pass
+    sent = record(outcome, name="adapter-run")
+    document = render_json([sent], run=_run())
+    VALIDATOR.validate(document)
+    assert document["scenarios"][0]["result"]["upstream_run"] == {
+        "read_out": "train data",
+        "calls": [
+            {
+                "call": "generate_and_rm_group",
+                "outcome": "ok",
+                "stood_in": ["the hook", "the loop"],
+                "read_out": "",
+                "error": "",
+            },
+            {
+                "call": "RolloutManager.generate",
+                "outcome": "ok",
+                "stood_in": ["the hook"],
+                "read_out": "train data",
+                "error": "",
+            },
+        ],
+        "stood_in": ["the hook", "the loop"],
+        "gym_clients": ["stand-in over ctx.gym"],
+    }
+    assert ScenarioRecord.from_wire(sent.to_wire()) == sent
+    document["scenarios"][0]["result"]["upstream_run"]["calls"][0]["outcome"] = "fine"
+    assert [error.json_path for error in VALIDATOR.iter_errors(document)] == [
+        "$.scenarios[0].result.upstream_run.calls[0].outcome"
+    ]
+
+
+def test_a_collector_that_is_no_adapter_has_an_empty_upstream_run() -> None:
+    outcome = result("reference-run", rollouts=completed(3))
+    outcome.history.append("collector", "invoke", "collect", {"rows": 3, "style": "gym"})
+    document = render_json([record(outcome, name="reference-run")], run=_run())
+    VALIDATOR.validate(document)
+    assert document["scenarios"][0]["result"]["upstream_run"] == {}

@@ -128,6 +128,8 @@ UPSTREAM = Upstream(
     ),
 )
 SOURCE: Final = "collector"
+READ_OUT: Final = "the train_data grpo_train hands policy.train"
+"""Where the Rollouts of a train step are read from (``upstream_calls``)."""
 CANNOT_COMBINE: Final[dict[tuple[Style, Mode], str]] = {
     ("native", "train"): (
         "native-style train mode is NeMo RL's run_multi_turn_rollout, which the nemo_rl adapter does not "
@@ -255,7 +257,9 @@ class NemoRLCollector:
             "call": f"{train_batch.GRPO_MODULE}.grpo_train, rollout to policy.train",
             "copy": step.__name__,
         }
-        history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": list(step.STOOD_IN)})
+        history.append(
+            SOURCE, "invoke", "upstream", {**call, "stood_in": list(step.STOOD_IN), "read_out": READ_OUT}
+        )
         try:
             with trainer_warnings():
                 if self._policy is None:

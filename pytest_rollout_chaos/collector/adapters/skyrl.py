@@ -112,6 +112,13 @@ STOOD_IN: Final = (
 )
 """What of the trainer's path to the policy update is stood in; every other line is SkyRL's."""
 SOURCE: Final = "collector"
+CALL: Final = f"{train_batch.TRAINER_MODULE}.RayPPOTrainer.train, generate to the policy's forward_backward"
+"""The span of SkyRL's code one collection runs (``upstream_calls``)."""
+READ_OUT: Final = (
+    "the GeneratorOutput RayPPOTrainer.generate returns (before postprocess_generator_output "
+    "rewrites it), each row marked by the mini-batches forward_backward is handed"
+)
+"""Where the Rollouts are read from (``upstream_calls``)."""
 
 
 def use_skyrl_gym() -> None:
@@ -220,6 +227,8 @@ class SkyRLCollector:
             "mode": mode,
             SKIP_FAILED: self.skip_failed_rollouts,
             "stood_in": list(STOOD_IN),
+            "call": CALL,
+            "read_out": READ_OUT,
         }
         history.append(SOURCE, "invoke", "generate", call)
         config = self.config(

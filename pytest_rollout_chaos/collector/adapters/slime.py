@@ -113,6 +113,8 @@ from pytest_rollout_chaos.history import History
 
 ROW_KEY: Final = "nemo_gym_row"
 SOURCE: Final = "collector"
+READ_OUT: Final = "the train data RolloutManager.generate hands the training ranks"
+"""Where the Rollouts are read from (``upstream_calls``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +240,7 @@ class SlimeCollector:
         training ranks; what slime raises on the way is raised, unchanged."""
         manager = train_manager(args, finished)
         call = {"call": f"{MANAGER_MODULE}.RolloutManager.generate", "rollout_id": self.rollout_id}
-        with upstream_call(self.ctx.history, call, list(STOOD_IN)) as done:
+        with upstream_call(self.ctx.history, call, list(STOOD_IN), read_out=READ_OUT) as done:
             data: dict[str, Any] = manager.generate(self.rollout_id)
             done["samples"] = len(data["tokens"])
         return data
@@ -287,10 +289,18 @@ def generation_stood_in() -> list[str]:
 
 
 @contextmanager
-def upstream_call(history: History, call: dict[str, Any], stood_in: list[str]) -> Iterator[dict[str, Any]]:
-    """Record one call into slime's code with what it stands in for, then how it ended (the dict
-    yielded: what to record with ``ok``); what slime raises is raised, unchanged."""
-    history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": stood_in})
+def upstream_call(
+    history: History, call: dict[str, Any], stood_in: list[str], *, read_out: str = ""
+) -> Iterator[dict[str, Any]]:
+    """Record one call into slime's code with what it stands in for (and ``read_out``, where the
+    Rollouts are read from its output), then how it ended (the dict yielded: what to record with
+    ``ok``); what slime raises is raised, unchanged."""
+    history.append(
+        SOURCE,
+        "invoke",
+        "upstream",
+        {**call, "stood_in": stood_in, **({"read_out": read_out} if read_out else {})},
+    )
     done: dict[str, Any] = {}
     try:
         yield done

@@ -138,6 +138,18 @@ MANAGER_CLASSES: Final = ("NemoGymAgentLoopManager", "NeMoGymAgentLoopManager")
 DATASET_CLASSES: Final = ("NemoGymJSONLDataset", "NeMoGymJSONLDataset")
 """PR #80's names, then #87's (a rename; the collection code is the same)."""
 SOURCE: Final = "collector"
+GENERATION_STOOD_IN: Final = (
+    "the manager's create and __init__ (Ray workers, vLLM replicas, NeMo Gym's RunHelper): the "
+    "manager is made with object.__new__ and given the attributes _init_nemo_gym sets",
+    "generate_sequences' hop onto the manager's loop thread: _async_generate_sequences is awaited "
+    "in the collector's own loop",
+    "the recipe's vLLM server patch: the policy server's own splice (splice_prefix) stands for it",
+)
+"""What of the recipe's generation is stood in (the module's docstring says why)."""
+READ_OUT: Final = "the batch RayPPOTrainer.fit hands update_actor"
+"""Where the Rollouts of a train step are read from (``upstream_calls``)."""
+VALIDATION_READ_OUT: Final = "the manager's output DataProto, as _validate reads it"
+"""Where the Rollouts of a validation are read from."""
 
 
 class VerlCollector:
@@ -203,8 +215,11 @@ class VerlCollector:
         else:  # fit: the uid, _get_gen_batch, each prompt repeated rollout.n times
             step = train_batch.before_generation(prompts, n=size, global_steps=0)
             prompts = step.gen_batch
-        call = {"rows": len(rows), "validate": mode == "validation"}
-        history.append(SOURCE, "invoke", "generate_sequences", call)
+        generation = f"{type(manager).__module__}.{type(manager).__qualname__}._async_generate_sequences"
+        call = {"rows": len(rows), "validate": mode == "validation", "call": generation}
+        stood_in = [*GENERATION_STOOD_IN, *([GYM_CLIENT] if self.own_gym is None else [])]
+        read_out = {"read_out": VALIDATION_READ_OUT} if validate else {}
+        history.append(SOURCE, "invoke", "generate_sequences", {**call, "stood_in": stood_in, **read_out})
         try:
             with verl_status.watching(self.recipe) as watched:
                 output = await manager._async_generate_sequences(prompts)
@@ -246,7 +261,7 @@ class VerlCollector:
             *train_batch.STOOD_IN,
             *verl_status.STOOD_IN,
         ]
-        history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": stood_in})
+        history.append(SOURCE, "invoke", "upstream", {**call, "stood_in": stood_in, "read_out": READ_OUT})
         try:
             batch = train_batch.train_batch(step, output, nested(taken.items, "algorithm"), n=_n(taken))
         except BaseException as error:

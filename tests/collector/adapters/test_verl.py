@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_rollout_chaos import bundled, tokens
-from pytest_rollout_chaos.collector.adapters import verl, verl_status, verl_train_batch
+from pytest_rollout_chaos.collector.adapters import upstream_calls, verl, verl_status, verl_train_batch
 from pytest_rollout_chaos.collector.protocol import CollectorContext, Rollout
 from pytest_rollout_chaos.invariants.base import Observation
 from pytest_rollout_chaos.invariants.compose import check_all
@@ -149,6 +149,16 @@ async def test_train_rows_come_from_the_batch_update_actor_gets_and_stopping_at_
                 *verl_train_batch.STOOD_IN,
                 *verl_status.STOOD_IN,
             ]
+            ran = upstream_calls.summary(ctx.history)  # what the report's Upstream section shows
+            assert ran["read_out"] == verl.READ_OUT
+            generation, fit_call = ran["calls"]
+            assert generation["call"].endswith("AgentLoopManager._async_generate_sequences")
+            assert (
+                fit_call["call"]
+                == f"{verl_train_batch.TRAINER_MODULE}.RayPPOTrainer.fit, generation to update_actor"
+            )
+            assert (generation["outcome"], fit_call["outcome"]) == ("ok", "ok")
+            assert ran["stood_in"][: len(verl.GENERATION_STOOD_IN)] == list(verl.GENERATION_STOOD_IN)
         else:
             assert fit == []
     assert NOT_READ not in summaries["real"][0], summaries
