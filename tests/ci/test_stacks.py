@@ -89,7 +89,8 @@ def test_the_summary_tells_each_stack_also_when_a_later_stage_fails() -> None:
         stacks_allowed_missing
         trap stacks_summary EXIT
         stack_ready nemo-gym-0.4; stack_missing nemo-gym-0.7 "no Python 3.13 found"
-        stack_ready vllm; stack_ready trainers; stack_ready verl; stack_ready ray; stack_ready nemo-rl; stack_ready skyrl
+        stack_ready vllm; stack_ready trainers; stack_ready verl; stack_ready ray
+        stack_ready nemo-rl; stack_ready skyrl
         stacks_require
     """
     refused = _bash("-c", script)
