@@ -158,26 +158,29 @@ def empty_lists(document: Any) -> int:
     return emptied
 
 
+def objects(document: Any) -> list[dict[str, Any]]:
+    """Every object in ``document``, outermost first, in document order; listed before a caller
+    changes any of them, so a rewrite may delete what it walks."""
+    found: list[dict[str, Any]] = []
+    pending = [document]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            found.append(node)
+            pending.extend(reversed(list(node.values())))
+        elif isinstance(node, list):
+            pending.extend(reversed(node))
+    return found
+
+
 def drop_output(document: Any) -> int:
     """Remove every ``output`` list from the object holding it, in place; how many went. A ``/run``
     result keeps its ``response`` (id, status, usage) with no ``output`` at all, the shape a failed
     or summarised response takes (NeMo RL #2367 reads such results)."""
-    dropped = 0
-
-    def visit(node: Any) -> None:
-        nonlocal dropped
-        if isinstance(node, dict):
-            if isinstance(node.get("output"), list):
-                del node["output"]
-                dropped += 1
-            for value in node.values():
-                visit(value)
-        elif isinstance(node, list):
-            for item in node:
-                visit(item)
-
-    visit(document)
-    return dropped
+    holders = [node for node in objects(document) if isinstance(node.get("output"), list)]
+    for holder in holders:
+        del holder["output"]
+    return len(holders)
 
 
 def drop_last_prompt_ids(document: Any) -> int:
@@ -185,20 +188,11 @@ def drop_last_prompt_ids(document: Any) -> int:
     in place (1, or 0 when none carries both): one model call of a ``/run`` result left with its
     generation and no readable prompt, as an agent that builds an item itself sends (NeMo Gym
     PR #2254). Earlier calls keep theirs, so a reader that skips the item loses a turn."""
-    carriers: list[dict[str, Any]] = []
-
-    def visit(node: Any) -> None:
-        if isinstance(node, dict):
-            generated = any(isinstance(node.get(key), list) for key in GENERATED_IDS_KEYS)
-            if generated and "prompt_token_ids" in node:
-                carriers.append(node)
-            for value in node.values():
-                visit(value)
-        elif isinstance(node, list):
-            for item in node:
-                visit(item)
-
-    visit(document)
+    carriers = [
+        node
+        for node in objects(document)
+        if "prompt_token_ids" in node and any(isinstance(node.get(key), list) for key in GENERATED_IDS_KEYS)
+    ]
     if not carriers:
         return 0
     del carriers[-1]["prompt_token_ids"]

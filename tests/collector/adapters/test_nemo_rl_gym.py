@@ -28,6 +28,7 @@ from pytest_rollout_chaos.servers.keeper import ProcessKeeper
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 from pytest_rollout_chaos.trial import Trial, open_trial
+from tests.collector.adapters._gym_signs import assert_nemo_gyms_client_ran, config_asked
 from tests.collector.adapters._nemo_rl_trees import MAIN, tree_imported
 
 ROWS = 4
@@ -67,14 +68,6 @@ async def trial(stack: ChaosStack) -> AsyncIterator[Trial]:
         yield opened
 
 
-def config_asked(trial: Trial) -> list[str]:
-    """The User-Agent of each request for the global config the head server recorded."""
-    return [
-        str(event.data.get("user_agent"))
-        for event in trial.history.events(source="head", op="global_config_dict_yaml")
-    ]
-
-
 @pytest.mark.slow
 @pytest.mark.asyncio
 async def test_nemo_rls_actor_runs_nemo_gyms_own_client_against_the_stack(trial: Trial) -> None:
@@ -84,15 +77,8 @@ async def test_nemo_rls_actor_runs_nemo_gyms_own_client_against_the_stack(trial:
     rollouts = await asyncio.wait_for(collector.collect(rows, mode="train"), DEADLINE_S)
 
     assert sorted(rollout.row_index for rollout in rollouts) == list(range(ROWS))
-    # Seen by the stack's head server: NeMo Gym's ServerClient asks it with requests, once per call.
-    asked = config_asked(trial)
-    assert len(asked) == 1, trial.history.timeline()
-    assert asked[0].startswith("python-requests/"), asked
-    # The harness's GymClient records every /run it sends; it sent none.
-    assert trial.history.events(source="collector", op="run") == []
-    # Each /run reached the agents over the collector's links, as the fault layer recorded.
-    runs = [event for event in trial.history.events(kind="invoke") if event.op == "POST /run"]
-    assert len(runs) == ROWS
+    assert_nemo_gyms_client_ran(trial, ROWS)
+    assert len(config_asked(trial)) == 1, trial.history.timeline()  # once per run_examples call
     upstream = trial.history.events(source="collector", op="upstream")
     (facts,) = [event.data for event in upstream if "client" in event.data]
     assert facts["client"] == "NeMo Gym's own", facts

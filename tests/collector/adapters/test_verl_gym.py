@@ -32,6 +32,7 @@ from pytest_rollout_chaos.servers.keeper import ProcessKeeper
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 from pytest_rollout_chaos.trial import Trial, open_trial
+from tests.collector.adapters._gym_signs import assert_nemo_gyms_client_ran, config_asked
 from tests.collector.adapters._verl_trees import MAIN_RECIPE_TREE, recipe_tree
 
 ROWS = 4
@@ -84,14 +85,6 @@ def collector_for(trial: Trial) -> verl.VerlCollector:
     return verl.VerlCollector(dataclasses.replace(trial.collector, model_dir=bundled.tiny_model_dir()))
 
 
-def config_asked(trial: Trial) -> list[str]:
-    """The User-Agent of each request for the global config the head server recorded."""
-    return [
-        str(event.data.get("user_agent"))
-        for event in trial.history.events(source="head", op="global_config_dict_yaml")
-    ]
-
-
 @pytest.mark.slow
 @pytest.mark.asyncio
 async def test_the_recipe_runs_nemo_gyms_own_client_against_the_stack(trial: Trial) -> None:
@@ -102,15 +95,7 @@ async def test_the_recipe_runs_nemo_gyms_own_client_against_the_stack(trial: Tri
 
     assert sorted(rollout.row_index for rollout in rollouts) == list(range(ROWS))
     assert all(rollout.turns for rollout in rollouts), rollouts
-    # Seen by the stack's head server: NeMo Gym's ServerClient asks it with requests.
-    asked = config_asked(trial)
-    assert asked, trial.history.timeline()
-    assert all(agent.startswith("python-requests/") for agent in asked), asked
-    # The harness's GymClient records every /run it sends; it sent none.
-    assert trial.history.events(source="collector", op="run") == []
-    # Each /run reached the agents over the collector's links, as the fault layer recorded.
-    runs = [event for event in trial.history.events(kind="invoke") if event.op == "POST /run"]
-    assert len(runs) == ROWS
+    assert_nemo_gyms_client_ran(trial, ROWS)
     (facts,) = [event.data for event in trial.history.events(source="collector", op="gym_client")]
     assert facts["client"] == "NeMo Gym's own", facts
     assert facts["nemo_gym"] == own_gym.version(), facts
