@@ -38,6 +38,18 @@ def test_one_pass_reports_every_problem_of_the_file() -> None:
     assert problems(MANY) == many_problems("s.chaos.yaml")
 
 
+def test_next_steps_sound_listed_without_a_next_step_is_an_error_at_the_invariants() -> None:
+    text = (
+        "name: x\ndescription: d\nexpect:\n  invariants: [next_steps_sound]\n  witness: {rows_answered: 1}\n"
+    )
+    assert problems(text) == [
+        "s.chaos.yaml:4: expect.invariants: next_steps_sound judges the collections after the first, and "
+        "workload.collections is 1, so it would judge nothing: set workload.collections (valid: 2..4), or "
+        "leave it out"
+    ]
+    assert parse_scenario(text + "workload: {collections: 2}\n", SHOWN).workload.collections == 2
+
+
 def test_a_fault_row_beyond_the_workload_is_an_error_at_the_row_key() -> None:
     text = scenario("  - kind: trajectory_exception\n    target: agent\n    row: 7\n")
     assert problems(text) == [
