@@ -7,7 +7,7 @@ says. For the same reason a scenario with no fault step names a witness (``expec
 must have happened for it to test anything), each witness must be one the workload can show, and
 ``expect.not_judged`` names only invariants the scenario lists (an unlisted one that finds nothing
 to judge is already silent), and ``next_steps_sound`` is listed only with ``workload.collections``
-above 1.
+above 1, whose next steps need every server back after the heal (no ``restart_on_heal: false``).
 
 The rules read whatever of the file could be read (``mappings.Parsed`` leaves out the keys that
 were wrong), so one ``rollout-chaos validate`` shows every problem. A rule whose inputs are
@@ -87,6 +87,14 @@ class _Rules:
             )
         elif isinstance(row, int):  # with a wrong target, at least whether the row exists
             self.row(target if isinstance(target, str) else "", row, _At(lines["row"], f"{field}.row"))
+        if params.get("restart_on_heal") is False and (self.shape.collections or 1) > 1:
+            self.problems.add(
+                lines["restart_on_heal"],
+                f"{field}.restart_on_heal",
+                "false leaves the server down after the heal, and workload.collections runs the next "
+                "steps on a healed stack: they would judge the missing server, not the collector "
+                "(leave restart_on_heal out, or workload.collections at 1)",
+            )
         if not isinstance(target, str):
             return
         nth = params.get("nth")
