@@ -33,4 +33,5 @@ INTERFACE_NAMES = (
     "drifted_logprobs_masked",
     "retry_faithful",
     "conversation_carried",
+    "next_steps_sound",
 )

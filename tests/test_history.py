@@ -60,6 +60,29 @@ def test_a_torn_last_line_waits_and_a_garbled_line_is_skipped(tmp_path: Path) ->
     assert [event.op for event in history.events()] == ["first", "second"]
 
 
+def test_a_history_cut_at_a_time_holds_only_what_came_before_it_from_memory_and_files(
+    tmp_path: Path,
+) -> None:
+    events_file = tmp_path / "agent.events.jsonl"
+    history = History()
+    history.follow(events_file)
+    history.append("collector", "invoke", "collect", {"step": 1})
+    EventWriter("agent", events_file).emit("ok", "POST /run", {"row": 0})
+    cut_at = history.append("collector", "ok", "collect", {"step": 1}).t
+    EventWriter("agent", events_file).emit("ok", "POST /run", {"row": 0})
+    history.append("collector", "invoke", "collect", {"step": 2})
+    cut = history.until(cut_at)
+    assert [(event.source, event.data) for event in cut.events()] == [
+        ("collector", {"step": 1}),
+        ("agent", {"row": 0}),
+        ("collector", {"step": 1}),
+    ]
+    assert cut.t0 == history.t0
+    assert len(history) == 5  # the History itself keeps everything
+    history.append("collector", "ok", "collect", {"step": 2})
+    assert len(cut) == 3  # a copy: what comes later stays out of it
+
+
 def test_non_finite_floats_survive_as_text() -> None:
     line = Event(0.5, "fault", "info", "inject", {"value": math.nan, "nested": [math.inf]}).to_json()
     event = Event.from_json(line)

@@ -7,6 +7,9 @@ A collector (or its class, or its factory) may declare, as attributes:
   ``nemo_rl`` adapter drives validation only through ``validate()``'s native rollouts);
 - ``max_group_size`` with ``max_group_size_why``: the largest GRPO group it takes, and why (a
   SkyRL tree without the hook that tells a group's copies apart takes one row per prompt);
+- ``max_collections`` with ``max_collections_why``: the most collections it runs in a row on one
+  object (``workload.collections``), and why no more (one whose trainer state does not outlive a
+  collection, so a second one would test the stand-in, not the trainer);
 - ``reaches``: the fault targets its own requests meet, each with the routes it requests there
   (``None``: any route); a collector that sends every row through the Gym stack leaves it out;
 - ``honours_max_concurrency = True``: it keeps at most ``CollectorSettings.max_concurrency`` rows
@@ -41,11 +44,17 @@ COMBINE_EXAMPLE: Final = 'cannot_combine = {("native", "train"): "why"}'
 
 
 def unsupported(
-    collector: object, *, style: Style, mode: Mode, group_size: int, row_ids: str = "positions"
+    collector: object,
+    *,
+    style: Style,
+    mode: Mode,
+    group_size: int,
+    row_ids: str = "positions",
+    collections: int = 1,
 ) -> str | None:
     """Why ``collector`` cannot run a workload of ``style``, ``mode``, groups of ``group_size``
-    rows and ``_rowidx`` numbered by ``row_ids``, from what it declares; None when it can (or
-    declares nothing)."""
+    rows, ``_rowidx`` numbered by ``row_ids`` and ``collections`` in a row, from what it declares;
+    None when it can (or declares nothing)."""
     styles = supported_styles(collector)
     if style not in styles:
         return (
@@ -65,6 +74,13 @@ def unsupported(
     if largest is not None and group_size > largest:
         why = getattr(collector, "max_group_size_why", "") or "its max_group_size"
         return f"groups of {group_size} generations per prompt; the collector takes at most {largest}: {why}"
+    most = getattr(collector, "max_collections", None)
+    if most is not None and collections > most:
+        why = getattr(collector, "max_collections_why", "") or "its max_collections"
+        return (
+            f"{collections} collections in a row (workload.collections); the collector runs at most "
+            f"{most}: {why}"
+        )
     renumbers = getattr(collector, "numbers_rows", None)
     if row_ids != "positions" and renumbers is not None:
         if not isinstance(renumbers, str) or not renumbers:

@@ -9,7 +9,8 @@
   collector (``hidden_exit``); the model's own drift that real vLLM's strict tool calling prevents
   (``drift_prevented``); a policy restart (``ready_delay_s``) on a policy this run did not start.
 - **the collector's declared abilities** (``collector.abilities``): styles, modes, the pairs of
-  them it cannot combine, the largest group it takes, whether it numbers the rows itself.
+  them it cannot combine, the largest group it takes, whether it numbers the rows itself, the
+  most collections it runs in a row.
 - **its reach.** A collector that runs its own loop declares ``reaches``; a fault aimed elsewhere,
   or at a route it never requests, would never fire (``unreachable``).
 
@@ -59,6 +60,7 @@ def collector_unfit(scenario: Scenario, collector: object) -> str | None:
         mode=workload.mode,
         group_size=workload.generations_per_prompt,
         row_ids=workload.row_ids,
+        collections=workload.collections,
     )
     if reason is not None:
         return reason

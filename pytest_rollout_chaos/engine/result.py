@@ -13,7 +13,7 @@ from typing import Any
 from pytest_rollout_chaos.collector.protocol import Rollout
 from pytest_rollout_chaos.engine.acted import Touches
 from pytest_rollout_chaos.history import History
-from pytest_rollout_chaos.invariants.base import Status, Verdict
+from pytest_rollout_chaos.invariants.base import FollowUp, Status, Verdict
 from pytest_rollout_chaos.invariants.witnesses import Sighting
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario
 
@@ -43,6 +43,15 @@ class ScenarioResult:
     vacuous: list[str] = field(default_factory=list)  # listed invariants not judged, witnesses not seen
     # each name the scenario and its events give a server -> its processes' names (for their logs)
     servers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # the collections after the first (``workload.collections``), and when the History the
+    # invariants of the first read ends (None: at the end, as with one collection)
+    follow_ups: list[FollowUp] = field(default_factory=list)
+    judged_until: float | None = None
+
+    def judged_history(self) -> History:
+        """The History of the first collection: all of it, or up to ``judged_until`` where later
+        collections on the same collector sent requests for the same rows."""
+        return self.history if self.judged_until is None else self.history.until(self.judged_until)
 
     @property
     def passed(self) -> bool:

@@ -4,12 +4,15 @@ The plugin side (``scenario_items.run_scenario``) gets the session's settings an
 ``collector_for``, ``run_on`` and ``raise_for`` in turn. The collection runs
 in its own event loop with the scenario's deadline (``expect.within_s``); a collector that
 does not finish by then is cancelled and judged by ``bounded``, it never becomes a CI timeout.
-Every fault is healed before judging, on every path. Judging is pure: the invariants named by
-the scenario and the standing ones (``invariants.registry.STANDING``) read the History and the
-outcome, the witnesses it names are counted, and the expectations (``raises`` or ``rollouts``)
-are compared with what came back. A FAIL, an UNKNOWN or a missed expectation raises
-``InvariantViolation`` whose text lists them, the outcome and the timeline; a run that judged
-nothing of what the scenario lists (``engine.vacuity``) raises ``VacuousScenarioError``.
+Every fault is healed before judging, on every path. With ``workload.collections`` above 1 the
+same collector then collects again (``engine.next_steps``): the invariants judge the first
+collection on the History up to the first of those, ``next_steps_sound`` the rest. Judging is
+pure: the invariants named by the scenario and the standing ones
+(``invariants.registry.STANDING``) read the History and the outcome, the witnesses it names are
+counted, and the expectations (``raises`` or ``rollouts``) are compared with what came back. A
+FAIL, an UNKNOWN or a missed expectation raises ``InvariantViolation`` whose text lists them,
+the outcome and the timeline; a run that judged nothing of what the scenario lists
+(``engine.vacuity``) raises ``VacuousScenarioError``.
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from typing import Any, Final, cast
 from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import abilities, contract
 from pytest_rollout_chaos.collector.adapters import trainer_settings
-from pytest_rollout_chaos.collector.protocol import CollectorFactory, CollectorSettings, Rollout
+from pytest_rollout_chaos.collector.protocol import Collector, CollectorFactory, CollectorSettings, Rollout
 from pytest_rollout_chaos.collector.target import load_factory
 from pytest_rollout_chaos.engine import fit, vacuity
 from pytest_rollout_chaos.engine.acted import count_touches, problems
 from pytest_rollout_chaos.engine.expectations import check_expectations
+from pytest_rollout_chaos.engine.next_steps import run_next_steps
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.engine.schedule import Schedule
 from pytest_rollout_chaos.errors import (
@@ -190,7 +194,9 @@ def run_once(
 async def execute(
     scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, *, seed: int, target: str | None = None
 ) -> ScenarioResult:
-    """Collect once under the fault schedule; heal everything; return what happened (no judging).
+    """Collect once under the fault schedule; heal everything; collect again on the same collector
+    as often as ``workload.collections`` asks (``engine.next_steps``); return what happened (no
+    judging).
 
     A collector that breaks its contract (``collector.contract``) raises ``CollectorContractError``
     naming ``target`` (the factory's own name when not given), after every fault is healed.
@@ -248,12 +254,33 @@ async def execute(
             result.faults_injected = schedule.injected
             result.fault_errors += schedule.errors
             result.unfired = schedule.unfired
+        await _next_steps(result, collector, who=who)
     # The collector's connections are closed now; what they left in flight is recorded shortly.
     await acting.settle(history, timeout_s=SETTLE_S)
-    ended = started + result.elapsed_s
-    result.touches = count_touches(schedule.applied, history, ended_at=ended)
-    result.unacted = problems(result.touches, started_at=started, ended_at=ended, t0=history.t0)
+    _count_touches(result, schedule, started_at=started)
     return result
+
+
+async def _next_steps(result: ScenarioResult, collector: Collector, *, who: str) -> None:
+    """The collections after the first, on the same ``collector``, when the scenario asks for them
+    (not after a collector declined the first: that scenario is not judged)."""
+    scenario = result.scenario
+    if scenario.workload.collections == 1 or isinstance(result.raised, NotJudgedError):
+        return
+    # what the first collection left in flight is recorded before the cut its invariants read
+    await acting.settle(result.history, timeout_s=SETTLE_S)
+    result.judged_until = time.monotonic()
+    result.follow_ups = await run_next_steps(
+        collector, scenario, result.rows, result.history, who=who, cancel_grace_s=CANCEL_GRACE_S
+    )
+
+
+def _count_touches(result: ScenarioResult, schedule: Schedule, *, started_at: float) -> None:
+    """What each injected fault touched of the first collection, and the steps that touched not
+    what they said."""
+    ended = started_at + result.elapsed_s
+    result.touches = count_touches(schedule.applied, result.judged_history(), ended_at=ended)
+    result.unacted = problems(result.touches, started_at=started_at, ended_at=ended, t0=result.history.t0)
 
 
 async def _policy_loading(
@@ -277,11 +304,12 @@ def judge(result: ScenarioResult) -> None:
     """Fill in the verdicts and expectation failures of ``result`` (pure)."""
     scenario = result.scenario
     settings = collector_settings(scenario)
+    history = result.judged_history()
     observation = Observation(
         rows=result.rows,
         rollouts=result.rollouts,
         raised=result.raised,
-        history=result.history,
+        history=history,
         deadline_s=scenario.expect.within_s,
         elapsed_s=result.elapsed_s,
         mode=scenario.workload.mode,
@@ -295,9 +323,11 @@ def judge(result: ScenarioResult) -> None:
         rows_after=result.rows_after,
         style=scenario.workload.style,
         max_concurrency=result.concurrency_limit,
+        follow_ups=result.follow_ups,
     )
-    result.verdicts = check_all(observation, judged(scenario.expect.invariants))
-    result.witnesses = look(result.history, scenario.expect.witness)
+    next_steps = scenario.workload.collections > 1
+    result.verdicts = check_all(observation, judged(scenario.expect.invariants, next_steps=next_steps))
+    result.witnesses = look(history, scenario.expect.witness)
     result.expectation_failures = check_expectations(
         scenario.expect, result.rollouts, result.raised, result.timed_out
     )
@@ -383,6 +413,7 @@ def timeline(history: History, *, limit: int = 40) -> str:
         for event in history.events()
         if event.source in ("fault", "process")
         or (event.source == "collector" and event.op in ("collect", "retry"))
+        or (event.source == "engine" and event.op == "collection")
     ]
     return history.timeline(wanted, limit=limit) or "(no fault or collection events recorded)"
 

@@ -61,6 +61,23 @@ class Verdict:
 
 
 @dataclass(frozen=True, slots=True)
+class FollowUp:
+    """One collection after the first on the same collector (``workload.collections``): its
+    number (2 for the first follow-up), the rows handed over (a copy), what came back or was
+    raised, whether it was cut at ``deadline_s``, and when it started and how long it took
+    (``time.monotonic()``, the History's clock)."""
+
+    number: int
+    rows: Sequence[Row]
+    rollouts: Sequence[Rollout | None] | None
+    raised: BaseException | None
+    timed_out: bool
+    started_at: float
+    elapsed_s: float
+    deadline_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """Everything an invariant may look at; ``rollouts`` is None when the collector raised.
 
@@ -71,7 +88,8 @@ class Observation:
     where unknown. ``generations_per_prompt`` is the workload's GRPO group size: the rows are laid
     out prompt by prompt, so each run of that many consecutive rows is one group. ``rows`` are the
     rows as they were handed over (a copy taken before ``collect``), ``rows_after`` the caller's
-    own after it.
+    own after it. ``follow_ups`` are the collections after the first (``workload.collections``);
+    the rest of the Observation, its History included, is the first collection's alone.
     """
 
     rows: Sequence[Row]
@@ -92,6 +110,7 @@ class Observation:
     rows_after: Sequence[Row] | None = None  # the rows as ``collect`` left them; None: not kept
     style: Style = "gym"
     max_concurrency: int | None = None  # the rows the collector declares it keeps in flight at most
+    follow_ups: Sequence[FollowUp] = ()
 
     @property
     def requested(self) -> list[int]:

@@ -8,7 +8,9 @@ the servers produced, a status the policy's finish reason bears out, bounded ret
 empty-epoch check, the train batch the collector says it hands to training, its GRPO groups
 whole or left out, a raise's cause, the caller's rows left as they were. A scenario lists what
 is specific to it; ``judged`` gives its full list. A standing invariant that finds nothing to
-judge says NOT_JUDGED silently; a listed one makes the scenario vacuous.
+judge says NOT_JUDGED silently; a listed one makes the scenario vacuous. ``STANDING_WITH_NEXT_STEPS``
+stand where the scenario runs collections after the first (``workload.collections``), and only
+there: elsewhere they would judge nothing on every scenario.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pytest_rollout_chaos.invariants.finite_logprobs import FiniteLogprobs
 from pytest_rollout_chaos.invariants.groups_intact import GroupsIntact
 from pytest_rollout_chaos.invariants.isolated_failures import IsolatedFailures
 from pytest_rollout_chaos.invariants.logprobs_generated import LogprobsGenerated
+from pytest_rollout_chaos.invariants.next_steps_sound import NextStepsSound
 from pytest_rollout_chaos.invariants.no_empty_epoch import NoEmptyEpoch
 from pytest_rollout_chaos.invariants.no_silent_short_count import NoSilentShortCount
 from pytest_rollout_chaos.invariants.outage_fails_collection import OutageFailsCollection
@@ -75,6 +78,7 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     DriftedLogprobsMasked(),
     RetryFaithful(),
     ConversationCarried(),
+    NextStepsSound(),
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)
@@ -96,10 +100,15 @@ STANDING: Final[tuple[str, ...]] = (
 )
 
 
-def judged(listed: Iterable[str]) -> tuple[str, ...]:
+STANDING_WITH_NEXT_STEPS: Final[tuple[str, ...]] = ("next_steps_sound",)
+
+
+def judged(listed: Iterable[str], *, next_steps: bool = False) -> tuple[str, ...]:
     """The invariants a scenario is judged by: those it lists, in its order, then each standing
-    one it does not list, in ``STANDING`` order; each name once."""
-    return tuple(dict.fromkeys([*listed, *STANDING]))
+    one it does not list, in ``STANDING`` order, then, with ``next_steps`` (it collects more than
+    once), ``STANDING_WITH_NEXT_STEPS``; each name once."""
+    more = STANDING_WITH_NEXT_STEPS if next_steps else ()
+    return tuple(dict.fromkeys([*listed, *STANDING, *more]))
 
 
 def get(name: str) -> Checker:

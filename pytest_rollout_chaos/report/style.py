@@ -196,6 +196,9 @@ svg.timeline .marker text { fill: #b91c1c; font-weight: 600; }
 svg.timeline .marker.restart line { stroke: var(--good); }
 svg.timeline .marker.restart path { fill: var(--good); }
 svg.timeline .marker.restart text { fill: #1e7a44; }
+svg.timeline .marker.step line { stroke: var(--blue); }
+svg.timeline .marker.step path { fill: var(--blue); }
+svg.timeline .marker.step text { fill: var(--blue); }
 svg.timeline .end line { stroke: #374151; stroke-width: 1; stroke-dasharray: 2 3; }
 svg.timeline .deadline line { stroke: var(--timed-out); stroke-width: 1.5; stroke-dasharray: 6 3; }
 svg.timeline .deadline text { fill: var(--timed-out); font-weight: 600; }

@@ -4,8 +4,9 @@ Pure data, no drawing: x is seconds since the History started (the collection's 
 requested row gets a lane built from the events that carry ``data["row"]``: the collector's
 ``run`` attempts (``invoke`` then ``ok``/``fail``/``info``), its ``retry`` and ``rollout``
 facts, and the servers' own requests. Faults become bands from the moment their ``inject``
-began to their ``heal`` (or the end of the picture when never healed); process exits and
-restarts become markers across all lanes.
+began to their ``heal`` (or the end of the picture when never healed); process exits, restarts
+and the start of each collection after the first (``workload.collections``) become markers across
+all lanes.
 """
 
 from __future__ import annotations
@@ -85,10 +86,11 @@ class Band:
 
 @dataclass(frozen=True, slots=True)
 class Marker:
-    """A fact across every lane: a process exit or a restart."""
+    """A fact across every lane: a process exit, a restart, or the start of a collection after the
+    first (``workload.collections``: the next step, on the same rows' lanes)."""
 
     t_s: float
-    kind: Literal["exit", "restart"]
+    kind: Literal["exit", "restart", "step"]
     label: str
 
 
@@ -336,6 +338,8 @@ def _markers(events: Sequence[Event], t0: float) -> list[Marker]:
             markers.append(Marker(event.t - t0, "exit", f"{event.data.get('server', '?')} {why}"))
         elif event.source == "fault" and event.op == "restart":
             markers.append(Marker(event.t - t0, "restart", f"{event.data.get('server', '?')} restarted"))
+        elif event.source == "engine" and event.op == "collection" and event.kind == "invoke":
+            markers.append(Marker(event.t - t0, "step", f"collection {event.data.get('collection', '?')}"))
     return markers
 
 

@@ -62,6 +62,7 @@ class Workload:
     tasks: tuple[str, ...] = (v.TASK_NAMES[0],)
     max_output_tokens: int | None = None  # None: the stack's default limit
     max_concurrency: int | None = None  # None: the collector's own limit
+    collections: int = 1  # collect calls in a row on one collector: a trainer's steps
     row_ids: v.RowIds = "positions"
     order: v.RowOrder = "by_task"
     trainer_config: Mapping[str, Any] = dataclasses.field(default_factory=lambda: types.MappingProxyType({}))

@@ -6,7 +6,8 @@ The workload fixes the rows and the stack the servers (``shape.Shape``). A fault
 says. For the same reason a scenario with no fault step names a witness (``expect.witness``: what
 must have happened for it to test anything), each witness must be one the workload can show, and
 ``expect.not_judged`` names only invariants the scenario lists (an unlisted one that finds nothing
-to judge is already silent).
+to judge is already silent), and ``next_steps_sound`` is listed only with ``workload.collections``
+above 1, whose next steps need every server back after the heal (no ``restart_on_heal: false``).
 
 The rules read whatever of the file could be read (``mappings.Parsed`` leaves out the keys that
 were wrong), so one ``rollout-chaos validate`` shows every problem. A rule whose inputs are
@@ -29,6 +30,7 @@ from pytest_rollout_chaos.scenario.steps import ParsedTrigger
 RUN_ROUTE: Final = "/run"
 # Targets that are not servers of ``stack.servers``: nothing has to be started for them.
 _NOT_STARTED: Final = (v.COLLECTOR, v.GYM_CLIENT)
+NEXT_STEPS: Final = "next_steps_sound"
 RETRY_HINT: Final = "; to aim at a retry, give the fault a row: nth then counts that row's attempts"
 # Witnesses that count rows, and those a workload style can never show (with why).
 _ROW_WITNESSES: Final = ("rows_answered", "prompt_ids_drifted", "multi_turn_rows")
@@ -85,6 +87,14 @@ class _Rules:
             )
         elif isinstance(row, int):  # with a wrong target, at least whether the row exists
             self.row(target if isinstance(target, str) else "", row, _At(lines["row"], f"{field}.row"))
+        if params.get("restart_on_heal") is False and (self.shape.collections or 1) > 1:
+            self.problems.add(
+                lines["restart_on_heal"],
+                f"{field}.restart_on_heal",
+                "false leaves the server down after the heal, and workload.collections runs the next "
+                "steps on a healed stack: they would judge the missing server, not the collector "
+                "(leave restart_on_heal out, or workload.collections at 1)",
+            )
         if not isinstance(target, str):
             return
         nth = params.get("nth")
@@ -210,6 +220,13 @@ class _Rules:
             self.conditions(rollouts)
         not_judged = expect.part("not_judged")
         listed = expect.values.get("invariants")
+        if listed is not None and NEXT_STEPS in listed and self.shape.collections == 1:
+            self.problems.add(
+                lines.get("invariants", expect.line),
+                "expect.invariants",
+                f"{NEXT_STEPS} judges the collections after the first, and workload.collections is 1, so "
+                "it would judge nothing: set workload.collections (valid: 2..4), or leave it out",
+            )
         if isinstance(not_judged, m.Parsed) and listed is not None:
             self.not_judged(not_judged, listed, lines.get("invariants", expect.line))
         witness = expect.part("witness")

@@ -31,6 +31,7 @@ class Shape:
     servers: tuple[str, ...] | None
     replicas: int | None = 1  # the policy replicas the scenario runs with
     layout: tuple[str, str] = ("positions", "by_task")  # workload.row_ids and workload.order
+    collections: int | None = 1  # workload.collections; None where it is wrong
 
     @classmethod
     def of(cls, scenario: m.Parsed, *, policy_replicas: int = 1) -> Shape:
@@ -48,6 +49,7 @@ class Shape:
             servers=tuple(servers) if servers is not None else None,
             replicas=_replicas(stack, policy_replicas),
             layout=(workload.get("row_ids") or "positions", workload.get("order") or "by_task"),
+            collections=workload.get("collections"),
         )
 
     @classmethod

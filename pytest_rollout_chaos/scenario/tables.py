@@ -123,6 +123,14 @@ WORKLOAD: Final = m.Section(
             "so rows beyond it queue behind the others; default: the collector's own (16)",
         ),
         m.Field(
+            "collections",
+            s.Integer(1, 4),
+            "collections in a row on one collector object, as a trainer's steps: after the first ends "
+            "and every fault is healed, collect is called again with a fresh copy of the same rows, "
+            "each within expect.within_s; the invariants judge the first, next_steps_sound the others",
+            default=1,
+        ),
+        m.Field(
             "max_output_tokens",
             s.Integer(1),
             "the token limit of each generation: every row's responses_create_params.max_output_tokens "

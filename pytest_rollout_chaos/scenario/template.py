@@ -39,6 +39,7 @@ workload:
   tasks: [calculator]
   # max_output_tokens: 16    # the token limit of each generation (omit: the stack's)
   # max_concurrency: 4       # rows the collector may have in flight at once (omit: its own)
+  # collections: 2          # steps in a row on one collector; the faults act in the first
 
 faults:                      # kinds and their parameters: rollout-chaos schema
   - kind: latency

@@ -52,6 +52,7 @@ CAUGHT_BY = {
     "retry_edits_caller_rows": ("nan-logprobs-nan", "rows_unchanged"),
     "task_batched_answers": ("workload-out-of-order", "turns_generated"),
     "permit_released_twice": ("workload-queued-behind-concurrency", "concurrency_bounded"),
+    "permit_leaked_on_failure": ("next-step-after-failed-rows", "next_steps_sound"),
     "batch_wide_group_filter": ("group-failure-spares-healthy-groups", "groups_intact"),
     "drains_before_cancel": ("collection-cancelled-while-a-row-hangs", "cancel_honoured"),
     "drift_trained": ("logprob-drift-masked", "drifted_logprobs_masked"),

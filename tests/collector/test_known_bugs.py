@@ -66,8 +66,10 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
 # (empty_output_completed: run-answer-emptied), one logprob short of its tokens
 # (short_logprobs_trained: run-answers-unreadable) or without its output on every row
 # (empty_generation_hint: run-answers-without-output), the native one judged against the layer's
-# and the environment's records of the conversation (observation_dropped: native-row-failures) and
-# the native one whose bug needs the policy killed (policy_lost_per_row: native-policy-killed).
+# and the environment's records of the conversation (observation_dropped: native-row-failures),
+# the native one whose bug needs the policy killed (policy_lost_per_row: native-policy-killed) and
+# the one whose bug shows only in a second collection on the same collector
+# (permit_leaked_on_failure: next-step-after-failed-rows, and tests/engine/test_next_steps.py).
 ELSEWHERE = {
     "per_sample_env",
     "mixed_env_batch",
@@ -89,6 +91,7 @@ ELSEWHERE = {
     "empty_generation_hint",
     "observation_dropped",
     "policy_lost_per_row",
+    "permit_leaked_on_failure",
 }
 DEADLINE_S = 1.5
 # A collection deadline is noticed late only past ends_promptly's margin (3 s): give it room.

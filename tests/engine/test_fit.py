@@ -48,12 +48,13 @@ def _scenario(
     mode: str = "train",
     generations: int = 1,
     row_ids: str = "positions",
+    collections: int = 1,
 ) -> Scenario:
     path = tmp_path / "fit.chaos.yaml"
     path.write_text(
         "name: fit\ndescription: what the collector can run\n"
         f"workload:\n  style: {style}\n  mode: {mode}\n  generations_per_prompt: {generations}\n"
-        f"  row_ids: {row_ids}\n"
+        f"  row_ids: {row_ids}\n  collections: {collections}\n"
         "expect:\n  invariants: [accounted]\n  witness: {rows_answered: 1}\n"
     )
     return load_scenario(path)
@@ -115,3 +116,16 @@ def test_a_collector_that_numbers_rows_itself_is_not_judged_on_ids_that_never_re
 
     with pytest.raises(CollectorTargetError, match=r"Wrong.numbers_rows is True; valid: a non-empty string"):
         collector_unfit(_scenario(tmp_path, row_ids="offset"), Wrong)
+
+
+def test_a_collector_that_runs_one_collection_is_turned_away_from_next_steps(tmp_path: Path) -> None:
+    class OneStep:
+        max_collections = 1
+        max_collections_why = "its actor ends with each collection"
+
+    assert collector_unfit(_scenario(tmp_path), OneStep) is None
+    assert collector_unfit(_scenario(tmp_path, collections=2), OneStep) == (
+        "2 collections in a row (workload.collections); the collector runs at most 1: its actor ends "
+        "with each collection"
+    )
+    assert collector_unfit(_scenario(tmp_path, collections=4), _Declares) is None

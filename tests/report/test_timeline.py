@@ -92,6 +92,16 @@ def test_process_exits_and_restarts_are_markers() -> None:
     ]
 
 
+def test_each_collection_after_the_first_starts_a_marker() -> None:
+    events = [
+        event(1.0, "engine", "invoke", "collection", collection=2, of=3, rows=3),
+        event(2.0, "engine", "ok", "collection", collection=2, outcome="returned 3 rollouts"),
+        event(2.1, "engine", "invoke", "collection", collection=3, of=3, rows=3),
+    ]
+    labels = [(marker.kind, marker.label) for marker in _timeline(events).markers]
+    assert labels == [("step", "collection 2"), ("step", "collection 3")]
+
+
 def test_the_collection_extent_comes_from_the_collectors_own_events() -> None:
     timeline = _timeline(story_events(), elapsed_s=0.5)
     assert (round(timeline.collection_start_s, 3), round(timeline.collection_end_s, 3)) == (0.01, 0.55)

@@ -214,6 +214,21 @@ def test_wrong_types() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("value", "shown"), [("0", "0"), ("5", "5"), ("two", "'two'"), ("1.5", "1.5"), ("true", "True")]
+)
+def test_collections_outside_one_to_four_is_an_error_at_its_line(value: str, shown: str) -> None:
+    text = BASE + WITNESS + f"workload:\n  rows_per_task: 2\n  collections: {value}\n"
+    assert problems(text) == [
+        f"s.chaos.yaml:8: workload.collections: invalid value {shown} (valid: an integer >= 1 and <= 4)"
+    ]
+
+
+def test_collections_defaults_to_one_and_loads_up_to_four() -> None:
+    assert load(BASE + WITNESS).workload.collections == 1
+    assert load(BASE + WITNESS + "workload:\n  collections: 4\n").workload.collections == 4
+
+
 def test_unknown_invariant_and_repeated_one() -> None:
     text = "name: x\ndescription: d\nexpect:\n  invariants: [acounted, bounded, bounded]\n" + WITNESS
     assert problems(text) == [

@@ -38,6 +38,28 @@ def test_one_pass_reports_every_problem_of_the_file() -> None:
     assert problems(MANY) == many_problems("s.chaos.yaml")
 
 
+def test_next_steps_sound_listed_without_a_next_step_is_an_error_at_the_invariants() -> None:
+    text = (
+        "name: x\ndescription: d\nexpect:\n  invariants: [next_steps_sound]\n  witness: {rows_answered: 1}\n"
+    )
+    assert problems(text) == [
+        "s.chaos.yaml:4: expect.invariants: next_steps_sound judges the collections after the first, and "
+        "workload.collections is 1, so it would judge nothing: set workload.collections (valid: 2..4), or "
+        "leave it out"
+    ]
+    assert parse_scenario(text + "workload: {collections: 2}\n", SHOWN).workload.collections == 2
+
+
+def test_a_server_left_down_after_the_heal_is_an_error_where_next_steps_run() -> None:
+    kill = "  - kind: kill\n    target: calculator_agent\n    restart_on_heal: false\n"
+    assert problems(scenario(kill, workload="  rows_per_task: 2\n  collections: 2\n")) == [
+        "s.chaos.yaml:9: faults[0].restart_on_heal: false leaves the server down after the heal, and "
+        "workload.collections runs the next steps on a healed stack: they would judge the missing "
+        "server, not the collector (leave restart_on_heal out, or workload.collections at 1)"
+    ]
+    assert parse_scenario(scenario(kill), SHOWN).faults[0].params["restart_on_heal"] is False
+
+
 def test_a_fault_row_beyond_the_workload_is_an_error_at_the_row_key() -> None:
     text = scenario("  - kind: trajectory_exception\n    target: agent\n    row: 7\n")
     assert problems(text) == [

@@ -141,6 +141,11 @@ CANNOT_COMBINE: Final[dict[tuple[Style, Mode], str]] = {
     ),
 }
 """The style and mode pairs the adapter has no NeMo RL path for (the fit step skips them)."""
+RAY_ONE_COLLECTION: Final = (
+    "with Ray on, the adapter ends NeMo RL's NemoGym actor with each collection and starts the next "
+    "one inside the next collection's deadline, blocking the event loop while it starts; NeMo RL keeps "
+    "one actor across steps, so a next step here would judge the adapter's restart, not the trainer"
+)
 
 
 # -- the collector ------------------------------------------------------------------------------
@@ -157,6 +162,8 @@ class NemoRLCollector:
         '(nemo_rl/experience/rollouts.py, row["_rowidx"] = row_index)'
     )
     helper_class: ClassVar[type[GymHelper]] = GymHelper
+    max_collections: int | None = None  # one with Ray on (__init__): its actor ends with each collection
+    max_collections_why: ClassVar[str] = RAY_ONE_COLLECTION
 
     def __init__(self, ctx: CollectorContext) -> None:
         self._ctx = ctx
@@ -185,6 +192,8 @@ class NemoRLCollector:
         if self._own_gym is not None and self._ray is None:  # built here at collection: imported now
             own_gym.preload()
         self._actor = self._start_actor() if self._ray is not None else None
+        if self._ray is not None:  # the fit step skips more collections in a row, saying why
+            self.max_collections = 1
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
         try:

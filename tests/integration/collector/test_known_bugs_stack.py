@@ -127,7 +127,8 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
 # group-failure-spares-healthy-groups; drift_trained: the layer's record of the logprobs it drifted,
 # logprob-drift-masked; empty_output_completed: a /run answer the layer emptied, run-answer-emptied;
 # observation_dropped: native style, below; policy_lost_per_row: the policy killed in native style,
-# native-policy-killed).
+# native-policy-killed; permit_leaked_on_failure: a second collection on the same collector,
+# next-step-after-failed-rows).
 ELSEWHERE = {
     "observation_dropped",
     "policy_lost_per_row",
@@ -149,6 +150,7 @@ ELSEWHERE = {
     "batch_wide_group_filter",
     "drift_trained",
     "empty_output_completed",
+    "permit_leaked_on_failure",
 }
 
 
