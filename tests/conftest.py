@@ -9,12 +9,19 @@ inner pytester runs included, and at session end those lines are checked.
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 pytest_plugins = ["pytester"]
+
+# Ctrl-C must reach what the tests start (the SIGINT tests send it to an inner pytest and to
+# servers that rely on Python's own handler). A shell that runs the suite in the background
+# starts it with SIGINT ignored, which every child would inherit; Python's default comes back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # Inner runs get pytest-asyncio's loop scope (so it does not warn) and leave the built-in
