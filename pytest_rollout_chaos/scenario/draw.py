@@ -5,8 +5,9 @@ faults firing at one fixed request. A collector bug can hide behind that shape. 
 it along the dimensions below, each from the run's seed, the scenario's name and the draw's
 index (the same draw on every machine):
 
-- more rows per task (up to ``MAX_ROWS`` in all), a second task, the tasks interleaved or
-  shuffled group by group, ids that are offset or sparse instead of positions;
+- more rows per task (up to ``MAX_ROWS`` in all), a second task (last where rows are named by id,
+  so a named row keeps its task), the tasks interleaved or shuffled group by group, ids that are
+  offset or sparse instead of positions;
 - where rows come in GRPO groups, another group size (with rows per task raised so every row the
   scenario names still exists), and the members scored apart (``stack.reward_spread``);
 - a concurrency limit below the rows (``workload.max_concurrency``), so rows queue behind others;
@@ -136,7 +137,9 @@ def _dimensions(scenario: Scenario, rng: random.Random) -> Iterator[list[Edit]]:
         yield [(ROWS_PATH, rng.randint(workload.rows_per_task + 1, most))]
     if others and workload.rows_per_task * (len(tasks) + 1) * workload.generations_per_prompt <= MAX_ROWS:
         extra = rng.choice(others)
-        yield [("workload.tasks", rng.choice([[*tasks, extra], [extra, *tasks]]))]
+        # Where rows are named by id, the new task goes last, so a named row keeps its task.
+        orders = [[*tasks, extra], [extra, *tasks]] if _layout_free(scenario) else [[*tasks, extra]]
+        yield [("workload.tasks", rng.choice(orders))]
     if workload.generations_per_prompt > 1:
         yield from _group_dimensions(scenario, rng)
     rows = workload.rows_per_task * per_row

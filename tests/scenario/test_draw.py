@@ -57,6 +57,17 @@ def test_the_layout_is_not_drawn_where_a_fault_names_a_row() -> None:
         assert one.scenario.workload.row_ids == scenario.workload.row_ids
 
 
+def test_a_second_task_goes_last_where_rows_are_named_so_a_named_row_keeps_its_task() -> None:
+    path = CATALOG / "native-row-failures.chaos.yaml"  # row 3 must stay a multi-turn calculator row
+    scenario, _, made = _draws(path, count=40)
+    drawn = [
+        one.scenario.workload.tasks for one in made if one.scenario.workload.tasks != scenario.workload.tasks
+    ]
+    assert drawn, "no draw added a task"
+    for tasks in drawn:
+        assert list(tasks[: len(scenario.workload.tasks)]) == list(scenario.workload.tasks), tasks
+
+
 def test_a_scenario_with_nothing_to_vary_says_so() -> None:
     text = """
 name: fixed
