@@ -7,6 +7,7 @@ sends itself. Shared by the tests of the adapters that run NeMo Gym's client (``
 
 from __future__ import annotations
 
+from pytest_rollout_chaos.collector.gym_client import GymClient
 from pytest_rollout_chaos.trial import Trial
 
 
@@ -27,3 +28,18 @@ def assert_nemo_gyms_client_ran(trial: Trial, rows: int) -> None:
     assert trial.history.events(source="collector", op="run") == []
     runs = [event for event in trial.history.events(kind="invoke") if event.op == "POST /run"]
     assert len(runs) == rows
+
+
+def arm_short_results(trial: Trial, count: int) -> None:
+    """Arm the ``short_results`` fault on the collection's Gym client, as the fault's inject does."""
+    armed = trial.faults.gym_client
+    assert isinstance(armed, GymClient)
+    assert armed is trial.collector.gym
+    armed.short_results(count)
+
+
+def assert_short_results_acted(trial: Trial, rows: int, count: int) -> None:
+    """The fault cut NeMo Gym's own client's results by ``count`` of ``rows``, and that client ran."""
+    shortened = trial.history.events(source="collector", op="short_results")
+    assert [event.data for event in shortened] == [{"rows": rows, "yielded": rows - count}]
+    assert config_asked(trial), "NeMo Gym's own client did not run"

@@ -22,13 +22,17 @@ import pytest_asyncio
 from pytest_rollout_chaos.builder import GymShape, StackBuilder
 from pytest_rollout_chaos.collector import adapters
 from pytest_rollout_chaos.collector.adapters import nemo_rl, own_gym
-from pytest_rollout_chaos.collector.gym_client import GymClient
 from pytest_rollout_chaos.collector.protocol import CollectorSettings
 from pytest_rollout_chaos.servers.keeper import ProcessKeeper
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 from pytest_rollout_chaos.trial import Trial, open_trial
-from tests.collector.adapters._gym_signs import assert_nemo_gyms_client_ran, config_asked
+from tests.collector.adapters._gym_signs import (
+    arm_short_results,
+    assert_nemo_gyms_client_ran,
+    assert_short_results_acted,
+    config_asked,
+)
 from tests.collector.adapters._nemo_rl_trees import MAIN, tree_imported
 
 ROWS = 4
@@ -90,15 +94,10 @@ async def test_nemo_rls_actor_runs_nemo_gyms_own_client_against_the_stack(trial:
 async def test_short_results_acts_on_nemo_gyms_own_client_and_main_raises(trial: Trial) -> None:
     collector = nemo_rl.NemoRLCollector(trial.collector)
     rows = trial.stack.gym.rows("calculator", ROWS)
-    armed = trial.faults.gym_client
-    assert isinstance(armed, GymClient)
-    assert armed is trial.collector.gym
-    armed.short_results(2)  # what the fault's inject does
+    arm_short_results(trial, 2)
 
     # main's caller names the rows that never came (the stream ended early), as with the stand-in
     with pytest.raises(RuntimeError, match="missing row indices"):
         await asyncio.wait_for(collector.collect(rows, mode="train"), DEADLINE_S)
 
-    shortened = trial.history.events(source="collector", op="short_results")
-    assert [event.data for event in shortened] == [{"rows": ROWS, "yielded": ROWS - 2}]
-    assert config_asked(trial), "NeMo Gym's own client did not run"
+    assert_short_results_acted(trial, ROWS, 2)

@@ -26,13 +26,16 @@ from pytest_rollout_chaos.collector import adapters
 from pytest_rollout_chaos.collector.adapters import own_gym, verl
 from pytest_rollout_chaos.collector.adapters import verl_recipe as recipe_import
 from pytest_rollout_chaos.collector.adapters.upstream import use_tree
-from pytest_rollout_chaos.collector.gym_client import GymClient
 from pytest_rollout_chaos.collector.protocol import CollectorSettings
 from pytest_rollout_chaos.servers.keeper import ProcessKeeper
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 from pytest_rollout_chaos.trial import Trial, open_trial
-from tests.collector.adapters._gym_signs import assert_nemo_gyms_client_ran, config_asked
+from tests.collector.adapters._gym_signs import (
+    arm_short_results,
+    assert_nemo_gyms_client_ran,
+    assert_short_results_acted,
+)
 from tests.collector.adapters._verl_trees import MAIN_RECIPE_TREE, recipe_tree
 
 ROWS = 4
@@ -110,14 +113,9 @@ async def test_the_recipe_runs_nemo_gyms_own_client_against_the_stack(trial: Tri
 async def test_short_results_acts_on_nemo_gyms_own_client_and_the_recipe_raises(trial: Trial) -> None:
     collector = collector_for(trial)
     rows = trial.stack.gym.rows("calculator", ROWS)
-    armed = trial.faults.gym_client
-    assert isinstance(armed, GymClient)
-    assert armed is trial.collector.gym
-    armed.short_results(2)  # what the fault's inject does
+    arm_short_results(trial, 2)
 
     with pytest.raises(RuntimeError, match="nemo-gym did not return results for samples"):
         await asyncio.wait_for(collector.collect(rows, mode="train"), DEADLINE_S)
 
-    shortened = trial.history.events(source="collector", op="short_results")
-    assert [event.data for event in shortened] == [{"rows": ROWS, "yielded": ROWS - 2}]
-    assert config_asked(trial), "NeMo Gym's own client did not run"
+    assert_short_results_acted(trial, ROWS, 2)
