@@ -1,11 +1,12 @@
 """Targets for the process faults that import nothing of ours, and the kernel's own log as a witness.
 
-``PLAIN_SERVER`` is a standard-library HTTP server: it only follows the supervisor's
-conventions through the environment (report the port in the ready file, bind the port given
-on restart). Its first argument says what it does on SIGINT and SIGTERM: ``graceful`` stops
-serving and exits 0, ``default`` leaves Python's defaults (SIGTERM kills it; SIGINT raises
-KeyboardInterrupt, which ends it as killed by SIGINT), ``ignore`` ignores them, ``fails`` stops
-and exits 3. Its second argument is ballast in MiB, touched, so it holds
+``PLAIN_SERVER`` is a standard-library HTTP server that serves on its main thread only (a
+SIGINT that lands while a request thread starts makes Python exit 1, not die of the signal). It
+follows the supervisor's conventions through the environment only (report the port in the ready
+file, bind the port given on restart). Its first argument says what it does on SIGINT and
+SIGTERM: ``graceful`` stops serving and exits 0, ``default`` leaves Python's defaults (SIGTERM
+kills it; SIGINT raises KeyboardInterrupt, which ends it as killed by SIGINT), ``ignore`` ignores
+them, ``fails`` stops and exits 3. Its second argument is ballast in MiB, touched, so it holds
 that much memory, as a loaded model server does; its third is a child (same process group) that
 holds that many MiB. ``GET /`` answers ``{"pid", "child"}``.
 """
@@ -55,7 +56,8 @@ PLAIN_SERVER = textwrap.dedent(
 
 
     port = int(os.environ.get("ROLLOUT_CHAOS_PORT", "0"))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    # one thread: a signal that lands while a handler thread starts ends Python with status 1
+    server = http.server.HTTPServer(("127.0.0.1", port), Handler)
     for stop_signal in (signal.SIGINT, signal.SIGTERM):
         if mode in ("graceful", "fails"):
             signal.signal(stop_signal, lambda *_: threading.Thread(target=server.shutdown).start())
