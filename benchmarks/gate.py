@@ -2,7 +2,9 @@
 
 For each pair in ``tests/upstream`` (the pre-fix tree and the PR tree the adapters' tests use)
 it runs the gate as a user would, whole catalog, in a subprocess, and reports the wall time of each
-side and of the whole gate, the gate's exit status and summary line, and the verdict changes. Each
+side and of the whole gate, the gate's exit status and summary line, and the verdict changes. It
+runs each gate twice, side by side: as it runs by default (both sides at once, goal: three minutes)
+and with ``--sequential``, and prints the ratio. Each
 pair's gate runs with its trainer's interpreter, as the gate finds it: ``ROLLOUT_CHAOS_NEMO_RL_PYTHON``
 and the like (CI's NeMo RL venv), else ``ROLLOUT_CHAOS_TRAINERS_PYTHON`` (an interpreter with the
 trainers, CI's trainers venv), else this interpreter. A pair whose trees are absent, or whose
@@ -28,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 # The pinned trees: ``$ROLLOUT_CHAOS_UPSTREAM_DIR``, else the repository's ``tests/upstream``.
 UPSTREAM = Path(os.environ.get("ROLLOUT_CHAOS_UPSTREAM_DIR") or REPO / "tests" / "upstream")
 TIMEOUT_S = 3600.0
+GOAL_S = 180.0  # a gate over the whole catalog, pinned pair, two cores
 
 # pair -> (target, module that must import, base tarball, head tarball, the scenario the head fixes)
 PAIRS: dict[str, tuple[str, str, str, str, str]] = {
@@ -57,11 +60,14 @@ def run(*, pairs: list[str] | None = None) -> Result:
             continue
         print(f"  gate: {pair} ...", file=sys.stderr, flush=True)
         wall_s, facts = _gate(python, target, *trees, fixed)
-        details[pair] = facts
-        numbers.append(Number(f"{pair} gate (base + head)", wall_s, "s"))
+        sequential_s, sequential = _gate(python, target, *trees, fixed, "--sequential")
+        details[pair] = facts | {"sequential": sequential}
+        numbers.append(Number(f"{pair} gate (sides at once)", wall_s, "s", goal=GOAL_S, direction="at_most"))
+        numbers.append(Number(f"{pair} gate (--sequential)", sequential_s, "s"))
+        numbers.append(Number(f"{pair} at once / sequential", wall_s / sequential_s, "x"))
         for side in ("base", "head"):
             if isinstance(facts.get(side), dict):
-                numbers.append(Number(f"{pair} {side} side", facts[side]["wall_s"], "s"))
+                numbers.append(Number(f"{pair} {side} side (at once)", facts[side]["wall_s"], "s"))
     for pair, fact in details.items():
         if isinstance(fact, str):
             print(f"  gate: {pair} {fact}", file=sys.stderr, flush=True)
@@ -71,12 +77,14 @@ def run(*, pairs: list[str] | None = None) -> Result:
     return Result("gate", tuple(numbers), details=details)
 
 
-def _gate(python: str, target: str, base: Path, head: Path, fixed: str) -> tuple[float, dict[str, object]]:
+def _gate(
+    python: str, target: str, base: Path, head: Path, fixed: str, *extra: str
+) -> tuple[float, dict[str, object]]:
     with tempfile.TemporaryDirectory(prefix="gate-benchmark-") as scratch:
         report = Path(scratch) / "gate.json"
         command = [
             python, "-m", "pytest_rollout_chaos.cli", "gate", "--target", target,
-            "--base", str(base), "--head", str(head), "--expect-fixed", fixed, "--json", str(report),
+            "--base", str(base), "--head", str(head), "--expect-fixed", fixed, "--json", str(report), *extra,
         ]  # fmt: skip
         began = time.perf_counter()
         finished = subprocess.run(

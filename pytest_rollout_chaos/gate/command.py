@@ -1,4 +1,7 @@
-"""``rollout-chaos gate``: check what was asked, run base then head, compare, write the outputs.
+"""``rollout-chaos gate``: check what was asked, run base and head, compare, write the outputs.
+
+The two sides run at the same time, each its own pytest (``--sequential``: one after the other,
+where they would fight over one GPU or too few cores).
 
 Exit status: 0 when no scenario regressed and every ``--expect-fixed`` scenario went from red to
 green; 1 when one regressed (red, skipped or missing on head after passing on base, unless
@@ -26,6 +29,8 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, TextIO
@@ -42,6 +47,7 @@ from pytest_rollout_chaos.gate.sides import (
     check_python,
     prepare_tree,
     run_side,
+    run_sides,
 )
 from pytest_rollout_chaos.gate.verdicts import missing_module
 from pytest_rollout_chaos.scenario.model import SUFFIX, ScenarioFileError, load_scenario, scenario_files
@@ -130,6 +136,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Passed on to both pytest runs, e.g. --pytest-arg=--rollout-chaos-gym=nemo-gym (repeatable)",
     )
     parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="Run head after base instead of both at the same time (where the two runs would fight "
+        "over one GPU or too few cores)",
+    )
+    parser.add_argument(
         "--workdir", type=Path, help="Keep the sides' logs and JUnit XML here (default: a temporary folder)"
     )
     parser.add_argument(
@@ -163,16 +175,22 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             shutil.rmtree(scratch, ignore_errors=True)
         return EXIT_CANNOT_JUDGE
 
-    def progress(line: str) -> None:
-        print(line, file=err, flush=True)
-
-    print(f"rollout-chaos gate: {targets}, base {base_tree} then head {head_tree}", file=err, flush=True)
+    progress = _printer(err)
+    started = time.monotonic()
+    at_once = not args.sequential
+    how = "at the same time as" if at_once else "then"
+    print(f"rollout-chaos gate: {targets}, base {base_tree} {how} head {head_tree}", file=err, flush=True)
     for label, env in (("base", base_env), ("head", head_env)):
         print(f"{label}: {env.trainer()}; {env.executable}: {env.describe()}", file=err, flush=True)
         if env.python_warning is not None:
             print(f"rollout-chaos gate: warning: {env.python_warning}", file=err, flush=True)
-    base = run_side("base", base_tree, request, scratch, progress, environment=base_env)
-    head = run_side("head", head_tree, head_request, scratch, progress, environment=head_env)
+    base, head = run_sides(
+        [
+            _side_job("base", base_tree, request, scratch, progress, environment=base_env),
+            _side_job("head", head_tree, head_request, scratch, progress, environment=head_env),
+        ],
+        at_once=at_once,
+    )
     unjudged = [side for side in (base, head) if not side.verdicts]
     if unjudged:
         for side in unjudged:
@@ -201,7 +219,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         base.log = head.log = None  # removed below: a passing gate leaves nothing behind
         for pair in reruns:
             pair[0].log = pair[1].log = None
-    print(render.text(decision, base, head), file=out)
+    took = render.Took(wall_s=time.monotonic() - started, at_once=at_once)
+    print(render.text(decision, base, head, took), file=out)
     if args.json is not None:
         args.json.write_text(
             render.as_json(
@@ -212,6 +231,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 seed=args.seed,
                 scenarios=request.scenarios,
                 reruns=reruns,
+                took=took,
             ),
             encoding="utf-8",
         )
@@ -289,18 +309,45 @@ def _rerun(
     paths = [str(files[name]) for name in names]
     runs = []
     for at in range(2, args.runs + 1):
-        base, head = (
-            run_side(
-                f"{label}-run{at}",
-                tree,
-                dataclasses.replace(request, seed=args.seed + at - 1, scenarios=paths),
-                scratch,
-                progress,
-            )
-            for label, (tree, request) in zip(("base", "head"), sides, strict=True)
+        base, head = run_sides(
+            [
+                _side_job(
+                    f"{label}-run{at}",
+                    tree,
+                    dataclasses.replace(request, seed=args.seed + at - 1, scenarios=paths),
+                    scratch,
+                    progress,
+                )
+                for label, (tree, request) in zip(("base", "head"), sides, strict=True)
+            ],
+            at_once=not args.sequential,
         )
         runs.append((base, head))
     return runs
+
+
+def _printer(err: TextIO) -> Callable[[str], None]:
+    """Print a progress line to ``err``, whole: both sides print from their own threads."""
+    printing = threading.Lock()
+
+    def progress(line: str) -> None:
+        with printing:
+            print(line, file=err, flush=True)
+
+    return progress
+
+
+def _side_job(
+    label: str,
+    tree: Path,
+    request: SideRequest,
+    scratch: Path,
+    progress: Callable[[str], None],
+    *,
+    environment: SideEnvironment | None = None,
+) -> Callable[[threading.Event], SideRun]:
+    """``run_side`` with its arguments bound, for ``run_sides``."""
+    return lambda stop: run_side(label, tree, request, scratch, progress, environment=environment, stop=stop)
 
 
 def _request(args: argparse.Namespace) -> tuple[SideRequest, dict[str, Path]]:

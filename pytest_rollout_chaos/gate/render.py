@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_rollout_chaos.gate.compare import (
@@ -43,7 +44,19 @@ def summary(decision: GateDecision) -> str:
     return f"gate {decision.verdict}: {counts or 'no scenarios'}{judged if decision.scenarios else ''}"
 
 
-def text(decision: GateDecision, base: SideRun, head: SideRun) -> str:
+@dataclass(frozen=True, slots=True)
+class Took:
+    """The gate's own wall time, and whether its sides ran at the same time."""
+
+    wall_s: float
+    at_once: bool
+
+    def line(self) -> str:
+        how = "at the same time" if self.at_once else "one after the other"
+        return f"gate: {self.wall_s:.0f} s, the sides {how}"
+
+
+def text(decision: GateDecision, base: SideRun, head: SideRun, took: Took | None = None) -> str:
     """The terminal table, scenario x base x head, then the sides' wall times and the failures."""
     rows = [("scenario", "base", "head", "change", "invariants that flipped")]
     rows += [
@@ -56,6 +69,8 @@ def text(decision: GateDecision, base: SideRun, head: SideRun) -> str:
         for row in rows
     ]
     lines.append("")
+    if took is not None:
+        lines.append(took.line())
     for side in (base, head):
         lines.append(f"{side.label}: {side.tree} ({side.wall_s:.0f} s, pytest exit {side.exit_code})")
         if side.environment is not None:
@@ -124,6 +139,7 @@ def as_json(
     seed: int,
     scenarios: Sequence[str],
     reruns: Sequence[tuple[SideRun, SideRun]] = (),
+    took: Took | None = None,
 ) -> str:
     """Per scenario and side, the outcome and each invariant's verdict; the decision and its reasons;
     each rerun of the scenarios that moved, with its seed and verdicts."""
@@ -132,6 +148,8 @@ def as_json(
         "target": target,
         "seed": seed,
         "scenario_paths": list(scenarios),
+        "wall_s": round(took.wall_s, 1) if took is not None else None,
+        "sides_at_once": took.at_once if took is not None else None,
         "base": base.to_json(),
         "head": head.to_json(),
         "passed": decision.passed,

@@ -5,6 +5,8 @@ the tree, so what the gate judges is exactly what a user's own run would. Its ou
 line by line (``progress.SideProgress``: scenario k of n, elapsed, an estimate of what is left);
 the whole run has a deadline, and the child's process group is registered
 with the reaper, so it is stopped on every path, the gate itself being killed included.
+``run_sides`` runs the two sides at the same time (each waits on its child far more than it
+computes), or one after the other; either way a Ctrl-C or an error stops every child still running.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import tarfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -60,6 +63,8 @@ class SideRun:
     log: Path | None = None
     output_tail: list[str] = field(default_factory=list)
     environment: SideEnvironment | None = None  # the trainer's commit and the versions that ran it
+    started: float = 0.0  # time.monotonic() when its child started, and when it ended
+    ended: float = 0.0
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -151,15 +156,17 @@ def run_side(
     progress: Callable[[str], None],
     *,
     environment: SideEnvironment | None = None,
+    stop: threading.Event | None = None,
 ) -> SideRun:
-    """Run the scenarios against ``tree``; its progress lines go to ``progress`` as they come."""
+    """Run the scenarios against ``tree``; its progress lines go to ``progress`` as they come.
+    Setting ``stop`` (another side's Ctrl-C or error) stops the child within a second or so."""
     workdir = scratch / label
     workdir.mkdir(parents=True, exist_ok=True)
     junit, log = workdir / "junit.xml", workdir / "pytest.log"
     run = SideRun(label=label, tree=tree, log=log, environment=environment)
     follower = SideProgress(label, progress)
     follower.begin(f"pytest on {tree} ({request.python})")
-    started = time.monotonic()
+    started = run.started = time.monotonic()
     child = subprocess.Popen(
         command(request, tree, junit, workdir / "tmp"),
         stdout=subprocess.PIPE,
@@ -171,24 +178,49 @@ def run_side(
     )
     reaper().add(child.pid)
     try:
-        run.timed_out = not _follow(child, log, run, started + request.timeout_s, follower)
+        deadline = started + request.timeout_s
+        run.timed_out = not _follow(child, log, run, deadline, follower, stop=stop or threading.Event())
     finally:
         stop_group(child, grace_s=STOP_GRACE_S)
         reaper().remove(child.pid)
         if child.stdout is not None:
             child.stdout.close()
     run.exit_code = child.returncode
-    run.wall_s = time.monotonic() - started
+    run.ended = time.monotonic()
+    run.wall_s = run.ended - started
     follower.end(run.exit_code, timed_out=run.timed_out)
     if junit.is_file():
         run.verdicts = read_junit(junit)
     return run
 
 
+def run_sides(jobs: Sequence[Callable[[threading.Event], SideRun]], *, at_once: bool) -> list[SideRun]:
+    """Each job's ``SideRun``, in order, the jobs run at the same time (``at_once``) or one after the
+    other. Each job is handed one shared event: set when the gate is interrupted or a job raised,
+    so every child still running is stopped before the error goes on."""
+    stop = threading.Event()
+    if not at_once:
+        return [job(stop) for job in jobs]
+    with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="gate-side") as pool:
+        futures = [pool.submit(job, stop) for job in jobs]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            stop.set()  # leaving the pool waits for the jobs, each stopping its child
+            raise
+
+
 def _follow(
-    child: subprocess.Popen[str], log: Path, run: SideRun, deadline: float, follower: SideProgress
+    child: subprocess.Popen[str],
+    log: Path,
+    run: SideRun,
+    deadline: float,
+    follower: SideProgress,
+    *,
+    stop: threading.Event,
 ) -> bool:
-    """Copy the child's output to ``log`` and each line to ``follower``; False at the deadline."""
+    """Copy the child's output to ``log`` and each line to ``follower``; False at the deadline or
+    when ``stop`` is set."""
     lines: queue.Queue[str | None] = queue.Queue()
     assert child.stdout is not None
     stdout = child.stdout
@@ -202,7 +234,7 @@ def _follow(
     with log.open("w", encoding="utf-8") as sink:
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or stop.is_set():
                 return False
             try:
                 line = lines.get(timeout=min(remaining, 1.0))

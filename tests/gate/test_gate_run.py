@@ -104,6 +104,9 @@ def test_a_fix_passes_the_gate_and_swapping_the_trees_is_a_regression(
     assert by_name["short-results"]["base"]["invariants"]["no_silent_short_count"] == "FAIL"
     assert by_name["short-results"]["head"]["invariants"]["no_silent_short_count"] == "PASS"
     assert document["passed"] is True
+    assert document["sides_at_once"] is True
+    assert "at the same time as head" in err
+    assert document["wall_s"] >= max(document["base"]["wall_s"], document["head"]["wall_s"])
     assert document["base"]["tree"] == str(buggy.resolve())
     # Each side's environment, read in its interpreter (this one: both sides alike, nothing flagged)
     assert document["base"]["environment"]["trainer"] == {"tree": buggy.name, "commit": None}
@@ -113,9 +116,11 @@ def test_a_fix_passes_the_gate_and_swapping_the_trees_is_a_regression(
     assert comment.read_text().startswith("### ✅ rollout-chaos gate (`gated_trainer.collector:factory`)")
     assert f"| python | {platform.python_version()} | {platform.python_version()} |" in comment.read_text()
 
-    status = _gate(fixed, buggy, "--expect-fixed", "short-results", "--runs", "1")
+    status = _gate(fixed, buggy, "--expect-fixed", "short-results", "--runs", "1", "--sequential")
     out, err = capsys.readouterr()
     assert status == 1, out + err
+    assert "then head" in err
+    assert "the sides one after the other" in out
     assert "short-results: regression: passed on base, failed on head" in out
     assert out.splitlines()[-1] == "gate FAIL: 1 regression, 1 passed on both; 2 of 2 judged on both sides"
 
