@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Final, TextIO
 
@@ -186,8 +187,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"rollout-chaos gate: warning: {env.python_warning}", file=err, flush=True)
     base, head = run_sides(
         [
-            _side_job("base", base_tree, request, scratch, progress, environment=base_env),
-            _side_job("head", head_tree, head_request, scratch, progress, environment=head_env),
+            partial(run_side, "base", base_tree, request, scratch, progress, environment=base_env),
+            partial(run_side, "head", head_tree, head_request, scratch, progress, environment=head_env),
         ],
         at_once=at_once,
     )
@@ -311,7 +312,8 @@ def _rerun(
     for at in range(2, args.runs + 1):
         base, head = run_sides(
             [
-                _side_job(
+                partial(
+                    run_side,
                     f"{label}-run{at}",
                     tree,
                     dataclasses.replace(request, seed=args.seed + at - 1, scenarios=paths),
@@ -335,19 +337,6 @@ def _printer(err: TextIO) -> Callable[[str], None]:
             print(line, file=err, flush=True)
 
     return progress
-
-
-def _side_job(
-    label: str,
-    tree: Path,
-    request: SideRequest,
-    scratch: Path,
-    progress: Callable[[str], None],
-    *,
-    environment: SideEnvironment | None = None,
-) -> Callable[[threading.Event], SideRun]:
-    """``run_side`` with its arguments bound, for ``run_sides``."""
-    return lambda stop: run_side(label, tree, request, scratch, progress, environment=environment, stop=stop)
 
 
 def _request(args: argparse.Namespace) -> tuple[SideRequest, dict[str, Path]]:

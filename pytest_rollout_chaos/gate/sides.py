@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from pytest_rollout_chaos.errors import ChaosError
 from pytest_rollout_chaos.gate.environment import SideEnvironment
@@ -194,15 +194,21 @@ def run_side(
     return run
 
 
-def run_sides(jobs: Sequence[Callable[[threading.Event], SideRun]], *, at_once: bool) -> list[SideRun]:
+class SideJob(Protocol):
+    """One side to run: ``run_side`` with all but ``stop`` given."""
+
+    def __call__(self, *, stop: threading.Event) -> SideRun: ...
+
+
+def run_sides(jobs: Sequence[SideJob], *, at_once: bool) -> list[SideRun]:
     """Each job's ``SideRun``, in order, the jobs run at the same time (``at_once``) or one after the
     other. Each job is handed one shared event: set when the gate is interrupted or a job raised,
     so every child still running is stopped before the error goes on."""
     stop = threading.Event()
     if not at_once:
-        return [job(stop) for job in jobs]
+        return [job(stop=stop) for job in jobs]
     with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="gate-side") as pool:
-        futures = [pool.submit(job, stop) for job in jobs]
+        futures = [pool.submit(job, stop=stop) for job in jobs]
         try:
             return [future.result() for future in futures]
         except BaseException:

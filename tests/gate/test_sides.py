@@ -25,7 +25,7 @@ def _meeting(barrier: threading.Barrier, label: str) -> SideRun:
 def test_the_sides_run_at_the_same_time_and_come_back_in_order() -> None:
     barrier = threading.Barrier(2, timeout=MEET_S)
     runs = run_sides(
-        [lambda stop: _meeting(barrier, "base"), lambda stop: _meeting(barrier, "head")], at_once=True
+        [lambda *, stop: _meeting(barrier, "base"), lambda *, stop: _meeting(barrier, "head")], at_once=True
     )
     assert [run.label for run in runs] == ["base", "head"]
 
@@ -34,7 +34,7 @@ def test_sequential_sides_never_overlap() -> None:
     barrier = threading.Barrier(2, timeout=0.5)
     with pytest.raises(threading.BrokenBarrierError):
         run_sides(
-            [lambda stop: _meeting(barrier, "base"), lambda stop: _meeting(barrier, "head")],
+            [lambda *, stop: _meeting(barrier, "base"), lambda *, stop: _meeting(barrier, "head")],
             at_once=False,
         )
 
@@ -43,11 +43,11 @@ def test_a_side_that_raises_stops_the_other_before_the_error_goes_on() -> None:
     stopped: list[bool] = []
     started = threading.Event()
 
-    def broken(stop: threading.Event) -> SideRun:
+    def broken(*, stop: threading.Event) -> SideRun:
         started.wait(MEET_S)
         raise KeyboardInterrupt  # what a Ctrl-C looks like to the gate
 
-    def waiting(stop: threading.Event) -> SideRun:
+    def waiting(*, stop: threading.Event) -> SideRun:
         started.set()
         stopped.append(stop.wait(MEET_S))  # a side's child is stopped once this is set
         return SideRun(label="head", tree=Path("head"))
