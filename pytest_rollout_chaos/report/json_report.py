@@ -133,4 +133,5 @@ def _result(result: ResultFacts) -> dict[str, Any]:
         "vacuous": list(result.vacuous),
         "trainer_settings": [dict(entry) for entry in result.trainer_settings],
         "upstream_run": dict(result.upstream_run),
+        "follow_ups": [asdict(follow_up) for follow_up in result.follow_ups],
     }

@@ -19,6 +19,7 @@ from pytest_rollout_chaos.report import timeline as tl
 
 if TYPE_CHECKING:
     from pytest_rollout_chaos.engine.result import ScenarioResult
+    from pytest_rollout_chaos.invariants.base import FollowUp
     from pytest_rollout_chaos.scenario.model import Scenario
 
 ItemOutcome = Literal["passed", "failed", "error", "skipped"]
@@ -78,6 +79,38 @@ class ScenarioFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class FollowUpFacts:
+    """One collection after the first on the same collector (``workload.collections``): how it
+    ended (``returned``, ``raised`` or ``cut`` at the deadline) and what came back."""
+
+    number: int
+    rows: int
+    ended: Literal["returned", "raised", "cut"]
+    raised: str | None  # ``Type: message`` when it raised
+    statuses: Mapping[str, int]  # the rollouts it returned, counted by status (``None`` for a hole)
+    elapsed_s: float
+
+    @classmethod
+    def of(cls, follow_up: FollowUp) -> FollowUpFacts:
+        statuses: dict[str, int] = {}
+        for rollout in follow_up.rollouts or ():
+            status = "None" if rollout is None else str(rollout.status)
+            statuses[status] = statuses.get(status, 0) + 1
+        ended: Literal["returned", "raised", "cut"] = (
+            "cut" if follow_up.timed_out else "raised" if follow_up.raised is not None else "returned"
+        )
+        raised = follow_up.raised
+        return cls(
+            number=follow_up.number,
+            rows=len(follow_up.rows),
+            ended=ended,
+            raised=None if raised is None else f"{type(raised).__name__}: {raised}",
+            statuses=dict(sorted(statuses.items())),
+            elapsed_s=round(follow_up.elapsed_s, 3),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ResultFacts:
     """What the reports show of one run of a scenario: outcome, verdicts, and each row's fate."""
 
@@ -104,6 +137,7 @@ class ResultFacts:
     # What an adapter ran of the trainer's code (``adapters.upstream_calls.summary``): ``read_out``,
     # ``calls`` (each with its outcome and stand-ins), ``stood_in`` and ``gym_clients``; ``{}`` if none
     upstream_run: Mapping[str, Any] = field(default_factory=dict)
+    follow_ups: tuple[FollowUpFacts, ...] = ()  # the collections after the first, in order
 
     @classmethod
     def of(cls, result: ScenarioResult) -> ResultFacts:
@@ -148,6 +182,7 @@ class ResultFacts:
             vacuous=tuple(result.vacuous),
             trainer_settings=tuple(recorded(result.history)),
             upstream_run=upstream_calls.summary(result.history),
+            follow_ups=tuple(FollowUpFacts.of(follow_up) for follow_up in result.follow_ups),
         )
 
     def not_passed(self) -> list[VerdictFacts]:
@@ -265,6 +300,7 @@ def _result_facts(data: Mapping[str, Any]) -> ResultFacts:
         vacuous=tuple(data.get("vacuous", ())),
         trainer_settings=tuple(data.get("trainer_settings", ())),
         upstream_run=dict(data.get("upstream_run", {})),
+        follow_ups=tuple(FollowUpFacts(**follow_up) for follow_up in data.get("follow_ups", ())),
     )
 
 

@@ -13,7 +13,7 @@ from pytest_rollout_chaos.engine.acted import Touches
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.engine.schedule import Applied
 from pytest_rollout_chaos.faults import registry
-from pytest_rollout_chaos.invariants.base import Status
+from pytest_rollout_chaos.invariants.base import FollowUp, Status
 from pytest_rollout_chaos.report.json_report import json_schema, render_json, write_json
 from pytest_rollout_chaos.report.record import FaultFacts, ScenarioRecord
 from pytest_rollout_chaos.report.run_info import RunInfo, ServerLog, run_facts
@@ -245,3 +245,30 @@ def test_a_collector_that_is_no_adapter_has_an_empty_upstream_run() -> None:
     document = render_json([record(outcome, name="reference-run")], run=_run())
     VALIDATOR.validate(document)
     assert document["scenarios"][0]["result"]["upstream_run"] == {}
+
+
+def test_the_collections_after_the_first_are_in_the_result_and_cross_the_wire() -> None:
+    outcome = result("two-steps", rollouts=completed(3))
+    rows = outcome.rows
+    outcome.follow_ups = [
+        FollowUp(2, rows, completed(3), None, False, T0 + 2.0, 0.41, 30.0),
+        FollowUp(3, rows, None, RuntimeError("no permit left"), False, T0 + 3.0, 0.02, 30.0),
+        FollowUp(4, rows, None, None, True, T0 + 4.0, 30.0, 30.0),
+    ]
+    sent = record(outcome, name="two-steps")
+    document = render_json([sent], run=_run())
+    VALIDATOR.validate(document)
+    follow_ups = document["scenarios"][0]["result"]["follow_ups"]
+    assert [(f["number"], f["ended"], f["raised"], f["statuses"]) for f in follow_ups] == [
+        (2, "returned", None, {"completed": 3}),
+        (3, "raised", "RuntimeError: no permit left", {}),
+        (4, "cut", None, {}),
+    ]
+    assert follow_ups[0]["rows"] == len(rows)
+    assert ScenarioRecord.from_wire(sent.to_wire()) == sent
+    once = render_json([record(result("one-step", rollouts=completed(3)), name="one-step")], run=_run())
+    assert once["scenarios"][0]["result"]["follow_ups"] == []
+    follow_ups[1]["ended"] = "crashed"
+    assert [error.json_path for error in VALIDATOR.iter_errors(document)] == [
+        "$.scenarios[0].result.follow_ups[1].ended"
+    ]
