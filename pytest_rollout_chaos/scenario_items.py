@@ -27,6 +27,7 @@ from pytest_rollout_chaos.errors import (
     NotJudgedError,
     ScenarioError,
 )
+from pytest_rollout_chaos.report.record import FollowUpFacts
 from pytest_rollout_chaos.report.reports import RESULT_KEY
 from pytest_rollout_chaos.scenario.draw import Draw, DrawError
 from pytest_rollout_chaos.scenario.model import Scenario, load_scenario
@@ -159,7 +160,8 @@ def add_junit_properties(item: pytest.Item) -> None:
     result, when the runner left one: ``outcome``, ``faults_injected``, one ``invariant:NAME``
     per verdict (PASS, FAIL, UNKNOWN or NOT_JUDGED), one ``witness:NAME`` per witness the
     scenario names (``seen N`` or ``NOT_SEEN N``), ``rows``, ``elapsed_s``, ``passed``
-    (``rollout-chaos gate`` reads them back).
+    (``rollout-chaos gate`` reads them back), and one ``collection:N`` per collection after the
+    first (``workload.collections``): how it ended.
     """
     scenario = getattr(item, "scenario", None)
     if not isinstance(scenario, Scenario):
@@ -183,6 +185,10 @@ def add_junit_properties(item: pytest.Item) -> None:
             ("rows", len(result.rows)),
             ("elapsed_s", round(result.elapsed_s, 3)),
             ("passed", result.passed),
+        ]
+        properties += [
+            (f"collection:{follow_up.number}", FollowUpFacts.of(follow_up).describe())
+            for follow_up in result.follow_ups
         ]
     item.user_properties.extend(properties)
 

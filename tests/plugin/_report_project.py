@@ -2,7 +2,7 @@
 small History, returns rollouts (one row short for ``loses-a-row``), applies each fault step for
 real (its fault built by the registry, touching one request per returned row) and lets the real
 ``judge`` and invariants decide, as ``run_scenario`` does. ``no-result`` fails to start its stack;
-``not-here`` is skipped."""
+``not-here`` is skipped; ``two-steps`` has a second collection, which raised."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.report.reports import RESULT_KEY
 from pytest_rollout_chaos.engine.run import failure_text, judge
 from pytest_rollout_chaos.engine.schedule import Applied
+from pytest_rollout_chaos.invariants.base import FollowUp
 
 @pytest.fixture
 def chaos_scenario_runner():
@@ -69,6 +70,9 @@ def chaos_scenario_runner():
         result.elapsed_s = 0.25
         result.faults_injected = len(touches)
         result.touches = touches
+        if scenario.name == "two-steps":
+            second = FollowUp(2, rows, None, RuntimeError("no permit left"), False, healed.t, 0.01, 30.0)
+            result.follow_ups = [second]
         judge(result)
         request.node.stash[RESULT_KEY] = result
         if not result.passed:

@@ -83,6 +83,16 @@ def test_junit_xml_carries_the_scenario_properties(pytester: pytest.Pytester) ->
     assert properties["rows"] == "3"
     assert properties["elapsed_s"] == "0.25"
     assert properties["passed"] == "False"
+    assert not any(str(name).startswith("collection:") for name in properties), "one collection, none listed"
+
+
+def test_junit_xml_says_how_each_collection_after_the_first_ended(pytester: pytest.Pytester) -> None:
+    make_project(pytester, "two-steps")
+    pytester.runpytest("--rollout-chaos", "--junitxml=junit.xml")
+    case = ElementTree.parse(pytester.path / "junit.xml").getroot().find(".//testcase")
+    assert case is not None
+    properties = {prop.get("name"): prop.get("value") for prop in case.iter("property")}
+    assert properties["collection:2"] == "raised RuntimeError: no permit left"
 
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "1"]], ids=["in-process", "xdist"])
