@@ -63,8 +63,6 @@ class SideRun:
     log: Path | None = None
     output_tail: list[str] = field(default_factory=list)
     environment: SideEnvironment | None = None  # the trainer's commit and the versions that ran it
-    started: float = 0.0  # time.monotonic() when its child started, and when it ended
-    ended: float = 0.0
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -166,7 +164,7 @@ def run_side(
     run = SideRun(label=label, tree=tree, log=log, environment=environment)
     follower = SideProgress(label, progress)
     follower.begin(f"pytest on {tree} ({request.python})")
-    started = run.started = time.monotonic()
+    started = time.monotonic()
     child = subprocess.Popen(
         command(request, tree, junit, workdir / "tmp"),
         stdout=subprocess.PIPE,
@@ -186,8 +184,7 @@ def run_side(
         if child.stdout is not None:
             child.stdout.close()
     run.exit_code = child.returncode
-    run.ended = time.monotonic()
-    run.wall_s = run.ended - started
+    run.wall_s = time.monotonic() - started
     follower.end(run.exit_code, timed_out=run.timed_out)
     if junit.is_file():
         run.verdicts = read_junit(junit)
