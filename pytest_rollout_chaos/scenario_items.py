@@ -18,6 +18,7 @@ import pytest
 
 from pytest_rollout_chaos import fuzz
 from pytest_rollout_chaos.engine import story
+from pytest_rollout_chaos.engine.next_steps import outcome_text
 from pytest_rollout_chaos.errors import (
     NOT_JUDGED_PREFIX,
     CannotRunHere,
@@ -27,7 +28,6 @@ from pytest_rollout_chaos.errors import (
     NotJudgedError,
     ScenarioError,
 )
-from pytest_rollout_chaos.report.record import FollowUpFacts
 from pytest_rollout_chaos.report.reports import RESULT_KEY
 from pytest_rollout_chaos.scenario.draw import Draw, DrawError
 from pytest_rollout_chaos.scenario.model import Scenario, load_scenario
@@ -187,8 +187,7 @@ def add_junit_properties(item: pytest.Item) -> None:
             ("passed", result.passed),
         ]
         properties += [
-            (f"collection:{follow_up.number}", FollowUpFacts.of(follow_up).describe())
-            for follow_up in result.follow_ups
+            (f"collection:{follow_up.number}", outcome_text(follow_up)) for follow_up in result.follow_ups
         ]
     item.user_properties.extend(properties)
 

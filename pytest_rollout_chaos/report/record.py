@@ -109,13 +109,6 @@ class FollowUpFacts:
             elapsed_s=round(follow_up.elapsed_s, 3),
         )
 
-    def describe(self) -> str:
-        """One line: ``returned 4 (completed 3, aborted 1)``, ``raised Type: message``, ``cut``."""
-        if self.ended == "returned":
-            counted = ", ".join(f"{status} {count}" for status, count in self.statuses.items())
-            return f"returned {sum(self.statuses.values())} ({counted or 'none'}) for {self.rows} rows"
-        return f"raised {self.raised}" if self.ended == "raised" else "cut at the scenario's deadline"
-
 
 @dataclass(frozen=True, slots=True)
 class ResultFacts:

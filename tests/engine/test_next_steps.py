@@ -13,7 +13,7 @@ import pytest
 
 from pytest_rollout_chaos.collector.protocol import Mode, Rollout, Row, row_index
 from pytest_rollout_chaos.engine import run
-from pytest_rollout_chaos.engine.next_steps import run_next_steps
+from pytest_rollout_chaos.engine.next_steps import outcome_text, run_next_steps
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.base import FollowUp, Status
@@ -155,3 +155,18 @@ def test_next_steps_sound_cannot_be_listed_without_a_next_step() -> None:
         ScenarioFileError, match=r"s.chaos.yaml:\d+: expect.invariants: next_steps_sound judges"
     ):
         scenario(collections=1, invariants="[next_steps_sound]")
+
+
+def test_each_next_steps_outcome_reads_as_one_line() -> None:
+    """The line the History, the timeline and the JUnit ``collection:N`` property show."""
+    handed = rows(3)
+    returned = [rollout(0), rollout(1), None]
+    assert [
+        outcome_text(FollowUp(2, handed, returned, None, False, 0.0, 0.4, 30.0)),
+        outcome_text(FollowUp(3, handed, None, RuntimeError("no permit left"), False, 0.0, 0.1, 30.0)),
+        outcome_text(FollowUp(4, handed, None, None, True, 0.0, 30.0, 30.0)),
+    ] == [
+        "returned 3 rollouts for 3 rows (1 None, 2 completed)",
+        "raised RuntimeError: no permit left",
+        "did not finish within 30s and was cancelled",
+    ]

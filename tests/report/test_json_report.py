@@ -15,7 +15,7 @@ from pytest_rollout_chaos.engine.schedule import Applied
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.invariants.base import FollowUp, Status
 from pytest_rollout_chaos.report.json_report import json_schema, render_json, write_json
-from pytest_rollout_chaos.report.record import FaultFacts, FollowUpFacts, ScenarioRecord
+from pytest_rollout_chaos.report.record import FaultFacts, ScenarioRecord
 from pytest_rollout_chaos.report.run_info import RunInfo, ServerLog, run_facts
 from pytest_rollout_chaos.settings import ChaosSettings
 from tests.report._builders import T0, completed, record, result, story_events, verdict
@@ -265,11 +265,6 @@ def test_the_collections_after_the_first_are_in_the_result_and_cross_the_wire() 
         (4, "cut", None, {}),
     ]
     assert follow_ups[0]["rows"] == len(rows)
-    assert [FollowUpFacts.of(follow_up).describe() for follow_up in outcome.follow_ups] == [
-        f"returned 3 (completed 3) for {len(rows)} rows",
-        "raised RuntimeError: no permit left",
-        "cut at the scenario's deadline",
-    ]
     assert ScenarioRecord.from_wire(sent.to_wire()) == sent
     once = render_json([record(result("one-step", rollouts=completed(3)), name="one-step")], run=_run())
     assert once["scenarios"][0]["result"]["follow_ups"] == []
