@@ -45,10 +45,12 @@ from pytest_rollout_chaos.gate.sides import (
     GateUsageError,
     SideRequest,
     SideRun,
+    SidesOverdueError,
     check_python,
     prepare_tree,
     run_side,
     run_sides,
+    sigterm_interrupts,
 )
 from pytest_rollout_chaos.gate.verdicts import missing_module
 from pytest_rollout_chaos.scenario.model import SUFFIX, ScenarioFileError, load_scenario, scenario_files
@@ -155,7 +157,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """The gate; see the module docstring for the exit status."""
+    """The gate; see the module docstring for the exit status. SIGTERM stops it as Ctrl-C does:
+    both sides' children are stopped before it ends."""
+    with sigterm_interrupts():
+        try:
+            return _gate(args, out, err)
+        except SidesOverdueError as error:
+            print(f"rollout-chaos gate: {error}", file=err)
+            return EXIT_CANNOT_JUDGE
+
+
+def _gate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     scratch = args.workdir or Path(tempfile.mkdtemp(prefix="rollout-chaos-gate-"))
     keep = args.workdir is not None
     targets = args.target if not args.head_target else f"{args.target} (head: {args.head_target})"
@@ -191,6 +203,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             partial(run_side, "head", head_tree, head_request, scratch, progress, environment=head_env),
         ],
         at_once=at_once,
+        timeout_s=request.timeout_s,
     )
     unjudged = [side for side in (base, head) if not side.verdicts]
     if unjudged:
@@ -323,6 +336,7 @@ def _rerun(
                 for label, (tree, request) in zip(("base", "head"), sides, strict=True)
             ],
             at_once=not args.sequential,
+            timeout_s=args.timeout_s,
         )
         runs.append((base, head))
     return runs

@@ -61,8 +61,9 @@ class SideProgress:
             ended = f", {len(self._ended)} of {self._total_text()} ended" if self._ended else ""
             self._say(f"[{self.label}] still running ({_clock_text(self._elapsed())} elapsed{ended})")
 
-    def end(self, exit_code: int | None, *, timed_out: bool) -> None:
-        how = "timed out" if timed_out else f"pytest exited {exit_code}"
+    def end(self, exit_code: int | None, *, timed_out: bool, stopped: bool = False) -> None:
+        """The side's last line: how its child ended (``stopped``: by the gate, interrupted)."""
+        how = "timed out" if timed_out else "stopped" if stopped else f"pytest exited {exit_code}"
         self._say(f"[{self.label}] done in {_clock_text(self._elapsed())} ({how})")
 
     def _ended_one(self, name: str, outcome: str) -> None:

@@ -6,20 +6,24 @@ line by line (``progress.SideProgress``: scenario k of n, elapsed, an estimate o
 the whole run has a deadline, and the child's process group is registered
 with the reaper, so it is stopped on every path, the gate itself being killed included.
 ``run_sides`` runs the two sides at the same time (each waits on its child far more than it
-computes), or one after the other; either way a Ctrl-C or an error stops every child still running.
+computes), or one after the other; either way a Ctrl-C or an error stops every child still running,
+and no wait is without a deadline.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import signal
 import subprocess
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Final, Protocol
 
 from pytest_rollout_chaos.errors import ChaosError
@@ -30,11 +34,18 @@ from pytest_rollout_chaos.servers.process import reaper, stop_group
 
 ARCHIVE_SUFFIXES: Final = (".tar.gz", ".tgz", ".tar")
 STOP_GRACE_S: Final = 15.0
+# How long a side takes to stop once told: its output is looked at every second, then its child
+# has ``STOP_GRACE_S`` to end after SIGTERM and as long again after SIGKILL.
+STOP_WITHIN_S: Final = 1.0 + 2 * STOP_GRACE_S + 5.0
 OUTPUT_TAIL_LINES: Final = 40
 
 
 class GateUsageError(ChaosError):
     """The gate cannot run as asked (a tree that does not exist, an interpreter without the plugin)."""
+
+
+class SidesOverdueError(ChaosError):
+    """A side ran past its deadline and did not stop when told: the gate gives up waiting on it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +74,8 @@ class SideRun:
     log: Path | None = None
     output_tail: list[str] = field(default_factory=list)
     environment: SideEnvironment | None = None  # the trainer's commit and the versions that ran it
+    started: float = 0.0  # time.monotonic() as its child started, and once it had ended: whether
+    ended: float = 0.0  # two sides overlapped, on one clock for every process of this machine
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -164,7 +177,7 @@ def run_side(
     run = SideRun(label=label, tree=tree, log=log, environment=environment)
     follower = SideProgress(label, progress)
     follower.begin(f"pytest on {tree} ({request.python})")
-    started = time.monotonic()
+    started = run.started = time.monotonic()
     child = subprocess.Popen(
         command(request, tree, junit, workdir / "tmp"),
         stdout=subprocess.PIPE,
@@ -177,15 +190,18 @@ def run_side(
     reaper().add(child.pid)
     try:
         deadline = started + request.timeout_s
-        run.timed_out = not _follow(child, log, run, deadline, follower, stop=stop or threading.Event())
+        stop = stop or threading.Event()
+        ended = _follow(child, log, run, deadline, follower, stop=stop)
+        run.timed_out = not ended and not stop.is_set()
     finally:
         stop_group(child, grace_s=STOP_GRACE_S)
         reaper().remove(child.pid)
         if child.stdout is not None:
             child.stdout.close()
     run.exit_code = child.returncode
-    run.wall_s = time.monotonic() - started
-    follower.end(run.exit_code, timed_out=run.timed_out)
+    run.ended = time.monotonic()
+    run.wall_s = run.ended - started
+    follower.end(run.exit_code, timed_out=run.timed_out, stopped=not ended and not run.timed_out)
     if junit.is_file():
         run.verdicts = read_junit(junit)
     return run
@@ -197,20 +213,59 @@ class SideJob(Protocol):
     def __call__(self, *, stop: threading.Event) -> SideRun: ...
 
 
-def run_sides(jobs: Sequence[SideJob], *, at_once: bool) -> list[SideRun]:
+def run_sides(jobs: Sequence[SideJob], *, at_once: bool, timeout_s: float) -> list[SideRun]:
     """Each job's ``SideRun``, in order, the jobs run at the same time (``at_once``) or one after the
     other. Each job is handed one shared event: set when the gate is interrupted or a job raised,
-    so every child still running is stopped before the error goes on."""
+    so every child still running is stopped before the error goes on. ``timeout_s`` is the jobs'
+    own deadline (``SideRequest.timeout_s``); a job still running past it and ``STOP_WITHIN_S`` is
+    an error, never a wait without end."""
     stop = threading.Event()
     if not at_once:
         return [job(stop=stop) for job in jobs]
-    with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="gate-side") as pool:
-        futures = [pool.submit(job, stop=stop) for job in jobs]
-        try:
-            return [future.result() for future in futures]
-        except BaseException:
-            stop.set()  # leaving the pool waits for the jobs, each stopping its child
-            raise
+    pool = ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="gate-side")
+    futures: list[Future[SideRun]] = []
+    try:
+        for job in jobs:  # one at a time, so an interrupt between two leaves none unwaited
+            futures.append(pool.submit(job, stop=stop))
+        return _results(futures, timeout_s + STOP_WITHIN_S)
+    except BaseException:
+        stop.set()  # each job stops its child: within a second, then its grace
+        wait(futures, timeout=STOP_WITHIN_S)
+        raise
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _results(futures: Sequence[Future[SideRun]], within_s: float) -> list[SideRun]:
+    """Every job's run, once all have ended; the first error as soon as one raises."""
+    done, running = wait(futures, timeout=within_s, return_when=FIRST_EXCEPTION)
+    for future in done:
+        future.result()  # a job's error, raised here
+    if running:
+        raise SidesOverdueError(
+            f"{len(running)} side(s) still running {within_s:.0f}s after they started: past their "
+            "deadline (--timeout-s) and the time it takes to stop them"
+        )
+    return [future.result() for future in futures]
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises ``KeyboardInterrupt`` in the main thread meanwhile, so a gate stopped by a CI
+    runner or ``kill`` stops its sides' children as a Ctrl-C does (a side's own ``finally``, or
+    ``run_sides``' stop event), instead of leaving them to the reaper's SIGKILL."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set a handler; a SIGTERM there ends the process as before
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"received signal {signum}")
 
 
 def _follow(

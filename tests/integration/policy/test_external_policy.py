@@ -204,7 +204,7 @@ def test_scenarios_run_against_a_server_this_run_did_not_start(
             *(f"*{name}.chaos.yaml::{name} FAILED*" for name in CATALOG_VACUOUS),
             "*prefix_consistent: NOT_JUDGED: no returned rollout has two turns or more*",
             f"SKIPPED * faults/1 kill on 'policy': {reason}",
-            f"SKIPPED * stack.policy.ready_delay_s=3 stops and restarts the policy: {reason}",
+            f"SKIPPED * stack.policy.ready_delay_s=1 stops and restarts the policy: {reason}",
             f"SKIPPED * chaos_fault('freeze', 'policy'): {reason}",
             f"*FAULT-ERROR kill on 'policy': {reason}",
             f"rollout-chaos: target=reference, policy={url} (external), *",

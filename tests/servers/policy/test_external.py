@@ -39,7 +39,7 @@ REASON = (
 )
 # catalog scenarios that need the policy's process, and what their skip says
 NEEDS_THE_POLICY_PROCESS = {
-    "policy-not-ready-at-start": f"stack.policy.ready_delay_s=3 stops and restarts the policy: {REASON}",
+    "policy-not-ready-at-start": f"stack.policy.ready_delay_s=1 stops and restarts the policy: {REASON}",
     "native-policy-killed": "faults/0 kill on 'policy': the policy is an external server "
     "(--rollout-chaos-policy-url=http://10.1.2.3:8000/v1), which this run did not start and cannot signal",
 }
