@@ -13,7 +13,10 @@ A collector (or its class, or its factory) may declare, as attributes:
 - ``reaches``: the fault targets its own requests meet, each with the routes it requests there
   (``None``: any route); a collector that sends every row through the Gym stack leaves it out;
 - ``honours_max_concurrency = True``: it keeps at most ``CollectorSettings.max_concurrency`` rows
-  in flight, which ``concurrency_bounded`` then holds it to;
+  in flight, which ``concurrency_bounded`` then holds it to; or ``own_concurrency``: why it keeps
+  another limit or none (a trainer's own setting, every row at once), so that invariant does not
+  apply to it. A collector that declares neither is not judged by it either, and a scenario that
+  lists it fails as vacuous there: declaring nothing must not look like a limit kept;
 - ``numbers_rows``: why it stamps every row's ``_rowidx`` with the row's position itself (a
   trainer that does): the workload's own ids never reach the servers, so a scenario that numbers
   its rows otherwise (``workload.row_ids``) cannot be judged on it.
@@ -141,3 +144,23 @@ def concurrency_limit(collector: object, settings: CollectorSettings) -> int | N
     """The rows ``collector`` keeps in flight at most: the settings' ``max_concurrency`` when it
     declares it honours it (``honours_max_concurrency = True``), else None (no limit declared)."""
     return settings.max_concurrency if getattr(collector, "honours_max_concurrency", False) is True else None
+
+
+def own_concurrency(collector: object) -> str | None:
+    """The declared ``own_concurrency`` (why the collector keeps no ``max_concurrency`` of the
+    settings), checked; None when absent."""
+    declared = getattr(collector, "own_concurrency", None)
+    if declared is None:
+        return None
+    if not isinstance(declared, str) or not declared:
+        raise CollectorTargetError(
+            f"{_owner(collector)}.own_concurrency is {declared!r}; valid: a non-empty string saying "
+            "what bounds its rows in flight instead of settings.max_concurrency (a trainer's own "
+            "setting, or nothing)"
+        )
+    if getattr(collector, "honours_max_concurrency", False) is True:
+        raise CollectorTargetError(
+            f"{_owner(collector)} declares both honours_max_concurrency = True and own_concurrency "
+            f"{declared!r}; valid: one of them"
+        )
+    return declared

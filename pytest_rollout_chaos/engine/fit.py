@@ -14,6 +14,11 @@
 - **its reach.** A collector that runs its own loop declares ``reaches``; a fault aimed elsewhere,
   or at a route it never requests, would never fire (``unreachable``).
 
+One finer answer leaves the scenario running: ``inapplicable`` names the invariants that do not
+apply to the collector by what it declares (``concurrency_bounded`` to one keeping its own
+concurrency), each with why; the engine reports each as NOT_JUDGED with that reason, unrun, and a
+scenario listing it is not vacuous for it, while the other invariants judge the run.
+
 Nothing here raises a skip: a runner turns the reason into one (``errors.CannotRunHere``, which
 pytest's scenario item reports as a skip), so the engine runs under any runner.
 """
@@ -27,6 +32,7 @@ from pytest_rollout_chaos.collector import abilities
 from pytest_rollout_chaos.collector.abilities import Reach
 from pytest_rollout_chaos.faults import registry as faults
 from pytest_rollout_chaos.invariants import registry as invariants
+from pytest_rollout_chaos.invariants.concurrency_bounded import ConcurrencyBounded
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario
 from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME, RESOURCES_NAME
 from pytest_rollout_chaos.servers.nemo_gym.stack import NemoGymStack
@@ -78,6 +84,20 @@ def collector_unfit(scenario: Scenario, collector: object) -> str | None:
                 f"collector's own requests go to {calls} only"
             )
     return None
+
+
+def inapplicable(collector: object) -> dict[str, str]:
+    """The invariants that do not apply to ``collector`` (the collector built) by what it declares,
+    each with why; empty when all do."""
+    own = abilities.own_concurrency(collector)
+    if own is None:
+        return {}
+    return {
+        ConcurrencyBounded.name: (
+            "not applicable: the collector under test keeps its own concurrency, not "
+            f"settings.max_concurrency (workload.max_concurrency): {own} (its own_concurrency)"
+        )
+    }
 
 
 def with_replicas(scenario: Scenario, stack: ChaosStack, run_replicas: int) -> tuple[ChaosStack, str | None]:

@@ -221,6 +221,7 @@ async def execute(
         if unfit is not None:
             raise CannotRunHere(unfit)
         result.concurrency_limit = abilities.concurrency_limit(collector, trial.collector.settings)
+        result.not_applicable = fit.inapplicable(collector)
         started = time.monotonic()
         loading = await _policy_loading(scenario, stack, history)
         await schedule.start()  # every ``at: start`` fault is armed before the collector runs
@@ -326,12 +327,15 @@ def judge(result: ScenarioResult) -> None:
         follow_ups=result.follow_ups,
     )
     next_steps = scenario.workload.collections > 1
-    result.verdicts = check_all(observation, judged(scenario.expect.invariants, next_steps=next_steps))
+    names = judged(scenario.expect.invariants, next_steps=next_steps)
+    result.verdicts = check_all(observation, names, not_applicable=result.not_applicable)
     result.witnesses = look(history, scenario.expect.witness)
     result.expectation_failures = check_expectations(
         scenario.expect, result.rollouts, result.raised, result.timed_out
     )
-    result.vacuous = vacuity.vacuous(scenario.expect, result.verdicts, result.witnesses)
+    result.vacuous = vacuity.vacuous(
+        scenario.expect, result.verdicts, result.witnesses, not_applicable=result.not_applicable
+    )
 
 
 def unfired_text(result: ScenarioResult) -> str:

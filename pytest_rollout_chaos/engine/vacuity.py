@@ -2,14 +2,15 @@
 
 Two ways, both read from an already judged run. An invariant the scenario lists in
 ``expect.invariants`` said NOT_JUDGED (no failure to isolate, no multi-turn rollout, no server
-record) and ``expect.not_judged`` does not give the reason it may; and a witness named in
+record), while neither ``expect.not_judged`` gives the reason it may nor the collector's
+declarations make it not applicable (``fit.inapplicable``); and a witness named in
 ``expect.witness`` was not seen as often as asked. The standing invariants a scenario does not
 list may find nothing to judge silently: they guard every scenario, not this one's point.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Final
 
 from pytest_rollout_chaos.invariants.base import Status, Verdict
@@ -25,14 +26,22 @@ REMEDY: Final = (
 )
 
 
-def vacuous(expect: Expectation, verdicts: Sequence[Verdict], sightings: Sequence[Sighting]) -> list[str]:
-    """One line per listed invariant that judged nothing unexcused, then per witness not seen."""
+def vacuous(
+    expect: Expectation,
+    verdicts: Sequence[Verdict],
+    sightings: Sequence[Sighting],
+    *,
+    not_applicable: Collection[str] = (),
+) -> list[str]:
+    """One line per listed invariant that judged nothing, unless ``expect.not_judged`` excuses it or
+    it does not apply to the collector (``not_applicable``), then per witness not seen."""
+    excused = {*expect.not_judged, *not_applicable}
     lines = [
         f"{verdict.name}: NOT_JUDGED: {verdict.summary}"
         for verdict in verdicts
         if verdict.status is Status.NOT_JUDGED
         and verdict.name in expect.invariants
-        and verdict.name not in expect.not_judged
+        and verdict.name not in excused
     ]
     lines += [sighting.describe() for sighting in sightings if not sighting.seen]
     return lines

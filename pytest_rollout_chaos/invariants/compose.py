@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from pytest_rollout_chaos.errors import InvariantViolation
 from pytest_rollout_chaos.invariants import registry
-from pytest_rollout_chaos.invariants.base import Checker, Observation, Status, Verdict
+from pytest_rollout_chaos.invariants.base import Checker, Observation, Status, Verdict, not_judged
 
 
 def check_one(checker: Checker, observation: Observation) -> Verdict:
@@ -28,10 +28,25 @@ def check_one(checker: Checker, observation: Observation) -> Verdict:
     return result
 
 
-def check_all(observation: Observation, checkers: Iterable[Checker | str] | None = None) -> list[Verdict]:
-    """Every verdict, in order; names are looked up in the registry."""
+def check_all(
+    observation: Observation,
+    checkers: Iterable[Checker | str] | None = None,
+    *,
+    not_applicable: Mapping[str, str] | None = None,
+) -> list[Verdict]:
+    """Every verdict, in order; names are looked up in the registry. A checker named in
+    ``not_applicable`` (it does not apply to the collector under test) is not run: its verdict is
+    NOT_JUDGED with the reason given."""
     chosen = registry.CHECKERS if checkers is None else checkers
-    return [check_one(registry.get(c) if isinstance(c, str) else c, observation) for c in chosen]
+    reasons = not_applicable or {}
+    verdicts = []
+    for given in chosen:
+        checker = registry.get(given) if isinstance(given, str) else given
+        name = getattr(checker, "name", type(checker).__name__)
+        verdicts.append(
+            not_judged(name, reasons[name]) if name in reasons else check_one(checker, observation)
+        )
+    return verdicts
 
 
 def worst(verdicts: Sequence[Verdict]) -> Status:

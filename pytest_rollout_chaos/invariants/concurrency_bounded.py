@@ -14,7 +14,8 @@ next row (the server may still be working on it, which no client can stop); one 
 no answer (a hang cut, a reset) counts only at its start, since the layer sees the cut later than
 the collector gives up. NOT_JUDGED where the collector declares no limit, in native style
 (its requests go to the policy, which the limit does not bound), and where there are no more rows
-than the limit (nothing could exceed it).
+than the limit (nothing could exceed it); a collector that declares it keeps its own
+(``own_concurrency``) is not judged by it at all (``engine.fit.inapplicable``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, n
 from pytest_rollout_chaos.invariants.sends import RUN_OP, Span, collector_sends, spans
 
 SHOWN: Final = 5  # the requests the evidence lists
+UNDECLARED: Final = (
+    "the collector declares no limit on the rows it keeps in flight: neither honours_max_concurrency = "
+    "True (it keeps settings.max_concurrency) nor own_concurrency = why (it keeps another, or none)"
+)
 # The layer sees a request a little after the collector sends it; a request given up at its
 # deadline must not overlap the one its permit goes to next by that lag.
 GIVE_UP_SLACK_S: Final = 0.1
@@ -36,7 +41,7 @@ class ConcurrencyBounded:
     def check(self, observation: Observation) -> Verdict:
         limit = observation.max_concurrency
         if limit is None:
-            return not_judged(self.name, "the collector declares no limit on the rows it keeps in flight")
+            return not_judged(self.name, UNDECLARED)
         if observation.style != "gym":
             return not_judged(self.name, "native style: the collector's requests go to the policy")
         if len(observation.rows) <= limit:

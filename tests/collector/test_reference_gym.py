@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from pytest_rollout_chaos.collector import abilities
 from pytest_rollout_chaos.collector.protocol import (
     CollectionError,
     InfrastructureError,
@@ -31,10 +32,15 @@ async def test_every_row_completes_in_row_order_and_is_recorded() -> None:
     assert ops.count(("info", "rollout")) == 4
 
 
-async def test_concurrency_is_bounded() -> None:
+async def test_concurrency_is_bounded_and_declared_so() -> None:
     gym = FakeGym(delay_s=0.01)
-    await ReferenceCollector(context(gym, max_concurrency=2)).collect(rows(6), mode="train")
+    ctx = context(gym, max_concurrency=2)
+    collector = ReferenceCollector(ctx)
+    await collector.collect(rows(6), mode="train")
     assert gym.max_in_flight == 2
+    # what concurrency_bounded holds it to; without it, that invariant could not judge the reference
+    assert abilities.concurrency_limit(collector, ctx.settings) == 2
+    assert abilities.own_concurrency(collector) is None
 
 
 async def test_one_failing_trajectory_is_aborted_with_its_root_cause() -> None:

@@ -1,6 +1,6 @@
 """The fit step: why a scenario cannot run on a stack with a collector, from the stack and from what
 the collector declares (its styles, modes, the pairs it cannot combine, its largest group, its reach:
-one policy replica counts as the policy)."""
+one policy replica counts as the policy); and which invariants do not apply to the collector."""
 
 from __future__ import annotations
 
@@ -9,8 +9,15 @@ from typing import ClassVar
 
 import pytest
 
+from pytest_rollout_chaos import targets
 from pytest_rollout_chaos.collector.abilities import unsupported
-from pytest_rollout_chaos.engine.fit import collector_unfit, unreachable, why_not
+from pytest_rollout_chaos.collector.adapters.nemo_gym import NemoGymCollector
+from pytest_rollout_chaos.collector.adapters.nemo_rl import NemoRLCollector
+from pytest_rollout_chaos.collector.adapters.skyrl import SkipFailedRolloutsCollector, SkyRLCollector
+from pytest_rollout_chaos.collector.adapters.slime import SlimeCollector
+from pytest_rollout_chaos.collector.adapters.verl import VerlCollector
+from pytest_rollout_chaos.collector.reference import ReferenceCollector
+from pytest_rollout_chaos.engine.fit import collector_unfit, inapplicable, unreachable, why_not
 from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario, load_scenario
 from tests._unstarted_stack import unstarted_stack
@@ -129,3 +136,53 @@ def test_a_collector_that_runs_one_collection_is_turned_away_from_next_steps(tmp
         "with each collection"
     )
     assert collector_unfit(_scenario(tmp_path, collections=4), _Declares) is None
+
+
+def test_concurrency_bounded_does_not_apply_to_a_collector_keeping_its_own_concurrency() -> None:
+    class OwnLimit:
+        own_concurrency = "its trainer's rollout semaphore"
+
+    class Honours:
+        honours_max_concurrency = True
+
+    assert inapplicable(OwnLimit) == {
+        "concurrency_bounded": (
+            "not applicable: the collector under test keeps its own concurrency, not "
+            "settings.max_concurrency (workload.max_concurrency): its trainer's rollout semaphore (its "
+            "own_concurrency)"
+        )
+    }
+    assert inapplicable(Honours) == {}
+    # declaring nothing is no excuse: the invariant stays, and a scenario listing it is vacuous
+    assert inapplicable(object()) == {}
+    assert inapplicable(ReferenceCollector) == {}
+
+
+def test_a_concurrency_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
+    class Empty:
+        own_concurrency = ""
+
+    class Both:
+        honours_max_concurrency = True
+        own_concurrency = "its trainer's"
+
+    with pytest.raises(CollectorTargetError, match=r"Empty.own_concurrency is ''; valid: a non-empty string"):
+        inapplicable(Empty)
+    with pytest.raises(CollectorTargetError, match=r"Both declares both honours_max_concurrency"):
+        inapplicable(Both)
+
+
+def test_every_adapter_keeps_its_trainers_own_concurrency_and_says_what_it_is() -> None:
+    """So ``workload-queued-behind-concurrency``, which lists ``concurrency_bounded``, judges an
+    adapter by the rest instead of failing it as vacuous."""
+    collectors = {
+        "nemo_rl": NemoRLCollector,
+        "slime": SlimeCollector,
+        "verl": VerlCollector,
+        "skyrl": SkyRLCollector,
+        "skyrl_skip_failed_rollouts": SkipFailedRolloutsCollector,
+        "nemo_gym": NemoGymCollector,
+    }
+    assert set(collectors) == set(targets.ADAPTERS)
+    for name, collector in collectors.items():
+        assert list(inapplicable(collector)) == ["concurrency_bounded"], name

@@ -38,6 +38,7 @@ class GymCollector:
     """The agents own the loop: one /run per row through ctx.gym; a row's failure stays that row's."""
 
     styles = ("gym",)
+    own_concurrency = "every row's /run at once"  # no limit of ctx.settings.max_concurrency to hold it to
 
     def __init__(self, ctx: CollectorContext) -> None:
         self.ctx = ctx

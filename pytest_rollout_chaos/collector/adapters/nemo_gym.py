@@ -97,6 +97,9 @@ class NemoGymCollector:
         "collector": None,  # the collection task: cancelled, it kills the child
     }
     program: ClassVar[Path] = PROGRAM
+    own_concurrency: ClassVar[str] = (
+        f"NeMo Gym's {PARALLEL} (upstream's default: no limit; workload.trainer_config sets it)"
+    )
 
     def __init__(self, ctx: CollectorContext, *, python: GymPython | None = None) -> None:
         if ctx.head_url is None:

@@ -164,6 +164,9 @@ class NemoRLCollector:
     helper_class: ClassVar[type[GymHelper]] = GymHelper
     max_collections: int | None = None  # one with Ray on (__init__): its actor ends with each collection
     max_collections_why: ClassVar[str] = RAY_ONE_COLLECTION
+    own_concurrency: ClassVar[str] = (
+        "NeMo RL hands NeMo Gym's run_examples the whole batch, with no semaphore (NemoGym.run_rollouts)"
+    )
 
     def __init__(self, ctx: CollectorContext) -> None:
         self._ctx = ctx

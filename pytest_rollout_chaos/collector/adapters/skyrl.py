@@ -194,6 +194,7 @@ class SkyRLCollector:
     skip_failed_rollouts = False
     max_group_size: int | None = None  # one row per prompt on a tree without the hook (__init__)
     max_group_size_why: ClassVar[str] = GROUPS_UNSUPPORTED
+    own_concurrency: ClassVar[str] = "SkyRLGymGenerator.generate starts every row's agent_loop at once"
 
     def __init__(self, ctx: CollectorContext) -> None:
         if ctx.model_dir is None or ctx.resources_url is None:

@@ -194,6 +194,10 @@ class SlimeCollector:
 
     styles = ("gym",)
     modes = ("train",)
+    own_concurrency = (
+        "generate_and_rm's semaphore, sized by slime's own arguments (sglang_server_concurrency times "
+        "the rollout engines)"
+    )
 
     def __init__(self, ctx: CollectorContext) -> None:
         UPSTREAM.require()  # stubs and imports, once; a target naming this class skips adapters.load

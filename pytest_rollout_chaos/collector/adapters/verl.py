@@ -160,6 +160,7 @@ class VerlCollector:
         "the recipe stamps each row it sends NeMo Gym with its position in the batch "
         '(nemo_gym/agent_loop.py, "_rowidx": i)'
     )
+    own_concurrency = "the recipe hands NeMo Gym's run_examples every row of the batch at once"
 
     def __init__(self, ctx: CollectorContext) -> None:
         if ctx.model_dir is None:
