@@ -128,11 +128,15 @@ def skipped_on(settings: ChaosSettings) -> set[str]:
         skipped |= needing(Need.HOST)
     else:  # every server runs on a host of its own, where pytest's /proc does not look
         skipped |= needing(Need.HERE)
-    # Two replicas are started for them unless real NeMo Gym (given its base URLs once, at start)
-    # or an external policy (one server) makes the run's own count the only one.
-    fixed_count = settings.gym != "embedded" or settings.policy_url is not None
-    if fixed_count and settings.policy_replicas != 2:
-        skipped |= set(REPLICA_SCENARIOS)
+    # A scenario's own count of policy replicas (two for REPLICA_SCENARIOS) is started for it unless
+    # real NeMo Gym (given its base URLs once, at start) or an external policy (one server) makes the
+    # run's own count the only one.
+    if settings.gym != "embedded" or settings.policy_url is not None:
+        skipped |= {
+            scenario.name
+            for scenario in map(load_scenario, CATALOG.glob("*.chaos.yaml"))
+            if scenario.stack.policy.replicas not in (None, settings.policy_replicas)
+        }
     if settings.gym != "embedded":  # real NeMo Gym's verifier scores every attempt alike
         skipped |= rescored_by_the_verifier()
     # Behind NeMo Gym's legacy_agent relays (0.5 and later) an agent's exit reaches no collector:

@@ -4,7 +4,9 @@ NaN logprobs and prefix drift are put into the policy server's answers in the ne
 they reach real ``vllm serve`` as they reach the tiny policy (CI runs this module again with
 ``--rollout-chaos-backend=vllm``). The reference collector's answer to them is visible in the
 History (a bounded retry of the row the fault was aimed at, an EOS-boundary repair), and a
-collector that passes them on is caught by ``finite_logprobs`` / ``prefix_consistent``.
+collector that passes them on is caught by ``finite_logprobs`` / ``prefix_consistent``. A gateway
+answering 504, then 502, while the policy loads is waited out by the reference collector; one that
+takes either answer for "ready" collects into the gateway's errors and loses rows.
 """
 
 from __future__ import annotations
@@ -13,14 +15,18 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rollout_chaos.collector import readiness
 from pytest_rollout_chaos.collector.target import load_factory
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.engine.run import judge, run_once
 from pytest_rollout_chaos.invariants.base import Status
+from pytest_rollout_chaos.invariants.sends import Span, spans
 from pytest_rollout_chaos.scenario.model import load_scenario
 from pytest_rollout_chaos.stack import ChaosStack
 
 CATALOG = Path(__file__).resolve().parents[2] / "scenarios"
+GATEWAY = "policy-gateway-not-ready"
+HEALTH = "GET /health"
 pytestmark = pytest.mark.slow
 
 
@@ -45,6 +51,11 @@ def _runs_of_row(result: ScenarioResult, row: int, kind: str) -> list[object]:
         for event in result.history.events(source="agent", kind=kind)
         if event.op == "POST /run" and event.data.get("row") == row
     ]
+
+
+def _into_policy(result: ScenarioResult) -> list[Span]:
+    """Every request the policy was sent, as the fault layer saw it, in the order they began."""
+    return [span for span in spans(result.history) if span.link.endswith("->policy")]
 
 
 def test_nan_logprobs_from_the_policy_are_retried_for_that_row_only(chaos_stack: ChaosStack) -> None:
@@ -91,3 +102,31 @@ def test_drift_in_the_policys_tokenize_answers_is_repaired(chaos_stack: ChaosSta
 def test_a_collector_that_passes_policy_drift_on_is_caught(chaos_stack: ChaosStack) -> None:
     result = _run(chaos_stack, "policy-tokenize-drift", "fixtures.collectors.prefix_passthrough:factory")
     assert _verdict(result, "prefix_consistent") is Status.FAIL
+
+
+def test_the_reference_waits_out_a_gateways_504s_then_502s(chaos_stack: ChaosStack) -> None:
+    result = _run(chaos_stack, GATEWAY, "reference")
+    health = [span.status for span in _into_policy(result) if span.op == HEALTH]
+    assert health[:13] == [504] * 6 + [502] * 6 + [200], health
+    generations = {span.status for span in _into_policy(result) if span.op != HEALTH}
+    assert generations == {200}, "a request for a row reached the gateway before the policy was up"
+    assert result.passed, result.verdicts
+
+
+@pytest.mark.parametrize("status", [502, 504])
+def test_a_collector_that_takes_a_gateways_answer_for_ready_is_caught(
+    chaos_stack: ChaosStack, monkeypatch: pytest.MonkeyPatch, status: int
+) -> None:
+    # the reference collector with one status of the gateway's taken for "ready" (the mutants the
+    # mutation benchmark makes of readiness.py); the scenario must fail it
+    monkeypatch.setattr(readiness, "_NOT_READY", readiness._NOT_READY - {status})
+    result = _run(chaos_stack, GATEWAY, "reference")
+    if not result.history.events(source="agent", kind="fail"):
+        pytest.skip(
+            "on this stack the model server retries the gateway's 502 and 504 itself (NeMo Gym's "
+            "vllm_model counts them as rate limits): the early rows come through"
+        )
+    generations = [span.status for span in _into_policy(result) if span.op != HEALTH]
+    assert status in generations, generations  # it collected into the gateway's answer
+    assert not result.passed
+    assert result.expectation_failures, result.verdicts

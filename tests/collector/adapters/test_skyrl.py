@@ -348,6 +348,9 @@ MAIN_FAILED = {
     "group-verifier-exception": {"isolated_failures", "raise_has_cause"},  # in a group of five
     # the policy SIGKILLed: SkyRL's client re-sends each generate every second and never gives up
     "native-policy-killed": {"bounded", "ends_promptly"},
+    # no wait for the policy, and an error status is not retried: the gateway's first 504 to a
+    # generate takes the step down (its expectation fails; every row failed on the servers, a cause)
+    "policy-gateway-not-ready": set(),
 }
 MAIN_VACUOUS = {
     # token in, token out: SkyRL never re-renders a turn, so no prompt ids drift to see
