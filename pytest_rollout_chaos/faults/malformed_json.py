@@ -13,7 +13,8 @@ from pytest_rollout_chaos.servers.faultlayer.effects import MalformedStyle
 class MalformedJson(LayerFault):
     """The handler answers, then the body is cut in half or garbled, or (``emptied``) every list in
     it is emptied, so it parses with its envelope and no content, or it parses with one part a
-    reader cannot use (``no_output``, ``no_prompt_ids``, ``short_logprobs``); the status stays 200."""
+    reader cannot use (``no_output``, ``no_response``, ``no_prompt_ids``, ``short_logprobs``); the
+    status stays 200."""
 
     kind: ClassVar[str] = "malformed_json"
     effect: ClassVar[str] = "malformed_json"

@@ -13,6 +13,7 @@ from pytest_rollout_chaos.servers.faultlayer.effects import MalformedStyle
 from pytest_rollout_chaos.servers.faultlayer.rewrite import (
     drop_last_prompt_ids,
     drop_output,
+    drop_response,
     empty_lists,
     shorten_logprobs,
 )
@@ -64,13 +65,14 @@ async def test_unreadable_styles_keep_a_run_answer_parsing_with_one_part_broken(
     _, intact = await hooked.post("/run", {})
     [item] = json.loads(intact)["response"]["output"]
     got = {}
-    styles: tuple[MalformedStyle, ...] = ("no_output", "no_prompt_ids", "short_logprobs")
+    styles: tuple[MalformedStyle, ...] = ("no_output", "no_response", "no_prompt_ids", "short_logprobs")
     for style in styles:
         async with applied(MalformedJson(target="hooked", style=style, route="/run"), ctx):
             status, body = await hooked.post("/run", {})
         assert status == 200
-        got[style] = json.loads(body)["response"]
+        got[style] = json.loads(body).get("response")
     assert "output" not in got["no_output"]
+    assert got["no_response"] is None
     [no_prompt] = got["no_prompt_ids"]["output"]
     assert "prompt_token_ids" not in no_prompt
     assert no_prompt["generation_token_ids"] == item["generation_token_ids"]
@@ -80,9 +82,18 @@ async def test_unreadable_styles_keep_a_run_answer_parsing_with_one_part_broken(
     hits = [event.data for event in history.events(op="hook") if event.data.get("effect") == "malformed_json"]
     assert [(hit.get("style"), hit.get("changed")) for hit in hits] == [
         ("no_output", 1),
+        ("no_response", 1),
         ("no_prompt_ids", 1),
         ("short_logprobs", 1),
     ]
+
+
+def test_drop_response_removes_the_response_object_and_keeps_the_rest() -> None:
+    run = {"response": {"output": [{"generation_token_ids": [1]}]}, "reward": 0.0, "error": "agent failed"}
+    assert drop_response(run) == 1
+    assert run == {"reward": 0.0, "error": "agent failed"}
+    assert drop_response(run) == 0
+    assert drop_response([run]) == 0
 
 
 def test_drop_output_removes_every_output_list_and_nothing_else() -> None:

@@ -25,7 +25,9 @@ Phase = Literal["hold", "answer", "rewrite"]
 
 LogprobShape = Literal["nan", "null", "inf", "http_500"]
 DriftMode = Literal["replace", "merge", "end_of_turn"]
-MalformedStyle = Literal["truncate", "garble", "emptied", "no_output", "no_prompt_ids", "short_logprobs"]
+MalformedStyle = Literal[
+    "truncate", "garble", "emptied", "no_output", "no_response", "no_prompt_ids", "short_logprobs"
+]
 LOGPROB_SHAPES: Final[tuple[str, ...]] = typing.get_args(LogprobShape)
 DRIFT_MODES: Final[tuple[str, ...]] = typing.get_args(DriftMode)
 MALFORMED_STYLES: Final[tuple[str, ...]] = typing.get_args(MalformedStyle)
@@ -184,6 +186,7 @@ EFFECTS: Final[Mapping[str, Effect]] = {
                     "how the body breaks: cut in half or garbled (it no longer parses), or emptied (it "
                     "parses, but every list in it is empty: the envelope without its content); or it "
                     "parses with one part unreadable: no_output (every output list removed), "
+                    "no_response (the /run result's response object removed), "
                     "no_prompt_ids (the last model call's item without its prompt_token_ids), "
                     "short_logprobs (every logprob list one value short of its generated tokens)",
                 ),

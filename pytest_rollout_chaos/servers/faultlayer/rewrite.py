@@ -183,6 +183,16 @@ def drop_output(document: Any) -> int:
     return len(holders)
 
 
+def drop_response(document: Any) -> int:
+    """Remove the ``response`` object of a ``/run`` result, in place (1, or 0 when it has none): the
+    answer keeps its ``reward`` and whatever else beside it, the envelope an agent sends when it
+    reports its own failure with a 200, or a result of another schema version read by this one."""
+    if isinstance(document, dict) and "response" in document:
+        del document["response"]
+        return 1
+    return 0
+
+
 def drop_last_prompt_ids(document: Any) -> int:
     """The last object carrying both generated ids and ``prompt_token_ids`` loses the prompt ids,
     in place (1, or 0 when none carries both): one model call of a ``/run`` result left with its
@@ -226,6 +236,7 @@ UNPARSABLE_STYLES: Final = ("truncate", "garble")
 PARSABLE_STYLES: Final[dict[str, Callable[[Any], int]]] = {
     "emptied": empty_lists,
     "no_output": drop_output,
+    "no_response": drop_response,
     "no_prompt_ids": drop_last_prompt_ids,
     "short_logprobs": shorten_logprobs,
 }
@@ -425,8 +436,9 @@ def answer_drift(document: Any) -> list[int]:
 
 
 def answer_reward(document: Any) -> float | None:
-    """The reward of a ``/run`` result (the row plus ``reward`` and ``response``); None otherwise."""
-    if not isinstance(document, dict) or not isinstance(document.get("response"), dict):
+    """The reward of a ``/run`` result (the row plus ``reward`` and ``response``, or a result that
+    lost its ``response`` and kept the reward beside it); None otherwise."""
+    if not isinstance(document, dict) or not isinstance(document.get("response", {}), dict):
         return None
     reward = document.get("reward")
     return float(reward) if isinstance(reward, int | float) and not isinstance(reward, bool) else None

@@ -115,6 +115,8 @@ def test_answer_calls_pairs_each_generation_with_the_logprobs_it_reported() -> N
     assert rewrite.answer_calls(completions) == [([4, 5], [-1.0, None])]
     assert rewrite.answer_reward(chat) is None
     assert rewrite.answer_reward({"reward": True, "response": {}}) is None
+    assert rewrite.answer_reward({"reward": 1.0, "error": "agent failed"}) == 1.0  # lost its response
+    assert rewrite.answer_reward({"reward": 1.0, "response": "text"}) is None
 
 
 def test_answer_finishes_names_why_each_choice_that_generated_stopped() -> None:
