@@ -137,7 +137,8 @@ _OPTIONS: Final = (
         "N",
         "Run each scenario N more times after the catalog, its workload and fault schedule drawn as a "
         "trainer's vary (rows, tasks, their order and ids, environment latency, when faults fire, the "
-        "policy's seed); a failing draw is shrunk and written as a scenario file (default: 0)",
+        "policy's seed, now and then a next step on the same collector); a failing draw is shrunk and "
+        "written as a scenario file (default: 0)",
     ),
     (
         _settings.OPT_FUZZ_DIR,

@@ -14,13 +14,18 @@ index (the same draw on every machine):
 - a slower environment (``stack.env_latency_ms_per_call``), so rows wait behind each other;
 - each fault firing at a neighbouring request (``on_request.nth``, ``after_completed``);
 - the tiny policy's own sampling seed (``stack.policy.seed``), so a draw samples the same tokens
-  wherever it runs and when its file is run again.
+  wherever it runs and when its file is run again;
+- now and then a next step or two on the same collector (``workload.collections``), where the
+  scenario runs one collection: what a failed step leaves behind in the collector shows there.
 
 A draw is a list of edits to the scenario's YAML document, so the format's own reader validates
 it (a draw the format refuses is never run) and a failing draw is written back as a file the user
 keeps. The scenario's ``expect:`` holds for every draw: the layout is not drawn where the scenario
-names rows by id (a fault's ``row``, ``expect.rollouts.aborted_rows``). ``smaller`` undoes one
-edit at a time (never the seed, which the failure may need), which is how a failing draw shrinks.
+names rows by id (a fault's ``row``, ``expect.rollouts.aborted_rows``). The collections come from
+a stream of their own and go last, left out where the format refuses them (a fault that leaves
+its server down), so they change no other dimension's draw. ``smaller`` undoes one edit at a
+time (never the seed, which the failure may need), which is how a failing draw shrinks: undoing the
+collections goes back to one.
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ REWARD_SPREAD: Final = 0.25
 ATTEMPTS: Final = 5
 GROUP_PATH: Final = "workload.generations_per_prompt"
 ROWS_PATH: Final = "workload.rows_per_task"
+COLLECTIONS_PATH: Final = "workload.collections"
+MORE_COLLECTIONS: Final = (2, 3)  # a next step or two: seconds more on two cores
+MORE_COLLECTIONS_CHANCE: Final = 0.25
 
 Edit = tuple[str, Any]  # ("workload.rows_per_task", 9): a dotted path in the document, its new value
 
@@ -69,8 +77,10 @@ class Draw:
 
 def draw(original: Scenario, text: str, *, seed: int, index: int) -> Draw:
     """Draw ``index`` of ``original`` (read from ``text``) under the run's ``seed``: the seed edit and
-    at least one other. ``DrawError`` when the scenario leaves nothing to vary."""
+    at least one other, then now and then more collections. ``DrawError`` when the scenario leaves
+    nothing to vary."""
     rng = random.Random(f"{seed}:{original.name}:{index}")
+    next_steps = _more_collections(original, random.Random(f"{seed}:{original.name}:{index}:collections"))
     refused = ""
     for _ in range(ATTEMPTS):
         offered = list(_dimensions(original, rng))
@@ -79,9 +89,11 @@ def draw(original: Scenario, text: str, *, seed: int, index: int) -> Draw:
         chosen = [edits for edits in offered if rng.random() < 0.5] or [rng.choice(offered)]
         flat = tuple({path: value for edits in chosen for path, value in edits}.items())  # the last wins
         try:
-            return _read(original, text, index, ((SEED_PATH, rng.randrange(2**31)), *flat))
+            made = _read(original, text, index, ((SEED_PATH, rng.randrange(2**31)), *flat))
         except DrawError as error:  # the format refused this combination: draw again
             refused = str(error)
+            continue
+        return made if next_steps is None else _with_edit(made, text, next_steps)
     raise DrawError(f"{original.name}: {ATTEMPTS} draws in a row refused by the format, the last: {refused}")
 
 
@@ -124,6 +136,21 @@ def _read(original: Scenario, text: str, index: int, edits: tuple[Edit, ...]) ->
     except ScenarioFileError as refused:  # it lists what the format refuses
         raise DrawError(str(refused)) from refused
     return Draw(original, index, edits, drawn, scenario)
+
+
+def _more_collections(scenario: Scenario, rng: random.Random) -> Edit | None:
+    """Where the scenario runs one collection, now and then two or three on the same collector."""
+    if scenario.workload.collections > 1 or rng.random() >= MORE_COLLECTIONS_CHANCE:
+        return None
+    return (COLLECTIONS_PATH, rng.choice(MORE_COLLECTIONS))
+
+
+def _with_edit(made: Draw, text: str, edit: Edit) -> Draw:
+    """``made`` with ``edit`` last, or ``made`` where the format refuses it."""
+    try:
+        return _read(made.original, text, made.index, (*made.edits, edit))
+    except DrawError:
+        return made
 
 
 def _dimensions(scenario: Scenario, rng: random.Random) -> Iterator[list[Edit]]:
@@ -218,6 +245,7 @@ _READERS: Final[dict[str, Callable[[Scenario], Any]]] = {
     "workload.order": lambda s: s.workload.order,
     "workload.row_ids": lambda s: s.workload.row_ids,
     "workload.max_concurrency": lambda s: s.workload.max_concurrency,
+    COLLECTIONS_PATH: lambda s: s.workload.collections,
     "stack.env_latency_ms_per_call": lambda s: s.stack.env_latency_ms_per_call,
     SEED_PATH: lambda s: s.stack.policy.seed,
 }

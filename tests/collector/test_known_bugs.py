@@ -69,7 +69,8 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
 # and the environment's records of the conversation (observation_dropped: native-row-failures),
 # the native one whose bug needs the policy killed (policy_lost_per_row: native-policy-killed) and
 # the one whose bug shows only in a second collection on the same collector
-# (permit_leaked_on_failure: next-step-after-failed-rows, and tests/engine/test_next_steps.py).
+# (permit_leaked_on_failure: next-step-after-failed-rows, tests/engine/test_next_steps.py, and a
+# draw of agent-oom-killed with a second collection in tests/test_fuzz.py).
 ELSEWHERE = {
     "per_sample_env",
     "mixed_env_batch",

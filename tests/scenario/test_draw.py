@@ -1,5 +1,6 @@
 """Drawn variants of a scenario: the same draw everywhere, only edits the format accepts, the layout
-left alone where rows are named by id, shrinking one edit at a time, and a file that reads back."""
+left alone where rows are named by id, now and then more collections drawn apart from the rest,
+shrinking one edit at a time, and a file that reads back."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos.scenario import parse_scenario
-from pytest_rollout_chaos.scenario.draw import SEED_PATH, Draw, DrawError, document, draw, smaller
+from pytest_rollout_chaos.scenario.draw import (
+    COLLECTIONS_PATH,
+    SEED_PATH,
+    Draw,
+    DrawError,
+    document,
+    draw,
+    smaller,
+)
 from pytest_rollout_chaos.scenario.model import Scenario, load_scenario
 
 CATALOG = Path(__file__).resolve().parents[2] / "scenarios"
@@ -36,6 +45,8 @@ def test_every_catalog_scenario_draws_valid_variants_that_keep_what_it_expects(p
         rows = workload.rows_per_task * len(workload.tasks) * workload.generations_per_prompt
         before = original.rows_per_task * len(original.tasks) * original.generations_per_prompt
         assert before <= rows <= max(24, before)  # every row the scenario names still exists
+        # a next step or two, only where the scenario runs one collection
+        assert workload.collections in ({1, 2, 3} if original.collections == 1 else {original.collections})
         assert one.scenario.stack.policy.seed is not None
 
 
@@ -122,3 +133,43 @@ def test_a_grouped_scenario_draws_other_group_sizes_and_a_reward_spread_and_shri
     assert ("workload.rows_per_task", 2) in pair.edits  # 2 prompts of 2 keep rows 0..7
     undone = [d for d in smaller(pair, text) if d.scenario.workload.generations_per_prompt == 4]
     assert [d.scenario.workload.rows_per_task for d in undone] == [1]
+
+
+def test_now_and_then_a_draw_runs_two_or_three_collections_and_shrinks_back_to_one() -> None:
+    """Most draws keep the scenario's one collection; the others add a next step or two, last, and
+    undoing that edit goes back to one."""
+    _, text, made = _draws(CATALOG / "baseline.chaos.yaml", count=40)
+    more = [one for one in made if one.scenario.workload.collections > 1]
+    assert 0 < len(more) < len(made) / 2, [one.edits for one in more]
+    assert {one.scenario.workload.collections for one in more} == {2, 3}
+    for one in more:
+        assert one.edits[-1] == (COLLECTIONS_PATH, one.scenario.workload.collections)
+        undone = [d for d in smaller(one, text) if COLLECTIONS_PATH not in dict(d.edits)]
+        assert [d.scenario.workload.collections for d in undone] == [1]
+
+
+def test_the_collections_are_drawn_apart_so_every_other_edit_is_drawn_as_without_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scenario, text, made = _draws(CATALOG / "one-row-hangs.chaos.yaml", count=40)
+    assert any(COLLECTIONS_PATH in dict(one.edits) for one in made)
+    monkeypatch.setattr("pytest_rollout_chaos.scenario.draw.MORE_COLLECTIONS_CHANCE", 0.0)
+    without = [draw(scenario, text, seed=0, index=one.index) for one in made]
+    kept = [[edit for edit in one.edits if edit[0] != COLLECTIONS_PATH] for one in made]
+    assert kept == [list(one.edits) for one in without]
+
+
+def test_no_collections_are_drawn_where_the_scenario_runs_more_or_the_format_refuses_them() -> None:
+    _, _, made = _draws(CATALOG / "next-step-after-failed-rows.chaos.yaml", count=40)
+    assert {one.scenario.workload.collections for one in made} == {2}  # its own, left alone
+    text = """
+name: stays-down
+description: a server left down after the heal, so no next step can run
+workload: {rows_per_task: 4, tasks: [calculator, echo]}
+faults:
+  - {kind: kill, target: echo_agent, restart_on_heal: false}
+expect: {invariants: [outage_fails_collection]}
+"""
+    scenario = parse_scenario(text, Path("stays-down.chaos.yaml"))
+    drawn = [draw(scenario, text, seed=0, index=index) for index in range(1, 41)]
+    assert {one.scenario.workload.collections for one in drawn} == {1}
