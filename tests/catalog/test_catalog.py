@@ -78,6 +78,8 @@ ALSO_CAUGHT = {
     "collection-cancelled-while-agent-frozen": ("drains_before_cancel", "cancel_honoured"),
     # group-trajectory-exception's bug, met at the verifier in a group of five (SkyRL's default)
     "group-verifier-exception": ("placeholder_in_group", "groups_intact"),
+    # trajectory-exception-isolated's bug, met at an answer cut off mid-body (no HTTP status)
+    "run-answer-cut-off": ("gather_no_isolation", "isolated_failures"),
 }
 # The scenarios between hosts, which need --rollout-chaos-ray=hosts:N -> (a known-bug collector they
 # catch, the invariant that must judge FAIL); that collector's own scenario is in CAUGHT_BY. A host
