@@ -11,8 +11,9 @@ drops a healthy row as failed.
 The judge is the fault layer's record: a request on a collector link that ended with the client
 closing its connection (``the client closed the connection``) is one the collector gave up on.
 From its first send (a resend of NeMo Gym's transport, after a cut, is the same request going on)
-to that close, it must have had ``request_timeout_s`` less ``SLACK_S`` (the layer sees a request
-a little after it was sent), and at most ``request_timeout_s`` plus ``ends_promptly``'s margin.
+to that close, it must have had ``request_timeout_s`` less a slack (``slack_s``: the layer sees
+a request and its close a little after the collector acts, each by its own lag on a loaded
+machine), and at most ``request_timeout_s`` plus ``ends_promptly``'s margin.
 Where the collection raised, was cut or was cancelled, a close from ``GRACE_S`` before its end
 (or from the cancel) may be that end's, not a give-up: there only a close at the request's own
 deadline counts (for the verdict, never against it). A collection that returned closed nothing
@@ -32,8 +33,14 @@ from pytest_rollout_chaos.invariants.ends_promptly import margin_s
 from pytest_rollout_chaos.invariants.raise_has_cause import CLIENT_CLOSED
 from pytest_rollout_chaos.invariants.sends import GRACE_S, Span, spans
 
-SLACK_S: Final = 0.25
+SLACK_MIN_S: Final = 0.5
+SLACK_SHARE: Final = 0.1  # of request_timeout_s
 SHOWN: Final = 6
+
+
+def slack_s(request_timeout_s: float) -> float:
+    """How much sooner than its deadline the layer may see a request given up, by lag alone."""
+    return max(SLACK_MIN_S, SLACK_SHARE * request_timeout_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +71,7 @@ class RowDeadlineKept:
         if observation.started_at is None or ended is None or timeout_s is None:
             return not_judged(self.name, "when the collection ended or its request_timeout_s is unknown")
         history = observation.history
-        margin = margin_s(timeout_s)
+        margin, slack = margin_s(timeout_s), slack_s(timeout_s)
         ending = _ending_from(observation, ended)
         own, at_end = [], []
         for request in given_up_requests(history):
@@ -73,11 +80,11 @@ class RowDeadlineKept:
                 continue
             if closed < ending:
                 own.append(request)
-            elif timeout_s - SLACK_S <= request.held_s <= timeout_s + margin:
+            elif timeout_s - slack <= request.held_s <= timeout_s + margin:
                 at_end.append(request)  # its deadline, which was also the collection's end
         if not own and not at_end:
             return not_judged(self.name, "the collector gave up on no request of its own accord")
-        early = [request for request in own if request.held_s < timeout_s - SLACK_S]
+        early = [request for request in own if request.held_s < timeout_s - slack]
         late = [request for request in own if request.held_s > timeout_s + margin]
         t0 = history.t0
         if not early and not late:
