@@ -1,0 +1,148 @@
+"""The fault layer on several cores: worker processes that relay, one state that decides.
+
+With ``--processes N`` the layer is its main process (the control API, the one ``LayerState``,
+and a listener on every link like any worker) and ``N - 1`` worker processes. Every link's port
+is bound with ``SO_REUSEPORT`` by each process, so the kernel spreads the clients' connections
+over them. A worker does what costs: it reads and writes the bytes of both sides, decodes the
+request and the answer, rewrites and records them (into its own events file, which the History
+follows beside the main one). What a request needs to know that other requests change, it asks
+the main process over its socket (``channel``), where ``LayerState`` answers as it does for its
+own requests: the request's row and the rules that fire on it on arrival, what an answer teaches
+before it leaves (a row's cookies and texts, the generations a ``prefix_drift`` rule watches), a
+``prefix_drift`` rule's memory, a ``hang``'s release.
+
+Why not the two simpler designs. Links spread over processes would keep a rule's state in one
+process only if nothing spanned links, but rules count candidates per server across its links
+(``collector->policy`` and ``model->policy``) and the row index ties a request on one link to a
+cookie or answer seen on another. Several listeners each with their own state would count a
+rule's ``nth``/``every``/``count`` per process. So the main process decides every request, in
+the order the requests reach it, and the decisions are the same as with one process: only the
+order of requests arriving at once on different processes is the kernel's, as it already was
+the network's. The cost is one small call per request (two when its answer teaches a row),
+which the main process answers at once without any JSON of the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+from pytest_rollout_chaos import json_decode
+from pytest_rollout_chaos.history import EVENTS_FILE_ENV
+from pytest_rollout_chaos.servers.faultlayer.channel import Channel, Message
+from pytest_rollout_chaos.servers.faultlayer.spec import MODULE, worker_events_file
+from pytest_rollout_chaos.servers.faultlayer.state import LayerState, Link
+
+START_TIMEOUT_S: Final = 30.0  # a worker imports the layer's modules and says hello
+STOP_TIMEOUT_S: Final = 5.0  # SIGTERM, then SIGKILL
+WORKER_MODULE: Final = f"{MODULE}.worker"
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(slots=True)
+class _Worker:
+    process: asyncio.subprocess.Process
+    channel: Channel
+    reading: asyncio.Task[None]
+
+
+class Workers:
+    """The layer's worker processes, seen from its main process: start, tell, answer, stop."""
+
+    def __init__(self, state: LayerState, count: int) -> None:
+        self.state, self.count = state, count
+        self._workers: list[_Worker] = []
+
+    async def start(self) -> None:
+        """Start every worker and wait (bounded) until each has said hello; stop them on failure."""
+        events = os.environ.get(EVENTS_FILE_ENV)
+        try:
+            for index in range(1, self.count + 1):
+                env = dict(os.environ)
+                if events:
+                    env[EVENTS_FILE_ENV] = str(worker_events_file(Path(events), index))
+                self._workers.append(await self._spawn(env))
+            async with asyncio.timeout(START_TIMEOUT_S):
+                await asyncio.gather(*(worker.channel.call({"op": "hello"}) for worker in self._workers))
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def add_link(self, link: Link) -> None:
+        """Every worker listens on the link's port too, before the link is answered as open."""
+        body = {"op": "link", **dataclasses.asdict(link)}
+        await asyncio.gather(*(worker.channel.call(body) for worker in self._workers))
+
+    async def stop(self) -> None:
+        """SIGTERM every worker, wait (bounded), SIGKILL what is left."""
+        for worker in self._workers:
+            with contextlib.suppress(ProcessLookupError):
+                worker.process.terminate()
+        for worker in self._workers:
+            try:
+                await asyncio.wait_for(worker.process.wait(), timeout=STOP_TIMEOUT_S)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.process.kill()
+                await worker.process.wait()
+            worker.channel.close()
+            worker.reading.cancel()
+        self._workers.clear()
+
+    async def _spawn(self, env: dict[str, str]) -> _Worker:
+        mine, theirs = socket.socketpair()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                WORKER_MODULE,
+                "--fd",
+                str(theirs.fileno()),
+                pass_fds=(theirs.fileno(),),
+                env=env,
+            )
+        finally:
+            theirs.close()
+        reader, writer = await asyncio.open_connection(sock=mine)
+        channel = Channel(reader, writer, self._answer)
+        reading = asyncio.ensure_future(self._read(channel, process.pid))
+        return _Worker(process, channel, reading)
+
+    async def _read(self, channel: Channel, pid: int) -> None:
+        await channel.serve()
+        if self._workers:  # not stopping: its listeners are gone, the others serve its links
+            logger.error("fault layer worker %d went away", pid)
+
+    def _answer(self, message: Message, blob: bytes) -> Any:
+        """A worker's call, answered from the one state, at once (a hold: when released)."""
+        state, op = self.state, message["op"]
+        if op == "memory":
+            return {"memory": state.seen_generations.get(message["rule"], [])}
+        if op == "hold":
+            return _held(state.hold(message["rule"], message["max_s"]))
+        link = state.links[message["link"]]
+        if op == "arrive":
+            document = json_decode.loads(blob) if blob else None
+            row, fired = state.decide(link, message["path"], document, message["cookie"], message["session"])
+            rules = [{"id": r.id, "server": r.server, "effect": r.effect, "params": r.params} for r in fired]
+            return {"row": row, "fired": rules}
+        if op == "answered":
+            state.learn(message["row"], message["status"], message["texts"], message["cookies"])
+            return {"watch": message["document"] and state.watching(link.server, message["path"])}
+        if op == "observe":
+            state.observe(link.server, message["path"], message["generations"])
+            return {}
+        raise ValueError(f"unknown call {op!r}")
+
+
+async def _held(waiting: Any) -> Message:
+    await waiting
+    return {}
