@@ -10,6 +10,9 @@ a keep-alive client (``_hop_client``) asks for them one at a time along each pat
   costs before it does anything;
 - ``toxiproxy``: through a proxy of the embedded Toxiproxy, no toxics;
 - ``layer``: through a link of the fault layer, nothing armed (it records every request);
+- ``layer, 2 processes``: through a link of a second fault layer run as two processes
+  (``--processes 2``: the main one deciding, a worker beside it, the kernel spreading the
+  connections), so the burst shows what a second core buys;
 - ``toxiproxy+layer``: both, as every link of a stack runs.
 
 Each round runs a block of each path at each size, the order of the paths reversed every other
@@ -43,9 +46,9 @@ from benchmarks._hop_client import Connection, burst, timed
 from benchmarks._hop_servers import SIZES, answer_of_size
 from benchmarks._result import Number, Result
 from pytest_rollout_chaos.history import History, fingerprint, logprob_digest
-from pytest_rollout_chaos.servers import readiness
+from pytest_rollout_chaos.servers import procfs, readiness
 from pytest_rollout_chaos.servers.faultlayer import client as layer_api
-from pytest_rollout_chaos.servers.faultlayer.spec import fault_layer_spec
+from pytest_rollout_chaos.servers.faultlayer.spec import events_files, fault_layer_spec
 from pytest_rollout_chaos.servers.keeper import ProcessKeeper
 from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
@@ -57,6 +60,7 @@ BURST: Final = 64
 GOAL_OVER_FLOOR_US: Final = 250.0  # the layer's p50 at 5 KB over the compiled floor's
 GOAL_CPU_PER_KB_US: Final = 10.0  # the layer's CPU per KB of a 256 KB answer
 GOAL_BURST_S: Final = 0.25  # 64 x 256 KB through the layer, over direct
+PROCESSES: Final = 2  # of the second layer: what a second core buys the burst
 WARM_UP: Final = 2  # untimed requests opening each block (an upstream connection may have expired)
 HAPROXY_CONFIG: Final = """\
 global
@@ -80,7 +84,7 @@ class HopPath:
     name: str
     port: int
     relays: tuple[int, ...]  # pids whose CPU counts as this path's
-    recorded: bool = False  # goes through the fault layer, so every request must be in its History
+    events: tuple[Path, ...] = ()  # the fault layer's events files: every request must be in them
     latency_s: dict[str, list[float]] = field(default_factory=lambda: {size: [] for size in SIZES})
     cpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SIZES, 0.0))
     timed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIZES, 0))
@@ -100,17 +104,12 @@ def run(*, rounds: int = 8, small: int = 60, large: int = 12) -> Result:
         events_file = root / "layer.events.jsonl"
         layer = keeper.start(fault_layer_spec(events_file, name="hop-layer"))
         layer_port, behind_toxiproxy = (
-            int(
-                layer_api.add_link(
-                    layer.url,
-                    name=name,
-                    server="policy",
-                    source="policy",
-                    upstream=f"http://127.0.0.1:{up_port}",
-                ).rpartition(":")[2]
-            )
-            for name in ("client->policy", "toxiproxy->policy")
+            _link(layer.url, name, up_port) for name in ("client->policy", "toxiproxy->policy")
         )
+        events_file_2 = root / "layer2.events.jsonl"
+        layer_2 = keeper.start(fault_layer_spec(events_file_2, name="hop-layer-2", processes=PROCESSES))
+        layer_2_port = _link(layer_2.url, "client->policy", up_port)
+        layer_2_pids = (layer_2.pid, *sorted(procfs.descendant_pids(layer_2.pid)))
         paths = [HopPath("direct", up_port, ())]
         haproxy = _haproxy(keeper, root, up_port)
         if haproxy is not None:
@@ -125,14 +124,32 @@ def run(*, rounds: int = 8, small: int = 60, large: int = 12) -> Result:
         proxied = asyncio.run(_toxiproxy_ports(toxiproxy.url, up_port, behind_toxiproxy))
         paths += [
             HopPath("toxiproxy", proxied[0], (toxiproxy.pid,)),
-            HopPath("layer", layer_port, (layer.pid,), recorded=True),
-            HopPath("toxiproxy+layer", proxied[1], (toxiproxy.pid, layer.pid), recorded=True),
+            HopPath("layer", layer_port, (layer.pid,), (events_file,)),
+            HopPath(
+                f"layer, {PROCESSES} processes",
+                layer_2_port,
+                layer_2_pids,
+                events_files(events_file_2, PROCESSES),
+            ),
+            HopPath("toxiproxy+layer", proxied[1], (toxiproxy.pid, layer.pid), (events_file,)),
         ]
         _run_loop(_measure(paths, rounds, {"small": small, "large": large}))
-        missing = _unrecorded(paths, events_file)
+        # how the kernel spread the connections: requests each process of the second layer answered
+        details["layer_2_answers_per_process"] = [
+            _answers_in(path) for path in events_files(events_file_2, PROCESSES)
+        ]
+        missing = _unrecorded(paths)
         if missing:
             raise RuntimeError(missing)
         return Result("hops", _numbers(paths), details={**details, **_raw(paths)})
+
+
+def _link(layer_url: str, name: str, up_port: int) -> int:
+    """A new link of the layer at ``layer_url`` to the upstream; its port."""
+    listen = layer_api.add_link(
+        layer_url, name=name, server="policy", source="policy", upstream=f"http://127.0.0.1:{up_port}"
+    )
+    return int(listen.rpartition(":")[2])
 
 
 def program_spec(name: str, *argv: str) -> ServerSpec:
@@ -244,14 +261,32 @@ def _cpu_s(pids: Iterable[int]) -> float:
     return total_ns / 1e9
 
 
-def _unrecorded(paths: Iterable[HopPath], events_file: Path) -> str:
-    """Why the layer's History does not hold every request sent through it as answered, with the
-    answer's generation and logprobs recorded; empty when it does."""
+def _answers_in(events_file: Path) -> int:
     history = History()
     history.follow(events_file, from_now=False)
-    answered = {event.request_id: event.data for event in history.events(kind="ok")}
+    return len(history.events(kind="ok"))
+
+
+def _unrecorded(paths: Iterable[HopPath]) -> str:
+    """Why a layer's History does not hold every request sent through it as answered, once, with
+    the answer's generation and logprobs recorded; empty when each does."""
+    by_layer: dict[tuple[Path, ...], list[HopPath]] = {}
+    for path in paths:
+        if path.events:
+            by_layer.setdefault(path.events, []).append(path)
+    return "; ".join(why for files, through in by_layer.items() if (why := _unrecorded_in(files, through)))
+
+
+def _unrecorded_in(files: Iterable[Path], paths: Iterable[HopPath]) -> str:
+    history = History()
+    for events_file in files:
+        history.follow(events_file, from_now=False)
+    oks = history.events(kind="ok")
+    answered = {event.request_id: event.data for event in oks}
+    if len(oks) != len(answered):
+        return f"the fault layer's History records answers more than once ({len(oks) - len(answered)} extra)"
     expected = {size: _expected_record(size) for size in SIZES}
-    sent = [one for path in paths if path.recorded for one in path.sent]
+    sent = [one for path in paths for one in path.sent]
     wrong = []
     for request_id, size in sent:
         data = answered.get(request_id, {})
@@ -314,6 +349,9 @@ def _numbers(paths: list[HopPath]) -> tuple[Number, ...]:
     numbers.append(
         Number(f"goal: layer burst {BURST}x256 KB over direct", over, "s", GOAL_BURST_S, "at_most")
     )
+    several = by_name[f"layer, {PROCESSES} processes"]
+    over_several = statistics.median(several.burst_s) - direct_burst
+    numbers.append(Number(f"layer burst over direct, {PROCESSES} processes over 1", over_several / over, "x"))
     return tuple(numbers)
 
 

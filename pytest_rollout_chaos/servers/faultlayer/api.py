@@ -145,6 +145,7 @@ async def _arm(request: web.Request) -> web.StreamResponse:
         rule = request.app[STATE_KEY].arm(await _json_body(request))
     except RuleError as error:
         return _error(str(error))
+    await request.app[STATE_KEY].settle()
     return web.json_response({"id": rule.id}, status=201)
 
 
@@ -153,13 +154,16 @@ async def _list_rules(request: web.Request) -> web.StreamResponse:
 
 
 async def _clear_rules(request: web.Request) -> web.StreamResponse:
-    return web.json_response({"disarmed": request.app[STATE_KEY].clear(request.query.get("tag"))})
+    disarmed = request.app[STATE_KEY].clear(request.query.get("tag"))
+    await request.app[STATE_KEY].settle()
+    return web.json_response({"disarmed": disarmed})
 
 
 async def _disarm(request: web.Request) -> web.StreamResponse:
     rule_id = request.match_info["rule_id"]
     if not request.app[STATE_KEY].disarm(rule_id):
         return _error(f"no armed rule {rule_id!r}", status=404)
+    await request.app[STATE_KEY].settle()
     return web.json_response({"disarmed": [rule_id]})
 
 
@@ -170,6 +174,7 @@ async def _register_rows(request: web.Request) -> web.StreamResponse:
         return _error("rows: expected a list of NeMo Gym rows (objects with _rowidx)")
     state = request.app[STATE_KEY]
     learnt = sum(1 for row in rows if state.rows.register(row))
+    await state.settle()
     return web.json_response({"registered": learnt})
 
 
@@ -177,4 +182,5 @@ async def _reset(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE_KEY]
     disarmed = state.clear()
     state.rows.clear()
+    await state.settle()
     return web.json_response({"disarmed": disarmed})

@@ -56,6 +56,10 @@ class RowIndex:
         self._by_answer.clear()
         self._first_turns.clear()
 
+    def empty(self) -> bool:
+        """Nothing learnt: only a request's own ``_rowidx`` can name its row."""
+        return not (self._by_prompt or self._by_cookie or self._by_session or self._by_answer)
+
     def register(self, row: Mapping[str, Any]) -> bool:
         """Learn a row (``_rowidx`` and its input) so requests with its prompt can be tied to it."""
         index = row.get("_rowidx")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -94,6 +94,33 @@ class LayerState:
         self._writers: dict[str, EventWriter] = {}
         # per prefix_drift rule: generated ids seen on its server, so drift lands in history
         self.seen_generations: dict[str, list[list[int]]] = {}
+        # told when the state turns quiet or stops being so: the workers' (``workers``) cue to ask
+        self.on_quiet: Callable[[bool], Awaitable[None]] | None = None
+        self._told_quiet = True
+        self._telling: asyncio.Future[None] | None = None
+
+    def quiet(self) -> bool:
+        """No rule armed, no row known: a request without ``_rowidx`` has no row, no rule counts it."""
+        return not self.rules and self.rows.empty()
+
+    def settled(self) -> bool:
+        """Does whoever ``on_quiet`` tells know whether the state is quiet now?"""
+        return self.on_quiet is None or (self._telling is None and self.quiet() == self._told_quiet)
+
+    async def settle(self) -> None:
+        """Tell ``on_quiet`` that the state turned quiet or stopped being so, and wait until it
+        knows: a request that follows, whichever process it reaches, is decided knowing it."""
+        while not self.settled():
+            if self._telling is not None:
+                await asyncio.shield(self._telling)
+                continue
+            assert self.on_quiet is not None  # settled() otherwise
+            self._told_quiet = self.quiet()
+            self._telling = asyncio.ensure_future(self.on_quiet(self._told_quiet))
+            try:
+                await asyncio.shield(self._telling)
+            finally:
+                self._telling = None
 
     def writer(self, source: str) -> EventWriter:
         """The event writer for ``source`` (all write to this process's one events file)."""
@@ -153,7 +180,12 @@ class LayerState:
 
     async def arrive(self, link: Link, request: Request, document: Any) -> tuple[int | None, list[Rule]]:
         headers = request.headers
-        return self.decide(link, request.path, document, headers.get("Cookie"), headers.get(SESSION_HEADER))
+        decided = self.decide(
+            link, request.path, document, headers.get("Cookie"), headers.get(SESSION_HEADER)
+        )
+        if not self.settled():
+            await self.settle()
+        return decided
 
     def decide(
         self, link: Link, path: str, document: Any, cookie: str | None, session: str | None
@@ -169,6 +201,8 @@ class LayerState:
             self.observe_generations(link.server, path, document)
         if row is not None and status < 400:
             self.rows.learn_answer(row, document, set_cookies)
+            if not self.settled():
+                await self.settle()
 
     def learn(self, row: int | None, status: int, texts: Iterable[str], set_cookies: Iterable[str]) -> None:
         """``answered`` for an answer a worker read: the row's texts and cookies, found there."""

@@ -42,6 +42,9 @@ class RemoteState:
     def __init__(self) -> None:
         self.channel: Channel | None = None
         self._writers: dict[str, EventWriter] = {}
+        # no rule armed and no row known (the main process says when that changes, and waits
+        # until told back): a request without _rowidx then has no row and no rule counts it
+        self.quiet = True
 
     def writer(self, source: str) -> EventWriter:
         """The event writer for ``source`` (this worker's own events file)."""
@@ -50,6 +53,8 @@ class RemoteState:
         return self._writers[source]
 
     async def arrive(self, link: Link, request: Request, document: Any) -> tuple[int | None, list[Rule]]:
+        if self.quiet and not (isinstance(document, dict) and "_rowidx" in document):
+            return None, []
         call = {
             "op": "arrive",
             "link": link.name,
@@ -75,8 +80,8 @@ class RemoteState:
         self, link: Link, path: str, *, row: int | None, status: int, document: Any, set_cookies: list[str]
     ) -> None:
         learns = row is not None and status < 400
-        if document is None and not learns:
-            return  # nothing a rule or the row index could learn from it
+        if not learns and (document is None or self.quiet):
+            return  # nothing the row index or a rule (none is armed while quiet) could learn
         texts = assistant_texts(document) if learns else []
         call = {
             "op": "answered",
@@ -117,6 +122,9 @@ class _Worker:
             return {"pid": os.getpid()}
         if message["op"] == "link":
             return self._listen(message)
+        if message["op"] == "quiet":
+            self.state.quiet = bool(message["quiet"])
+            return {}
         raise ValueError(f"unknown call {message['op']!r}")
 
     async def _listen(self, message: Message) -> Message:

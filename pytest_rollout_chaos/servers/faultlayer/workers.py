@@ -31,6 +31,7 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, Final
 
@@ -60,6 +61,7 @@ class Workers:
     def __init__(self, state: LayerState, count: int) -> None:
         self.state, self.count = state, count
         self._workers: list[_Worker] = []
+        state.on_quiet = self.tell_quiet
 
     async def start(self) -> None:
         """Start every worker and wait (bounded) until each has said hello; stop them on failure."""
@@ -80,6 +82,14 @@ class Workers:
         """Every worker listens on the link's port too, before the link is answered as open."""
         body = {"op": "link", **dataclasses.asdict(link)}
         await asyncio.gather(*(worker.channel.call(body) for worker in self._workers))
+
+    async def tell_quiet(self, quiet: bool) -> None:
+        """Every worker learns whether the state is quiet, so it knows when it need not ask."""
+        live = [worker for worker in self._workers if not worker.channel.closed]
+        calls = (worker.channel.call({"op": "quiet", "quiet": quiet}) for worker in live)
+        for worker, outcome in zip(live, await asyncio.gather(*calls, return_exceptions=True), strict=True):
+            if isinstance(outcome, BaseException):  # gone: its listeners went with it
+                logger.error("fault layer worker %d not told: %s", worker.process.pid, outcome)
 
     async def stop(self) -> None:
         """SIGTERM every worker, wait (bounded), SIGKILL what is left."""
@@ -133,10 +143,12 @@ class Workers:
             document = json_decode.loads(blob) if blob else None
             row, fired = state.decide(link, message["path"], document, message["cookie"], message["session"])
             rules = [{"id": r.id, "server": r.server, "effect": r.effect, "params": r.params} for r in fired]
-            return {"row": row, "fired": rules}
+            return _settled(state, {"row": row, "fired": rules})
         if op == "answered":
             state.learn(message["row"], message["status"], message["texts"], message["cookies"])
-            return {"watch": message["document"] and state.watching(link.server, message["path"])}
+            return _settled(
+                state, {"watch": message["document"] and state.watching(link.server, message["path"])}
+            )
         if op == "observe":
             state.observe(link.server, message["path"], message["generations"])
             return {}
@@ -146,3 +158,15 @@ class Workers:
 async def _held(waiting: Any) -> Message:
     await waiting
     return {}
+
+
+def _settled(state: LayerState, answer: Message) -> Message | Awaitable[Message]:
+    """The answer, once every worker knows whether the state is quiet now (at once if it does)."""
+    if state.settled():
+        return answer
+    return _after_settling(state, answer)
+
+
+async def _after_settling(state: LayerState, answer: Message) -> Message:
+    await state.settle()
+    return answer

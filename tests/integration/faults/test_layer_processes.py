@@ -77,7 +77,7 @@ def _pids_of(history: History, server: str) -> set[str]:
 
 async def _ok(request: web.Request) -> web.StreamResponse:
     body = await request.json()
-    response = web.json_response({"echo": body})
+    response = web.json_response({"echo": body}, status=500 if body.get("fail") else 200)
     if request.path == "/seed_session":
         response.set_cookie("session_id", f"s-{body['_rowidx']}")
     return response
@@ -164,3 +164,31 @@ async def test_a_hang_held_in_either_process_is_released_by_disarming(two: Layer
                 task.cancel()
     assert statuses == [200] * HELD
     assert len(_pids_of(history, upstream.server)) == PROCESSES, "both processes held requests"
+
+
+@pytest.mark.asyncio
+async def test_a_prompt_learnt_from_a_request_ties_the_next_one_in_any_process(two: Layer) -> None:
+    """A ``_rowidx`` request ends the quiet state in which the workers decide alone: the request
+    after it, on whichever process, is tied to its row, even when the first one's answer failed
+    (it teaches nothing: the request itself did). Each row starts quiet (a reset), so each is
+    a trial of the first request on one process and the next on the other."""
+    history = _history(two)
+    async with upstream_behind(two, {"/{tail:.*}": _ok}) as upstream:
+        for row in range(REQUESTS):
+            layer.reset(two.process.url)
+            prompt = f"What is {row} plus {row}, exactly?"
+            run = {
+                "_rowidx": row,
+                "responses_create_params": {"input": [{"role": "user", "content": prompt}]},
+                "fail": True,
+            }
+            assert await _ask(upstream, "/run", run) == 500
+            await _ask(upstream, "/v1/chat/completions", {"messages": [{"role": "user", "content": prompt}]})
+    chats = [
+        event.data.get("row")
+        for event in history.events(kind="invoke")
+        if event.source == upstream.server and event.op == "POST /v1/chat/completions"
+    ]
+    assert chats == list(range(REQUESTS))
+    assert len(_pids_of(history, upstream.server)) == PROCESSES, "both processes served requests"
+    layer.reset(two.process.url)
