@@ -106,10 +106,7 @@ def run(*, rounds: int = 8, small: int = 60, large: int = 12) -> Result:
         layer_port, behind_toxiproxy = (
             _link(layer.url, name, up_port) for name in ("client->policy", "toxiproxy->policy")
         )
-        events_file_2 = root / "layer2.events.jsonl"
-        layer_2 = keeper.start(fault_layer_spec(events_file_2, name="hop-layer-2", processes=PROCESSES))
-        layer_2_port = _link(layer_2.url, "client->policy", up_port)
-        layer_2_pids = (layer_2.pid, *sorted(procfs.descendant_pids(layer_2.pid)))
+        several = [_several(keeper, root, up_port, asking=asking) for asking in (False, True)]
         paths = [HopPath("direct", up_port, ())]
         haproxy = _haproxy(keeper, root, up_port)
         if haproxy is not None:
@@ -125,23 +122,36 @@ def run(*, rounds: int = 8, small: int = 60, large: int = 12) -> Result:
         paths += [
             HopPath("toxiproxy", proxied[0], (toxiproxy.pid,)),
             HopPath("layer", layer_port, (layer.pid,), (events_file,)),
-            HopPath(
-                f"layer, {PROCESSES} processes",
-                layer_2_port,
-                layer_2_pids,
-                events_files(events_file_2, PROCESSES),
-            ),
+            *several,
             HopPath("toxiproxy+layer", proxied[1], (toxiproxy.pid, layer.pid), (events_file,)),
         ]
         _run_loop(_measure(paths, rounds, {"small": small, "large": large}))
-        # how the kernel spread the connections: requests each process of the second layer answered
-        details["layer_2_answers_per_process"] = [
-            _answers_in(path) for path in events_files(events_file_2, PROCESSES)
-        ]
+        # how the kernel spread the connections: the requests each process of a layer answered
+        details["answers_per_process"] = {
+            path.name: [_answers_in(file) for file in path.events] for path in several
+        }
         missing = _unrecorded(paths)
         if missing:
             raise RuntimeError(missing)
         return Result("hops", _numbers(paths), details={**details, **_raw(paths)})
+
+
+def _several(keeper: ProcessKeeper, root: Path, up_port: int, *, asking: bool) -> HopPath:
+    """A layer of ``PROCESSES`` processes and its path. ``asking``: with a rule armed that matches
+    no request, so the workers ask the main process for every request's row and rules, as they do
+    once a collection's rows are known (else they decide alone: no rule, no row)."""
+    name = f"layer, {PROCESSES} processes" + (", asking" if asking else "")
+    events_file = root / f"layer-{PROCESSES}{'-asking' if asking else ''}.events.jsonl"
+    spec = fault_layer_spec(
+        events_file, name=f"hop-{name.replace(', ', '-').replace(' ', '-')}", processes=PROCESSES
+    )
+    layer = keeper.start(spec)
+    port = _link(layer.url, "client->policy", up_port)
+    if asking:
+        rule = {"server": "policy", "effect": "http_error", "match": {"route": "/never"}, "status": 500}
+        layer_api.call_sync(layer.url, "POST", "/rules", rule, timeout_s=5.0)
+    pids = (layer.pid, *sorted(procfs.descendant_pids(layer.pid)))
+    return HopPath(name, port, pids, events_files(events_file, PROCESSES))
 
 
 def _link(layer_url: str, name: str, up_port: int) -> int:
@@ -349,9 +359,11 @@ def _numbers(paths: list[HopPath]) -> tuple[Number, ...]:
     numbers.append(
         Number(f"goal: layer burst {BURST}x256 KB over direct", over, "s", GOAL_BURST_S, "at_most")
     )
-    several = by_name[f"layer, {PROCESSES} processes"]
-    over_several = statistics.median(several.burst_s) - direct_burst
-    numbers.append(Number(f"layer burst over direct, {PROCESSES} processes over 1", over_several / over, "x"))
+    for several in paths:
+        if several.name.startswith(f"layer, {PROCESSES} processes"):
+            over_several = statistics.median(several.burst_s) - direct_burst
+            label = several.name.removeprefix("layer, ")
+            numbers.append(Number(f"layer burst over direct, {label} over 1", over_several / over, "x"))
     return tuple(numbers)
 
 

@@ -14,9 +14,10 @@ import asyncio
 import itertools
 import json
 import logging
+import socket
 import struct
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from pytest_rollout_chaos import json_decode
 
@@ -42,54 +43,83 @@ def frame(message: Mapping[str, Any], blob: bytes = b"") -> bytes:
     return _LENGTHS.pack(len(head), len(blob)) + head + blob
 
 
-class Channel:
-    """One end of the socket between two of the layer's processes."""
+class Channel(asyncio.Protocol):
+    """One end of the socket between two of the layer's processes.
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handler: Handler) -> None:
-        self._reader, self._writer, self._handler = reader, writer, handler
+    A protocol, not streams: a request through a worker waits on one call, and a call's cost
+    (framing, a future, a deadline) is on every such request.
+    """
+
+    def __init__(self, handler: Handler) -> None:
+        self._handler = handler
         self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[Message]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._buffer = bytearray()
+        self._transport: asyncio.Transport | None = None
         self.closed = False
+        self.gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    @classmethod
+    async def over(cls, sock: socket.socket, handler: Handler) -> Channel:
+        """A channel over a connected stream socket (one end of a socket pair)."""
+        _, channel = await asyncio.get_running_loop().connect_accepted_socket(lambda: cls(handler), sock=sock)
+        return channel
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        start = 0
+        while len(buffer) - start >= _LENGTHS.size:
+            head, size = _LENGTHS.unpack_from(buffer, start)
+            end = start + _LENGTHS.size + head + size
+            if len(buffer) < end:
+                break
+            body = start + _LENGTHS.size
+            self._receive(
+                json_decode.loads(bytes(buffer[body : body + head])), bytes(buffer[body + head : end])
+            )
+            start = end
+        del buffer[:start]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        for waiting in self._waiting.values():
+            if not waiting.done():
+                waiting.set_exception(ChannelClosedError("the layer's other process went away"))
+        if not self.gone.done():
+            self.gone.set_result(None)
 
     async def call(
         self, message: Mapping[str, Any], blob: bytes = b"", *, timeout_s: float | None = CALL_TIMEOUT_S
     ) -> Message:
         """Send a call and wait for its answer, at most ``timeout_s`` (None: until the other side goes)."""
-        if self.closed:
+        if self.closed or self._transport is None:
             raise ChannelClosedError("the layer's other process is gone")
         call_id = next(self._ids)
-        answer: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Message] = loop.create_future()
         self._waiting[call_id] = answer
+        deadline = (
+            None if timeout_s is None else loop.call_later(timeout_s, _expire, answer, message, timeout_s)
+        )
         try:
-            self._writer.write(frame({**message, "id": call_id}, blob))
-            result = await asyncio.wait_for(answer, timeout=timeout_s)
-        except TimeoutError:
-            raise ChannelClosedError(f"no answer to {message.get('op')!r} within {timeout_s}s") from None
+            self._transport.write(frame({**message, "id": call_id}, blob))
+            result = await answer
         finally:
             self._waiting.pop(call_id, None)
+            if deadline is not None:
+                deadline.cancel()
         if "error" in result:
             raise CallFailedError(f"{message.get('op')!r}: {result['error']}")
         return result
 
-    async def serve(self) -> None:
-        """Read frames until the other side goes away; then fail every call still waiting."""
-        try:
-            while True:
-                lengths = await self._reader.readexactly(_LENGTHS.size)
-                head, size = _LENGTHS.unpack(lengths)
-                data = await self._reader.readexactly(head + size)
-                self._receive(json_decode.loads(data[:head]), data[head:])
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            self.closed = True
-            for waiting in self._waiting.values():
-                if not waiting.done():
-                    waiting.set_exception(ChannelClosedError("the layer's other process went away"))
-
     def close(self) -> None:
-        self._writer.close()
+        if self._transport is not None:
+            self._transport.close()
 
     def _receive(self, message: Message, blob: bytes) -> None:
         if "re" in message:
@@ -118,5 +148,10 @@ class Channel:
         self._answer(call_id, result)
 
     def _answer(self, call_id: int, answer: Mapping[str, Any]) -> None:
-        if not self._writer.is_closing():
-            self._writer.write(frame({**answer, "re": call_id}))
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(frame({**answer, "re": call_id}))
+
+
+def _expire(answer: asyncio.Future[Message], message: Mapping[str, Any], timeout_s: float) -> None:
+    if not answer.done():
+        answer.set_exception(ChannelClosedError(f"no answer to {message.get('op')!r} within {timeout_s:g}s"))

@@ -42,6 +42,10 @@ class Link:
     listen: str = ""  # host:port, once bound
 
 
+# (quiet, the (server, route) pairs of the armed prefix_drift rules): what workers decide alone by
+Summary = tuple[bool, tuple[tuple[str, str | None], ...]]
+
+
 class Decisions(Protocol):
     """What a link's requests ask of the layer's state, wherever that state lives."""
 
@@ -94,29 +98,36 @@ class LayerState:
         self._writers: dict[str, EventWriter] = {}
         # per prefix_drift rule: generated ids seen on its server, so drift lands in history
         self.seen_generations: dict[str, list[list[int]]] = {}
-        # told when the state turns quiet or stops being so: the workers' (``workers``) cue to ask
-        self.on_quiet: Callable[[bool], Awaitable[None]] | None = None
-        self._told_quiet = True
+        # told when the summary changes: the workers' (``workers``) cue to ask, or not
+        self.on_change: Callable[[Summary], Awaitable[None]] | None = None
+        self._told: Summary = (True, ())
         self._telling: asyncio.Future[None] | None = None
 
     def quiet(self) -> bool:
         """No rule armed, no row known: a request without ``_rowidx`` has no row, no rule counts it."""
         return not self.rules and self.rows.empty()
 
+    def summary(self) -> Summary:
+        """Whether the state is quiet, and the routes (server, route) ``prefix_drift`` rules watch."""
+        watched = {
+            (rule.server, rule.match.route) for rule in self.rules.values() if rule.effect == "prefix_drift"
+        }
+        return self.quiet(), tuple(sorted(watched, key=repr))
+
     def settled(self) -> bool:
-        """Does whoever ``on_quiet`` tells know whether the state is quiet now?"""
-        return self.on_quiet is None or (self._telling is None and self.quiet() == self._told_quiet)
+        """Does whoever ``on_change`` tells know the summary as it is now?"""
+        return self.on_change is None or (self._telling is None and self.summary() == self._told)
 
     async def settle(self) -> None:
-        """Tell ``on_quiet`` that the state turned quiet or stopped being so, and wait until it
-        knows: a request that follows, whichever process it reaches, is decided knowing it."""
+        """Tell ``on_change`` the summary when it changed, and wait until it knows: a request
+        that follows, whichever process it reaches, is decided knowing it."""
         while not self.settled():
             if self._telling is not None:
                 await asyncio.shield(self._telling)
                 continue
-            assert self.on_quiet is not None  # settled() otherwise
-            self._told_quiet = self.quiet()
-            self._telling = asyncio.ensure_future(self.on_quiet(self._told_quiet))
+            assert self.on_change is not None  # settled() otherwise
+            self._told = self.summary()
+            self._telling = asyncio.ensure_future(self.on_change(self._told))
             try:
                 await asyncio.shield(self._telling)
             finally:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
 import logging
 import os
@@ -42,9 +41,14 @@ class RemoteState:
     def __init__(self) -> None:
         self.channel: Channel | None = None
         self._writers: dict[str, EventWriter] = {}
-        # no rule armed and no row known (the main process says when that changes, and waits
-        # until told back): a request without _rowidx then has no row and no rule counts it
+        # what the main process tells (and waits until told back) when it changes: no rule armed
+        # and no row known (then a request without _rowidx has no row and no rule counts it), and
+        # the routes prefix_drift rules watch (only their answers' generations are asked for)
         self.quiet = True
+        self.watched: list[tuple[str, Match]] = []
+
+    def watches(self, server: str, path: str) -> bool:
+        return any(server == watched and match.route_matches(path) for watched, match in self.watched)
 
     def writer(self, source: str) -> EventWriter:
         """The event writer for ``source`` (this worker's own events file)."""
@@ -80,9 +84,10 @@ class RemoteState:
         self, link: Link, path: str, *, row: int | None, status: int, document: Any, set_cookies: list[str]
     ) -> None:
         learns = row is not None and status < 400
-        if not learns and (document is None or self.quiet):
-            return  # nothing the row index or a rule (none is armed while quiet) could learn
         texts = assistant_texts(document) if learns else []
+        watched = document is not None and self.watches(link.server, path)
+        if not watched and not (learns and (texts or set_cookies)):
+            return  # nothing the row index or a rule could learn from it
         call = {
             "op": "answered",
             "link": link.name,
@@ -91,7 +96,7 @@ class RemoteState:
             "status": status,
             "texts": texts,
             "cookies": set_cookies if learns else [],
-            "document": document is not None,
+            "document": watched,
         }
         if (await self._call(call))["watch"]:
             found = rewrite.generations(document)
@@ -122,8 +127,9 @@ class _Worker:
             return {"pid": os.getpid()}
         if message["op"] == "link":
             return self._listen(message)
-        if message["op"] == "quiet":
+        if message["op"] == "summary":
             self.state.quiet = bool(message["quiet"])
+            self.state.watched = [(server, Match(route=route)) for server, route in message["watched"]]
             return {}
         raise ValueError(f"unknown call {message['op']!r}")
 
@@ -149,22 +155,17 @@ class _Worker:
 async def _run(fd: int) -> None:
     state = RemoteState()
     worker = _Worker(state)
-    reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
-    state.channel = Channel(reader, writer, worker.handle)
+    state.channel = await Channel.over(socket.socket(fileno=fd), worker.handle)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    reading = asyncio.ensure_future(state.channel.serve())
-    stopping = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    state.channel.gone.add_done_callback(lambda _: stop.set())
+    try:  # until SIGTERM, or the main process goes away
+        await stop.wait()
     finally:
-        stopping.cancel()
         await worker.close()
-        reading.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reading
+        state.channel.close()
         flush_events()
 
 

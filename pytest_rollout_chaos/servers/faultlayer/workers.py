@@ -39,7 +39,7 @@ from pytest_rollout_chaos import json_decode
 from pytest_rollout_chaos.history import EVENTS_FILE_ENV
 from pytest_rollout_chaos.servers.faultlayer.channel import Channel, Message
 from pytest_rollout_chaos.servers.faultlayer.spec import MODULE, worker_events_file
-from pytest_rollout_chaos.servers.faultlayer.state import LayerState, Link
+from pytest_rollout_chaos.servers.faultlayer.state import LayerState, Link, Summary
 
 START_TIMEOUT_S: Final = 30.0  # a worker imports the layer's modules and says hello
 STOP_TIMEOUT_S: Final = 5.0  # SIGTERM, then SIGKILL
@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 class _Worker:
     process: asyncio.subprocess.Process
     channel: Channel
-    reading: asyncio.Task[None]
+    watching: asyncio.Future[None]
 
 
 class Workers:
@@ -61,7 +61,7 @@ class Workers:
     def __init__(self, state: LayerState, count: int) -> None:
         self.state, self.count = state, count
         self._workers: list[_Worker] = []
-        state.on_quiet = self.tell_quiet
+        state.on_change = self.tell
 
     async def start(self) -> None:
         """Start every worker and wait (bounded) until each has said hello; stop them on failure."""
@@ -83,10 +83,12 @@ class Workers:
         body = {"op": "link", **dataclasses.asdict(link)}
         await asyncio.gather(*(worker.channel.call(body) for worker in self._workers))
 
-    async def tell_quiet(self, quiet: bool) -> None:
-        """Every worker learns whether the state is quiet, so it knows when it need not ask."""
+    async def tell(self, summary: Summary) -> None:
+        """Every worker learns the state's summary, so it knows when it need not ask."""
         live = [worker for worker in self._workers if not worker.channel.closed]
-        calls = (worker.channel.call({"op": "quiet", "quiet": quiet}) for worker in live)
+        quiet, watched = summary
+        message = {"op": "summary", "quiet": quiet, "watched": watched}
+        calls = (worker.channel.call(message) for worker in live)
         for worker, outcome in zip(live, await asyncio.gather(*calls, return_exceptions=True), strict=True):
             if isinstance(outcome, BaseException):  # gone: its listeners went with it
                 logger.error("fault layer worker %d not told: %s", worker.process.pid, outcome)
@@ -104,7 +106,7 @@ class Workers:
                     worker.process.kill()
                 await worker.process.wait()
             worker.channel.close()
-            worker.reading.cancel()
+            worker.watching.cancel()
         self._workers.clear()
 
     async def _spawn(self, env: dict[str, str]) -> _Worker:
@@ -121,13 +123,12 @@ class Workers:
             )
         finally:
             theirs.close()
-        reader, writer = await asyncio.open_connection(sock=mine)
-        channel = Channel(reader, writer, self._answer)
-        reading = asyncio.ensure_future(self._read(channel, process.pid))
-        return _Worker(process, channel, reading)
+        channel = await Channel.over(mine, self._answer)
+        watching = asyncio.ensure_future(self._watch(channel, process.pid))
+        return _Worker(process, channel, watching)
 
-    async def _read(self, channel: Channel, pid: int) -> None:
-        await channel.serve()
+    async def _watch(self, channel: Channel, pid: int) -> None:
+        await channel.gone
         if self._workers:  # not stopping: its listeners are gone, the others serve its links
             logger.error("fault layer worker %d went away", pid)
 
@@ -161,7 +162,7 @@ async def _held(waiting: Any) -> Message:
 
 
 def _settled(state: LayerState, answer: Message) -> Message | Awaitable[Message]:
-    """The answer, once every worker knows whether the state is quiet now (at once if it does)."""
+    """The answer, once every worker knows the state's summary as it is now (at once if it does)."""
     if state.settled():
         return answer
     return _after_settling(state, answer)

@@ -192,3 +192,43 @@ async def test_a_prompt_learnt_from_a_request_ties_the_next_one_in_any_process(t
     assert chats == list(range(REQUESTS))
     assert len(_pids_of(history, upstream.server)) == PROCESSES, "both processes served requests"
     layer.reset(two.process.url)
+
+
+def _generation(n: int) -> list[int]:
+    return [1000 + n, 2000 + n, 3000 + n, 4000 + n]
+
+
+async def _generate(request: web.Request) -> web.StreamResponse:
+    n = (await request.json())["n"]
+    return web.json_response({"choices": [{"token_ids": _generation(n)}]})
+
+
+async def _tokenize(request: web.Request) -> web.StreamResponse:
+    n = (await request.json())["n"]
+    return web.json_response({"tokens": [1, 2, 3, *_generation(n), 5, 6, 7, 8, 9, 10, 11, 12]})
+
+
+@pytest.mark.asyncio
+async def test_prefix_drift_remembers_the_generations_every_process_saw(two: Layer) -> None:
+    """Each generation is answered by either process; the drift lands inside it (index 5) only if
+    the rule remembered it, else in the middle of the prompt (index 7)."""
+    layer.reset(two.process.url)
+    history = _history(two)
+    routes = {"/v1/chat/completions": _generate, "/tokenize": _tokenize}
+    changed: list[list[int]] = []
+    async with upstream_behind(two, routes) as upstream, LayerControl(two.process.url) as control:
+        await control.arm(upstream.server, "prefix_drift", match={"route": "/*"})
+        for n in range(REQUESTS):
+            await _ask(upstream, "/v1/chat/completions", {"n": n})
+            async with (
+                aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session,
+                session.post(f"{upstream.url}/tokenize", json={"n": n}) as response,
+            ):
+                tokens = (await response.json())["tokens"]
+            original = [1, 2, 3, *_generation(n), 5, 6, 7, 8, 9, 10, 11, 12]
+            changed.append(
+                [index for index, (a, b) in enumerate(zip(original, tokens, strict=True)) if a != b]
+            )
+        await control.clear()
+    assert changed == [[5]] * REQUESTS
+    assert len(_pids_of(history, upstream.server)) == PROCESSES, "both processes served requests"
