@@ -12,7 +12,13 @@ a keep-alive client (``_hop_client``) asks for them one at a time along each pat
 - ``layer``: through a link of the fault layer, nothing armed (it records every request);
 - ``layer, 2 processes``: through a link of a second fault layer run as two processes
   (``--processes 2``: the main one deciding, a worker beside it, the kernel spreading the
-  connections), so the burst shows what a second core buys;
+  connections), so the burst shows what a second core buys; its worker decides alone, as no
+  rule is armed and no row known;
+- ``layer, 2 processes, asking``: the same with a rule armed that matches nothing, so its worker
+  asks the main process for every request's row and rules, as once a collection's rows are known.
+  The keep-alive connection of a path's blocks lands on one of its processes (the JSON's
+  ``answers_per_process`` says which: the blocks are most of its answers), so their latency and
+  CPU are that process's; the burst's 64 connections spread over both;
 - ``toxiproxy+layer``: both, as every link of a stack runs.
 
 Each round runs a block of each path at each size, the order of the paths reversed every other
