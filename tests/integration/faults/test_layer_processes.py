@@ -8,6 +8,9 @@ prove nothing about the second.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -17,6 +20,7 @@ import pytest
 from aiohttp import web
 
 from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.servers import procfs
 from pytest_rollout_chaos.servers.faultlayer import client as layer
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 from pytest_rollout_chaos.servers.faultlayer.spec import events_files, fault_layer_spec
@@ -232,3 +236,24 @@ async def test_prefix_drift_remembers_the_generations_every_process_saw(two: Lay
         await control.clear()
     assert changed == [[5]] * REQUESTS
     assert len(_pids_of(history, upstream.server)) == PROCESSES, "both processes served requests"
+
+
+@pytest.mark.parametrize("how", ["stopped", "main killed"])
+def test_no_worker_outlives_the_layer(tmp_path: Path, how: str) -> None:
+    """Stopped as the supervisor stops it, or its main process SIGKILLed alone: the worker goes."""
+    spec = fault_layer_spec(tmp_path / "layer.events.jsonl", name="test-layer-gone", processes=PROCESSES)
+    process = ManagedProcess(spec, tmp_path / "logs")
+    process.start()
+    try:
+        workers = procfs.descendant_pids(process.pid)
+        assert len(workers) == PROCESSES - 1, workers
+        if how == "main killed":
+            os.kill(process.pid, signal.SIGKILL)
+        else:
+            process.stop()
+        deadline = time.monotonic() + WAIT_S
+        while any(procfs.alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(procfs.alive(pid) for pid in workers), f"worker left after the layer was {how}"
+    finally:
+        process.stop()
