@@ -124,13 +124,17 @@ class Workers:
         finally:
             theirs.close()
         channel = await Channel.over(mine, self._answer)
-        watching = asyncio.ensure_future(self._watch(channel, process.pid))
+        watching = asyncio.ensure_future(self._watch(channel, process))
         return _Worker(process, channel, watching)
 
-    async def _watch(self, channel: Channel, pid: int) -> None:
+    async def _watch(self, channel: Channel, process: asyncio.subprocess.Process) -> None:
         await channel.gone
-        if self._workers:  # not stopping: its listeners are gone, the others serve its links
-            logger.error("fault layer worker %d went away", pid)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), timeout=STOP_TIMEOUT_S)
+        # 0: stopped as the layer is (its process group's SIGTERM); else its listeners are gone
+        # and the other processes serve its links
+        if process.returncode != 0:
+            logger.error("fault layer worker %d went away (exit code %s)", process.pid, process.returncode)
 
     def _answer(self, message: Message, blob: bytes) -> Any:
         """A worker's call, answered from the one state, at once (a hold: when released)."""
