@@ -18,8 +18,13 @@ cookie or answer seen on another. Several listeners each with their own state wo
 rule's ``nth``/``every``/``count`` per process. So the main process decides every request, in
 the order the requests reach it, and the decisions are the same as with one process: only the
 order of requests arriving at once on different processes is the kernel's, as it already was
-the network's. The cost is one small call per request (two when its answer teaches a row),
-which the main process answers at once without any JSON of the answer.
+the network's. The cost is one small call per request (two when its answer teaches a row or a
+``prefix_drift`` rule watches its route), which the main process answers at once without any
+JSON of the answer. While the state is quiet (no rule armed, no row known) a request without
+``_rowidx`` has no row and no rule counts it, so a worker decides it alone; the main process
+tells every worker when that changes, and the routes ``prefix_drift`` rules watch, and waits
+until each knows before it answers the call that changed it (an arm, a reset) or lets the
+request that changed it go on: whatever follows it, on any process, is decided knowing it.
 """
 
 from __future__ import annotations
