@@ -34,4 +34,5 @@ INTERFACE_NAMES = (
     "retry_faithful",
     "conversation_carried",
     "next_steps_sound",
+    "row_deadline_kept",
 )

@@ -14,7 +14,8 @@ class MalformedJson(LayerFault):
     """The handler answers, then the body is cut in half or garbled, or (``emptied``) every list in
     it is emptied, so it parses with its envelope and no content, or it parses with one part a
     reader cannot use (``no_output``, ``no_response``, ``no_prompt_ids``, ``short_logprobs``); the
-    status stays 200."""
+    status stays 200. ``cut_off`` sends the status, a head promising the whole body and half of it,
+    then closes the connection: the client gets no answer it can read."""
 
     kind: ClassVar[str] = "malformed_json"
     effect: ClassVar[str] = "malformed_json"

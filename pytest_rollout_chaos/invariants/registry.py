@@ -44,6 +44,7 @@ from pytest_rollout_chaos.invariants.raise_has_cause import RaiseHasCause
 from pytest_rollout_chaos.invariants.retry_faithful import RetryFaithful
 from pytest_rollout_chaos.invariants.rewards_recorded import RewardsRecorded
 from pytest_rollout_chaos.invariants.root_cause_visible import RootCauseVisible
+from pytest_rollout_chaos.invariants.row_deadline_kept import RowDeadlineKept
 from pytest_rollout_chaos.invariants.rows_unchanged import RowsUnchanged
 from pytest_rollout_chaos.invariants.status_recorded import StatusRecorded
 from pytest_rollout_chaos.invariants.train_batch_sound import TrainBatchSound
@@ -79,6 +80,7 @@ CHECKERS: Final[tuple[Checker, ...]] = (
     RetryFaithful(),
     ConversationCarried(),
     NextStepsSound(),
+    RowDeadlineKept(),
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)
@@ -96,6 +98,7 @@ STANDING: Final[tuple[str, ...]] = (
     "groups_intact",
     "rows_unchanged",
     "concurrency_bounded",
+    "row_deadline_kept",
     "raise_has_cause",
 )
 

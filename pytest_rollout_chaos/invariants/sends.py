@@ -44,6 +44,7 @@ class Span:
     ended: float | None = None
     outcome: str | None = None  # "ok" | "fail" | "info"
     status: int | None = None
+    error: str | None = None  # why it ended with no answer, as the layer wrote it
 
     @property
     def answered(self) -> bool:
@@ -78,6 +79,7 @@ def spans(history: History) -> list[Span]:
                 ended=event.t,
                 outcome=event.kind,
                 status=status if isinstance(status, int) and event.kind != "info" else None,
+                error=str(event.data["error"]) if event.kind == "info" and "error" in event.data else None,
             )
     return sorted(found.values(), key=lambda span: span.began)
 

@@ -62,6 +62,7 @@ CAUGHT_BY = {
     "empty_generation_hint": ("run-answers-without-output", "root_cause_visible"),
     "observation_dropped": ("native-row-failures", "conversation_carried"),
     "policy_lost_per_row": ("native-policy-killed", "no_empty_epoch"),
+    "deadline_split_over_attempts": ("one-row-hangs", "row_deadline_kept"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
 # that must judge FAIL); that collector's own scenario is in CAUGHT_BY.
@@ -77,6 +78,8 @@ ALSO_CAUGHT = {
     "collection-cancelled-while-agent-frozen": ("drains_before_cancel", "cancel_honoured"),
     # group-trajectory-exception's bug, met at the verifier in a group of five (SkyRL's default)
     "group-verifier-exception": ("placeholder_in_group", "groups_intact"),
+    # trajectory-exception-isolated's bug, met at an answer cut off mid-body (no HTTP status)
+    "run-answer-cut-off": ("gather_no_isolation", "isolated_failures"),
 }
 # The scenarios between hosts, which need --rollout-chaos-ray=hosts:N -> (a known-bug collector they
 # catch, the invariant that must judge FAIL); that collector's own scenario is in CAUGHT_BY. A host

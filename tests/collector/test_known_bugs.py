@@ -70,7 +70,9 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
 # the native one whose bug needs the policy killed (policy_lost_per_row: native-policy-killed) and
 # the one whose bug shows only in a second collection on the same collector
 # (permit_leaked_on_failure: next-step-after-failed-rows, tests/engine/test_next_steps.py, and a
-# draw of agent-oom-killed with a second collection in tests/test_fuzz.py).
+# draw of agent-oom-killed with a second collection in tests/test_fuzz.py), and the one judged
+# against the layer's record of when each /run was given up (deadline_split_over_attempts:
+# one-row-hangs).
 ELSEWHERE = {
     "per_sample_env",
     "mixed_env_batch",
@@ -93,6 +95,7 @@ ELSEWHERE = {
     "observation_dropped",
     "policy_lost_per_row",
     "permit_leaked_on_failure",
+    "deadline_split_over_attempts",
 }
 DEADLINE_S = 1.5
 # A collection deadline is noticed late only past ends_promptly's margin (3 s): give it room.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import aiohttp
 import pytest
 
 from pytest_rollout_chaos.faults.malformed_json import MalformedJson
@@ -18,7 +19,7 @@ from pytest_rollout_chaos.servers.faultlayer.rewrite import (
     shorten_logprobs,
 )
 from tests.faults._applied import applied
-from tests.faults._hooked import Hooked
+from tests.faults._hooked import Hooked, wait_for
 
 
 @pytest.mark.asyncio
@@ -34,6 +35,24 @@ async def test_body_no_longer_parses_but_status_is_200(hooked: Hooked, style: st
     if style == "truncate":
         assert intact.startswith(body)
         assert len(body) == len(intact) // 2
+
+
+@pytest.mark.asyncio
+async def test_a_cut_off_answer_sends_its_status_and_half_its_body_then_closes(hooked: Hooked) -> None:
+    ctx, history = hooked.context()
+    _, intact = await hooked.post("/run", {})
+    cut_off = MalformedJson(target="hooked", style="cut_off", route="/run")
+    async with (
+        applied(cut_off, ctx),
+        aiohttp.ClientSession() as session,
+        session.post(f"{hooked.url}/run", json={}) as response,
+    ):
+        assert (response.status, response.content_length) == (200, len(intact))
+        with pytest.raises(aiohttp.ClientPayloadError, match="not completed"):
+            await response.read()
+    [cut] = wait_for(history, lambda event: event.op == "POST /run" and event.kind == "info")
+    half, whole = len(intact) // 2, len(intact)
+    assert cut.data["error"] == f"answer cut off by the fault layer after {half} of {whole} bytes"
 
 
 @pytest.mark.asyncio

@@ -27,7 +27,7 @@ def test_the_terminal_section_counts_scenarios_faults_and_invariants(pytester: p
             "faults injected: 2",
             # the standing invariants judge every scenario; with no server record here, the
             # claim checks find nothing to judge (silent: no scenario lists them)
-            "invariants: 9 passed, 1 failed, 0 unknown, 20 not judged",
+            "invariants: 9 passed, 1 failed, 0 unknown, 22 not judged",
             "  accounted            1 passed, 1 failed",
             "  attempts_bounded     2 passed",
             "  bounded              2 passed",
@@ -230,7 +230,7 @@ def test_under_xdist_one_page_and_one_section_cover_every_scenario(pytester: pyt
             "*= rollout-chaos =*",
             "scenarios: 4 run, 1 passed, 2 failed, 1 skipped",
             "faults injected: 2",
-            "invariants: 9 passed, 1 failed, 0 unknown, 20 not judged",
+            "invariants: 9 passed, 1 failed, 0 unknown, 22 not judged",
             "per scenario:",
             "  PASS   all-complete *",
             "  FAIL   loses-a-row *accounted FAIL",

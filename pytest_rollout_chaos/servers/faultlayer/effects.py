@@ -26,7 +26,7 @@ Phase = Literal["hold", "answer", "rewrite"]
 LogprobShape = Literal["nan", "null", "inf", "http_500"]
 DriftMode = Literal["replace", "merge", "end_of_turn"]
 MalformedStyle = Literal[
-    "truncate", "garble", "emptied", "no_output", "no_response", "no_prompt_ids", "short_logprobs"
+    "truncate", "garble", "emptied", "no_output", "no_response", "no_prompt_ids", "short_logprobs", "cut_off"
 ]
 LOGPROB_SHAPES: Final[tuple[str, ...]] = typing.get_args(LogprobShape)
 DRIFT_MODES: Final[tuple[str, ...]] = typing.get_args(DriftMode)
@@ -188,7 +188,9 @@ EFFECTS: Final[Mapping[str, Effect]] = {
                     "parses with one part unreadable: no_output (every output list removed), "
                     "no_response (the /run result's response object removed), "
                     "no_prompt_ids (the last model call's item without its prompt_token_ids), "
-                    "short_logprobs (every logprob list one value short of its generated tokens)",
+                    "short_logprobs (every logprob list one value short of its generated tokens); or "
+                    "cut_off: the head promises the whole body, half of it is sent, then the connection "
+                    "closes (a server or proxy dying mid-write)",
                 ),
             ),
         ),

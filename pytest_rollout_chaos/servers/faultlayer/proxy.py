@@ -102,6 +102,7 @@ class _Answer:
     headers: CIMultiDict[str]
     raw: bytes
     document: Any
+    cut_at: int | None = None  # malformed_json cut_off: the bytes sent before the connection closes
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +175,9 @@ async def forward(state: Decisions, link: Link, pool: UpstreamPool, request: Req
         for rule in rewriting:
             memory = await state.memory(rule.id) if rule.effect == "prefix_drift" else []
             _rewrite(hit, rule, answer, memory)
+        if answer.cut_at is not None:
+            await _cut_off(record, reply, answer)
+            return
         await record.answered(answer)
         await reply.send(answer.status, _outgoing(answer.headers), answer.raw)
     except UpstreamError as cut:
@@ -246,6 +250,16 @@ def _asks(link: Link, path: str, row: int | None, document: Any) -> dict[str, An
     if row is None or path not in ASKING_PATHS or not link.name.startswith(COLLECTOR_LINK_PREFIX):
         return {}
     return asked.asked(document)
+
+
+async def _cut_off(record: _Record, reply: Reply, answer: _Answer) -> None:
+    """Send the head with the whole body's length and part of the body, then close: the client
+    gets a status and a body that ends early, no answer it can read (recorded so)."""
+    cut, whole = answer.cut_at or 0, len(answer.raw)
+    record.finish("info", error=f"answer cut off by the fault layer after {cut} of {whole} bytes")
+    await reply.start(answer.status, _outgoing(answer.headers), whole)
+    await reply.write(answer.raw[:cut])
+    reply.abort()
 
 
 def _answer(upstream: Answer, raw: bytes) -> _Answer:
@@ -364,6 +378,10 @@ def _rewrite(hit: _Hit, rule: Rule, answer: _Answer, memory: list[list[int]]) ->
         return
     if answer.headers.get("Content-Encoding", "identity") != "identity":
         hit.record(rule, skipped="encoded response body", changed=0)
+        return
+    if rule.effect == "malformed_json" and rule.params["style"] == "cut_off":
+        hit.record(rule, style="cut_off")
+        answer.cut_at = max(1, len(answer.raw) // 2)
         return
     if rule.effect == "malformed_json" and rule.params["style"] in rewrite.UNPARSABLE_STYLES:
         hit.record(rule, style=rule.params["style"])

@@ -23,6 +23,7 @@ from pytest_rollout_chaos.servers.policy.protocol import (
     MAX_LOGPROBS,
     RESEED_ROUTE,
     ApiError,
+    chat_tools,
     context_overflow,
     flag,
     json_body,
@@ -160,7 +161,7 @@ class PolicyApi:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise ApiError("messages: expected a non-empty list of chat messages")
-        tools = body.get("tools") or None
+        tools = chat_tools(body)
         tool_choice = body.get("tool_choice", "auto" if tools else "none")
         if tool_choice not in ("auto", "none", None):
             raise ApiError(
@@ -339,7 +340,7 @@ class PolicyApi:
                 raise ApiError("messages: expected a non-empty list of chat messages")
             ids = self.tokenizer.render_chat(
                 messages,
-                tools=body.get("tools") or None,
+                tools=chat_tools(body),
                 add_generation_prompt=flag(body, "add_generation_prompt", True),
             )
         elif isinstance(body.get("prompt"), str):

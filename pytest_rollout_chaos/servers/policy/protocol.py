@@ -118,6 +118,28 @@ def reject_unsupported(body: dict[str, Any]) -> None:
         raise ApiError("prompt_logprobs: not supported by the tiny backend")
 
 
+def chat_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """A chat request's ``tools`` as vLLM's request model takes them: each an object whose
+    ``function`` holds at least a ``name``. A Responses API tool (flat: ``name`` and ``parameters``
+    beside ``type``) is refused with 400 by vLLM's chat endpoint; so it is here."""
+    tools = body.get("tools")
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        raise ApiError(f"tools: expected a list of tools, got {type(tools).__name__}")
+    for position, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise ApiError(
+                f"tools.{position}.function: Field required (a chat tool is "
+                '{"type": "function", "function": {"name": ..., "parameters": ...}}; a flat '
+                "Responses API tool is not one)"
+            )
+        if tool.get("type", "function") != "function":
+            raise ApiError(f"tools.{position}.type: {tool['type']!r} is not 'function'")
+    return tools or None
+
+
 # vLLM sampling knobs the tiny engine does not implement, with the values that leave sampling as is.
 _NEUTRAL_KNOBS: Final[dict[str, tuple[Any, ...]]] = {
     "top_k": (None, -1, 0),

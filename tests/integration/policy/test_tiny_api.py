@@ -87,6 +87,11 @@ def test_bad_requests_say_what_is_valid(server: Server) -> None:
     status, payload = post(server.url + "/v1/chat/completions", {"messages": messages, "n": 2})
     assert status == 400
     assert "n=1" in payload["error"]["message"]
+    flat = {"type": "function", "name": "calculator", "parameters": {"type": "object"}}  # Responses form
+    for route in ("/v1/chat/completions", "/tokenize"):
+        status, payload = post(server.url + route, {"messages": messages, "tools": [flat]})
+        assert status == 400, route
+        assert "tools.0.function: Field required" in payload["error"]["message"]
     status, payload = post(server.url + "/detokenize", {"tokens": [10**6]})
     assert status == 400
     assert "out of range" in payload["error"]["message"]
