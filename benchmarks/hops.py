@@ -10,6 +10,15 @@ a keep-alive client (``_hop_client``) asks for them one at a time along each pat
   costs before it does anything;
 - ``toxiproxy``: through a proxy of the embedded Toxiproxy, no toxics;
 - ``layer``: through a link of the fault layer, nothing armed (it records every request);
+- ``layer, 2 processes``: through a link of a second fault layer run as two processes
+  (``--processes 2``: the main one deciding, a worker beside it, the kernel spreading the
+  connections), so the burst shows what a second core buys; its worker decides alone, as no
+  rule is armed and no row known;
+- ``layer, 2 processes, asking``: the same with a rule armed that matches nothing, so its worker
+  asks the main process for every request's row and rules, as once a collection's rows are known.
+  The keep-alive connection of a path's blocks lands on one of its processes (the JSON's
+  ``answers_per_process`` says which: the blocks are most of its answers), so their latency and
+  CPU are that process's; the burst's 64 connections spread over both;
 - ``toxiproxy+layer``: both, as every link of a stack runs.
 
 Each round runs a block of each path at each size, the order of the paths reversed every other
@@ -43,9 +52,9 @@ from benchmarks._hop_client import Connection, burst, timed
 from benchmarks._hop_servers import SIZES, answer_of_size
 from benchmarks._result import Number, Result
 from pytest_rollout_chaos.history import History, fingerprint, logprob_digest
-from pytest_rollout_chaos.servers import readiness
+from pytest_rollout_chaos.servers import procfs, readiness
 from pytest_rollout_chaos.servers.faultlayer import client as layer_api
-from pytest_rollout_chaos.servers.faultlayer.spec import fault_layer_spec
+from pytest_rollout_chaos.servers.faultlayer.spec import events_files, fault_layer_spec
 from pytest_rollout_chaos.servers.keeper import ProcessKeeper
 from pytest_rollout_chaos.servers.ports import free_port
 from pytest_rollout_chaos.servers.process import ManagedProcess, ServerSpec
@@ -57,6 +66,7 @@ BURST: Final = 64
 GOAL_OVER_FLOOR_US: Final = 250.0  # the layer's p50 at 5 KB over the compiled floor's
 GOAL_CPU_PER_KB_US: Final = 10.0  # the layer's CPU per KB of a 256 KB answer
 GOAL_BURST_S: Final = 0.25  # 64 x 256 KB through the layer, over direct
+PROCESSES: Final = 2  # of the second layer: what a second core buys the burst
 WARM_UP: Final = 2  # untimed requests opening each block (an upstream connection may have expired)
 HAPROXY_CONFIG: Final = """\
 global
@@ -80,7 +90,7 @@ class HopPath:
     name: str
     port: int
     relays: tuple[int, ...]  # pids whose CPU counts as this path's
-    recorded: bool = False  # goes through the fault layer, so every request must be in its History
+    events: tuple[Path, ...] = ()  # the fault layer's events files: every request must be in them
     latency_s: dict[str, list[float]] = field(default_factory=lambda: {size: [] for size in SIZES})
     cpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SIZES, 0.0))
     timed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIZES, 0))
@@ -100,17 +110,9 @@ def run(*, rounds: int = 8, small: int = 60, large: int = 12) -> Result:
         events_file = root / "layer.events.jsonl"
         layer = keeper.start(fault_layer_spec(events_file, name="hop-layer"))
         layer_port, behind_toxiproxy = (
-            int(
-                layer_api.add_link(
-                    layer.url,
-                    name=name,
-                    server="policy",
-                    source="policy",
-                    upstream=f"http://127.0.0.1:{up_port}",
-                ).rpartition(":")[2]
-            )
-            for name in ("client->policy", "toxiproxy->policy")
+            _link(layer.url, name, up_port) for name in ("client->policy", "toxiproxy->policy")
         )
+        several = [_several(keeper, root, up_port, asking=asking) for asking in (False, True)]
         paths = [HopPath("direct", up_port, ())]
         haproxy = _haproxy(keeper, root, up_port)
         if haproxy is not None:
@@ -125,14 +127,45 @@ def run(*, rounds: int = 8, small: int = 60, large: int = 12) -> Result:
         proxied = asyncio.run(_toxiproxy_ports(toxiproxy.url, up_port, behind_toxiproxy))
         paths += [
             HopPath("toxiproxy", proxied[0], (toxiproxy.pid,)),
-            HopPath("layer", layer_port, (layer.pid,), recorded=True),
-            HopPath("toxiproxy+layer", proxied[1], (toxiproxy.pid, layer.pid), recorded=True),
+            HopPath("layer", layer_port, (layer.pid,), (events_file,)),
+            *several,
+            HopPath("toxiproxy+layer", proxied[1], (toxiproxy.pid, layer.pid), (events_file,)),
         ]
         _run_loop(_measure(paths, rounds, {"small": small, "large": large}))
-        missing = _unrecorded(paths, events_file)
+        # how the kernel spread the connections: the requests each process of a layer answered
+        details["answers_per_process"] = {
+            path.name: [_answers_in(file) for file in path.events] for path in several
+        }
+        missing = _unrecorded(paths)
         if missing:
             raise RuntimeError(missing)
         return Result("hops", _numbers(paths), details={**details, **_raw(paths)})
+
+
+def _several(keeper: ProcessKeeper, root: Path, up_port: int, *, asking: bool) -> HopPath:
+    """A layer of ``PROCESSES`` processes and its path. ``asking``: with a rule armed that matches
+    no request, so the workers ask the main process for every request's row and rules, as they do
+    once a collection's rows are known (else they decide alone: no rule, no row)."""
+    name = f"layer, {PROCESSES} processes" + (", asking" if asking else "")
+    events_file = root / f"layer-{PROCESSES}{'-asking' if asking else ''}.events.jsonl"
+    spec = fault_layer_spec(
+        events_file, name=f"hop-{name.replace(', ', '-').replace(' ', '-')}", processes=PROCESSES
+    )
+    layer = keeper.start(spec)
+    port = _link(layer.url, "client->policy", up_port)
+    if asking:
+        rule = {"server": "policy", "effect": "http_error", "match": {"route": "/never"}, "status": 500}
+        layer_api.call_sync(layer.url, "POST", "/rules", rule, timeout_s=5.0)
+    pids = (layer.pid, *sorted(procfs.descendant_pids(layer.pid)))
+    return HopPath(name, port, pids, events_files(events_file, PROCESSES))
+
+
+def _link(layer_url: str, name: str, up_port: int) -> int:
+    """A new link of the layer at ``layer_url`` to the upstream; its port."""
+    listen = layer_api.add_link(
+        layer_url, name=name, server="policy", source="policy", upstream=f"http://127.0.0.1:{up_port}"
+    )
+    return int(listen.rpartition(":")[2])
 
 
 def program_spec(name: str, *argv: str) -> ServerSpec:
@@ -244,14 +277,32 @@ def _cpu_s(pids: Iterable[int]) -> float:
     return total_ns / 1e9
 
 
-def _unrecorded(paths: Iterable[HopPath], events_file: Path) -> str:
-    """Why the layer's History does not hold every request sent through it as answered, with the
-    answer's generation and logprobs recorded; empty when it does."""
+def _answers_in(events_file: Path) -> int:
     history = History()
     history.follow(events_file, from_now=False)
-    answered = {event.request_id: event.data for event in history.events(kind="ok")}
+    return len(history.events(kind="ok"))
+
+
+def _unrecorded(paths: Iterable[HopPath]) -> str:
+    """Why a layer's History does not hold every request sent through it as answered, once, with
+    the answer's generation and logprobs recorded; empty when each does."""
+    by_layer: dict[tuple[Path, ...], list[HopPath]] = {}
+    for path in paths:
+        if path.events:
+            by_layer.setdefault(path.events, []).append(path)
+    return "; ".join(why for files, through in by_layer.items() if (why := _unrecorded_in(files, through)))
+
+
+def _unrecorded_in(files: Iterable[Path], paths: Iterable[HopPath]) -> str:
+    history = History()
+    for events_file in files:
+        history.follow(events_file, from_now=False)
+    oks = history.events(kind="ok")
+    answered = {event.request_id: event.data for event in oks}
+    if len(oks) != len(answered):
+        return f"the fault layer's History records answers more than once ({len(oks) - len(answered)} extra)"
     expected = {size: _expected_record(size) for size in SIZES}
-    sent = [one for path in paths if path.recorded for one in path.sent]
+    sent = [one for path in paths for one in path.sent]
     wrong = []
     for request_id, size in sent:
         data = answered.get(request_id, {})
@@ -314,6 +365,11 @@ def _numbers(paths: list[HopPath]) -> tuple[Number, ...]:
     numbers.append(
         Number(f"goal: layer burst {BURST}x256 KB over direct", over, "s", GOAL_BURST_S, "at_most")
     )
+    for several in paths:
+        if several.name.startswith(f"layer, {PROCESSES} processes"):
+            over_several = statistics.median(several.burst_s) - direct_burst
+            label = several.name.removeprefix("layer, ")
+            numbers.append(Number(f"layer burst over direct, {label} over 1", over_several / over, "x"))
     return tuple(numbers)
 
 

@@ -156,7 +156,9 @@ class StackBuilder:
         from pytest_rollout_chaos.servers.faultlayer.spec import NAME, FaultLayer, fault_layer_spec
 
         events_file = self.keeper.log_dir / f"{NAME}.events.jsonl"
-        return FaultLayer(self.keeper.start(fault_layer_spec(events_file)).url, events_file)
+        processes = self.settings.layer_processes
+        spec = fault_layer_spec(events_file, processes=processes)
+        return FaultLayer(self.keeper.start(spec).url, events_file, processes)
 
     @functools.cached_property
     def links(self) -> ProxyLinks:

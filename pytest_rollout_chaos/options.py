@@ -16,6 +16,7 @@ import pytest
 
 from pytest_rollout_chaos import bundled, targets
 from pytest_rollout_chaos.ray import mode as ray_mode
+from pytest_rollout_chaos.servers.faultlayer.spec import MAX_PROCESSES, layer_processes
 from pytest_rollout_chaos.servers.policy import hf_cache, vllm_args
 from pytest_rollout_chaos.settings import (
     BACKENDS,
@@ -31,6 +32,7 @@ from pytest_rollout_chaos.settings import (
     OPT_GYM,
     OPT_GYM_PYTHON,
     OPT_JSON,
+    OPT_LAYER_PROCESSES,
     OPT_LOGS,
     OPT_MODEL,
     OPT_POLICY_GPUS,
@@ -131,6 +133,7 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         vllm_args=user_vllm_args,
         policy_gpus=_parse_count(raw.get(OPT_POLICY_GPUS), raw.source(OPT_POLICY_GPUS)),
         policy_replicas=_policy_replicas(raw, policy_url),
+        layer_processes=_layer_processes(raw),
         model_id=model_id,
         fuzz=_parse_count(raw.get(OPT_FUZZ) or None, raw.source(OPT_FUZZ)) or 0,
         fuzz_dir=raw.path(OPT_FUZZ_DIR) if raw.get(OPT_FUZZ_DIR) else _invoked_in(config) / DEFAULT_FUZZ_DIR,
@@ -232,6 +235,19 @@ def _policy_replicas(raw: _Raw, policy_url: str | None) -> int:
             "(valid: 1, or leave out the policy URL)"
         )
     return replicas
+
+
+def _layer_processes(raw: _Raw) -> int:
+    """The fault layer's processes: a whole number >= 1, or ``auto`` (the machine's cores, capped)."""
+    value = (raw.get(OPT_LAYER_PROCESSES) or "1").strip()
+    if value == "auto":
+        return layer_processes(0)
+    if not value.isdigit() or int(value) < 1:
+        raise pytest.UsageError(
+            f"{raw.source(OPT_LAYER_PROCESSES)}: invalid value {value!r} "
+            f"(valid: a whole number >= 1, or auto: the machine's cores, at most {MAX_PROCESSES})"
+        )
+    return int(value)
 
 
 def _invoked_in(config: pytest.Config) -> Path:

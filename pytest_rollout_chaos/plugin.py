@@ -107,6 +107,13 @@ _OPTIONS: Final = (
         "policy[0], policy[1], ... name one (default: 1)",
     ),
     (
+        _settings.OPT_LAYER_PROCESSES,
+        "N|auto",
+        "Run the fault layer as N processes, the kernel spreading each link's connections over them "
+        "and the first deciding every request's rules and row, or auto: the machine's cores, at most 8 "
+        "(default: 1)",
+    ),
+    (
         _settings.OPT_POLICY_URL,
         "URL",
         "Use the OpenAI-compatible policy server already running at URL (vLLM, SGLang, ...) instead of "

@@ -41,6 +41,7 @@ OPT_RAY: Final = "rollout_chaos_ray"
 OPT_VLLM_ARGS: Final = "rollout_chaos_vllm_args"
 OPT_POLICY_GPUS: Final = "rollout_chaos_policy_gpus"
 OPT_POLICY_REPLICAS: Final = "rollout_chaos_policy_replicas"
+OPT_LAYER_PROCESSES: Final = "rollout_chaos_layer_processes"
 OPT_FUZZ: Final = "rollout_chaos_fuzz"
 OPT_FUZZ_DIR: Final = "rollout_chaos_fuzz_dir"
 OPT_SCENARIO: Final = "rollout_chaos_scenario"
@@ -80,6 +81,8 @@ class ChaosSettings:
     policy_gpus: int | None = None
     # Policy servers started behind the model server, which spreads model calls over them.
     policy_replicas: int = 1
+    # The fault layer's processes: 1, or more, the main one deciding every request (``workers``).
+    layer_processes: int = 1
     # The Hugging Face id ``model`` was found by in the local cache; "" for a directory given as one.
     model_id: str = ""
     # Drawn variants of each scenario run after the catalog (--rollout-chaos-fuzz), and where the
@@ -112,6 +115,8 @@ class ChaosSettings:
             parts.append(f"policy-replicas={self.policy_replicas}")
         if self.policy_gpus is not None:
             parts.append(f"policy-gpus={self.policy_gpus}")
+        if self.layer_processes != 1:
+            parts.append(f"layer-processes={self.layer_processes}")
         if self.scenarios:
             parts.append(f"scenarios={','.join(self.scenarios)}")
         if self.fuzz:

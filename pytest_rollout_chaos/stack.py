@@ -142,7 +142,7 @@ class ChaosStack:
 
     def events_files(self) -> list[Path]:
         """Every server's History events file, and the fault layer's."""
-        layer = [self.fault_layer.events_file] if self.fault_layer is not None else []
+        layer = list(self.fault_layer.events_files) if self.fault_layer is not None else []
         policies = [path for replica in self.started_replicas for path in replica.events_files()]
         return [*self.gym.events_files, *layer, *policies]
 

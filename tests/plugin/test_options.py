@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pytest_rollout_chaos import options
@@ -31,6 +33,7 @@ def test_help_lists_every_option_in_the_group(pytester: pytest.Pytester) -> None
         s.OPT_VLLM_ARGS,
         s.OPT_POLICY_GPUS,
         s.OPT_POLICY_REPLICAS,
+        s.OPT_LAYER_PROCESSES,
         s.OPT_SCENARIO,
         s.OPT_SEED,
         s.OPT_LOGS,
@@ -54,6 +57,23 @@ def test_defaults(pytester: pytest.Pytester) -> None:
     assert settings.json_report is None
     assert settings.policy_url is None
     assert settings.model.name == "tiny-llama"
+    assert settings.layer_processes == 1
+
+
+def test_layer_processes_from_the_ini_the_command_line_and_auto(pytester: pytest.Pytester) -> None:
+    pytester.makepyprojecttoml(
+        """
+        [tool.pytest.ini_options]
+        rollout_chaos_layer_processes = "3"
+        asyncio_default_fixture_loop_scope = "function"
+        """
+    )
+    assert options.resolve(pytester.parseconfigure()).layer_processes == 3
+    given = options.resolve(pytester.parseconfigure("--rollout-chaos-layer-processes=2"))
+    assert given.layer_processes == 2
+    assert "layer-processes=2" in given.header_line()
+    auto = options.resolve(pytester.parseconfigure("--rollout-chaos-layer-processes=auto"))
+    assert auto.layer_processes == min(os.cpu_count() or 1, 8)
 
 
 def test_command_line_values(pytester: pytest.Pytester) -> None:
@@ -137,6 +157,10 @@ def test_ini_twins_and_option_precedence(pytester: pytest.Pytester) -> None:
         (
             "--rollout-chaos-logs=some",
             "*--rollout-chaos-logs: invalid value 'some' (valid: implicated, all, none)*",
+        ),
+        (
+            "--rollout-chaos-layer-processes=0",
+            "*--rollout-chaos-layer-processes: invalid value '0' (valid: a whole number >= 1, or auto*",
         ),
         (
             "--rollout-chaos-upstream=no-tree",

@@ -42,7 +42,6 @@ invisible as a TCP proxy until a rule fires.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import os
@@ -57,9 +56,8 @@ from pytest_rollout_chaos import json_decode
 from pytest_rollout_chaos.history import EventKind, fingerprint, logprob_digest, text_fingerprint
 from pytest_rollout_chaos.servers.faultlayer import asked, effects, rewrite
 from pytest_rollout_chaos.servers.faultlayer.downstream import ClientConnection, Reply, Request
-from pytest_rollout_chaos.servers.faultlayer.rows import SESSION_HEADER
 from pytest_rollout_chaos.servers.faultlayer.rules import Rule
-from pytest_rollout_chaos.servers.faultlayer.state import LayerState, Link
+from pytest_rollout_chaos.servers.faultlayer.state import Decisions, Link, record_hit
 from pytest_rollout_chaos.servers.faultlayer.upstream import Answer, UpstreamError, UpstreamPool
 
 REQUEST_ID_HEADER: Final = "X-Request-Id"
@@ -111,13 +109,13 @@ class _Answer:
 class _Hit:
     """Where a rule fired: the link, the request's path and its row (for recording the hit)."""
 
-    state: LayerState
+    state: Decisions
     link: Link
     path: str
     row: int | None
 
     def record(self, rule: Rule, **extra: Any) -> None:
-        self.state.record_hit(self.link, rule, self.row, self.path, **extra)
+        record_hit(self.state.writer(self.link.source), self.link, rule, self.row, self.path, **extra)
 
 
 class LinkPort:
@@ -130,7 +128,7 @@ class LinkPort:
     grows to the workload's concurrency and keeps that many idle for the next burst.
     """
 
-    def __init__(self, state: LayerState, link: Link) -> None:
+    def __init__(self, state: Decisions, link: Link) -> None:
         self.state, self.link = state, link
         self.pool = UpstreamPool(link.upstream, keepalive_s=KEEPALIVE_S)
         self.connections: set[ClientConnection] = set()
@@ -149,20 +147,14 @@ class LinkPort:
         await forward(self.state, self.link, self.pool, request, reply)
 
 
-async def forward(state: LayerState, link: Link, pool: UpstreamPool, request: Request, reply: Reply) -> None:
+async def forward(state: Decisions, link: Link, pool: UpstreamPool, request: Request, reply: Reply) -> None:
     """Record, apply the rules, forward (unless a rule answers), rewrite or stream, record the answer."""
     body = request.body
     document = _json_document(body, request.content_type)
-    row = state.rows.row_of(
-        document,
-        request.headers.get("Cookie"),
-        stream=f"{link.name} {request.path}",
-        session=request.headers.get(SESSION_HEADER),
-    )
+    row, fired = await state.arrive(link, request, document)
     asks = _asks(link, request.path, row, document)
     record = _Record(state, link, request, row=row, asks=asks, document=document)
     try:
-        fired = state.firing(link.server, request.path, row) if state.rules else []
         hit = _Hit(state, link, request.path, row)
         for rule in fired:
             if rule.effect in _PRE_EFFECTS:
@@ -181,11 +173,12 @@ async def forward(state: LayerState, link: Link, pool: UpstreamPool, request: Re
                 return
             answer = _answer(upstream, await upstream.read())
         for rule in rewriting:
-            _rewrite(hit, rule, answer)
+            memory = await state.memory(rule.id) if rule.effect == "prefix_drift" else []
+            _rewrite(hit, rule, answer, memory)
         if answer.cut_at is not None:
             await _cut_off(record, reply, answer)
             return
-        record.answered(answer)
+        await record.answered(answer)
         await reply.send(answer.status, _outgoing(answer.headers), answer.raw)
     except UpstreamError as cut:
         record.finish("info", error=f"{link.server} at {link.upstream}: {cut}")
@@ -200,7 +193,7 @@ class _Record:
 
     def __init__(
         self,
-        state: LayerState,
+        state: Decisions,
         link: Link,
         request: Request,
         *,
@@ -234,12 +227,17 @@ class _Record:
         self.writer.emit(kind, self.op, data, request_id=self.request_id)
         self.writer.flush()
 
-    def answered(self, answer: _Answer) -> None:
+    async def answered(self, answer: _Answer) -> None:
         """What the layer learns from an answer as it leaves, then its outcome."""
-        if answer.document is not None:
-            self.state.observe_generations(self.link.server, self.path, answer.document)
-        if self.row is not None and answer.status < 400:
-            self.state.rows.learn_answer(self.row, answer.document, answer.headers.getall("Set-Cookie", []))
+        cookies = answer.headers.getall("Set-Cookie", [])
+        await self.state.answered(
+            self.link,
+            self.path,
+            row=self.row,
+            status=answer.status,
+            document=answer.document,
+            set_cookies=cookies,
+        )
         if answer.status >= 400:
             self.finish("fail", status=answer.status, body=_excerpt(answer.raw))
         else:
@@ -276,7 +274,7 @@ async def _stream(record: _Record, reply: Reply, upstream: Answer) -> None:
     first = await upstream.chunk()
     headers = _outgoing(upstream.headers)
     if upstream.at_eof():  # the usual answer: sent in one piece with its length, as it came
-        record.answered(_answer(upstream, first))
+        await record.answered(_answer(upstream, first))
         await reply.send(upstream.status, headers, first)
         return
     await reply.start(upstream.status, headers, upstream.content_length)
@@ -286,14 +284,14 @@ async def _stream(record: _Record, reply: Reply, upstream: Answer) -> None:
         while chunk := await upstream.chunk():
             await reply.write(pieces[-1])
             pieces.append(chunk)
-        record.answered(_answer(upstream, b"".join(pieces)))
+        await record.answered(_answer(upstream, b"".join(pieces)))
         await reply.end(pieces[-1])
         return
     chunk = first
     while chunk:
         await reply.write(chunk)
         chunk = await upstream.chunk()
-    record.answered(_answer(upstream, b""))
+    await record.answered(_answer(upstream, b""))
     await reply.end()
 
 
@@ -353,11 +351,7 @@ async def _hold(hit: _Hit, rule: Rule, document: Any) -> None:
         await asyncio.sleep(delay_s)
         return
     hit.record(rule)
-    released = hit.state.release_event(rule.id)
-    if rule.id not in hit.state.rules:  # disarmed while we were getting here
-        return
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(released.wait(), timeout=rule.params["max_hang_s"])
+    await hit.state.hold(rule.id, rule.params["max_hang_s"])
 
 
 def _answer_instead(hit: _Hit, rule: Rule) -> tuple[int, str, bytes]:
@@ -375,8 +369,8 @@ def _answer_instead(hit: _Hit, rule: Rule) -> tuple[int, str, bytes]:
     return status, _JSON, json.dumps(body).encode()
 
 
-def _rewrite(hit: _Hit, rule: Rule, answer: _Answer) -> None:
-    """Apply one rewriting rule to the answer, in place."""
+def _rewrite(hit: _Hit, rule: Rule, answer: _Answer, memory: list[list[int]]) -> None:
+    """Apply one rewriting rule to the answer, in place (``memory``: a ``prefix_drift`` rule's)."""
     if rule.effect == "nan_logprobs" and rule.params["shape"] == "http_500":
         hit.record(rule, shape="http_500")
         # vLLM fails to encode a NaN logprob and Starlette answers a plain-text 500
@@ -406,7 +400,6 @@ def _rewrite(hit: _Hit, rule: Rule, answer: _Answer) -> None:
         changed = rewrite.shift_logprobs(answer.document, rule.params["drift_nats"])
         hit.record(rule, drift_nats=rule.params["drift_nats"], changed=changed)
     else:
-        memory = hit.state.seen_generations.get(rule.id, [])
         changed = rewrite.drift_prompt_ids(
             answer.document, memory, rule.params["mode"], rule.params["replacement_token_id"]
         )

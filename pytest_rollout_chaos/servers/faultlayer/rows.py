@@ -56,6 +56,10 @@ class RowIndex:
         self._by_answer.clear()
         self._first_turns.clear()
 
+    def empty(self) -> bool:
+        """Nothing learnt: only a request's own ``_rowidx`` can name its row."""
+        return not (self._by_prompt or self._by_cookie or self._by_session or self._by_answer)
+
     def register(self, row: Mapping[str, Any]) -> bool:
         """Learn a row (``_rowidx`` and its input) so requests with its prompt can be tied to it."""
         index = row.get("_rowidx")
@@ -116,10 +120,14 @@ class RowIndex:
 
     def learn_answer(self, row: int, document: Any, set_cookies: Iterable[str]) -> None:
         """Remember what the answer to a row's request showed: its cookies and assistant text."""
+        self.learn(row, assistant_texts(document), set_cookies)
+
+    def learn(self, row: int, texts: Iterable[str], set_cookies: Iterable[str]) -> None:
+        """``learn_answer`` with the answer's assistant texts already read (``assistant_texts``)."""
         for header in set_cookies:
             for pair in _cookie_pairs(header, set_cookie=True):
                 self._by_cookie[pair] = row
-        for text in assistant_texts(document):
+        for text in texts:
             self._by_answer.setdefault(text, set()).add(row)
 
 
