@@ -23,12 +23,10 @@ import copy
 import dataclasses
 import random
 import time
-import traceback
 from typing import Any, Final, cast
 
 from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import abilities, contract
-from pytest_rollout_chaos.collector.adapters import trainer_settings
 from pytest_rollout_chaos.collector.protocol import Collector, CollectorFactory, CollectorSettings, Rollout
 from pytest_rollout_chaos.collector.target import load_factory
 from pytest_rollout_chaos.engine import fit, vacuity
@@ -40,13 +38,10 @@ from pytest_rollout_chaos.engine.schedule import Schedule
 from pytest_rollout_chaos.errors import (
     CannotRunHere,
     FaultError,
-    InvariantViolation,
     NotJudgedError,
-    ScenarioError,
-    VacuousScenarioError,
 )
 from pytest_rollout_chaos.history import History
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict
+from pytest_rollout_chaos.invariants.base import Observation
 from pytest_rollout_chaos.invariants.compose import check_all
 from pytest_rollout_chaos.invariants.registry import judged
 from pytest_rollout_chaos.invariants.witnesses import look
@@ -60,7 +55,6 @@ from pytest_rollout_chaos.trial import open_trial
 CANCEL_GRACE_S: Final = 5.0
 READY_GRACE_S: Final = 60.0
 SETTLE_S: Final = 2.0
-RAISE_FRAMES: Final = 6  # the frames of a raise the failure text shows: where in the trainer it broke
 ROW_ID_SCHEMES: Final = {"positions": (0, 1), "offset": (1000, 1), "sparse": (7, 3)}  # first id, step
 
 
@@ -103,22 +97,6 @@ def run_on(
         raise result.raised
     judge(result)
     return result
-
-
-def raise_for(result: ScenarioResult) -> None:
-    """Raise what failed in a judged ``result``: a fault error, an unfired or unacted step, a verdict."""
-    __tracebackhide__ = True
-    if result.fault_errors:
-        raise FaultError("\n".join(str(error) for error in result.fault_errors))
-    if result.unfired:
-        raise ScenarioError(unfired_text(result))
-    if result.unacted:
-        raise ScenarioError(unacted_text(result))
-    if result.passed:
-        return
-    if result.vacuous and not result.expectation_failures and not _failing(result):
-        raise VacuousScenarioError(vacuous_text(result))
-    raise InvariantViolation(failure_text(result))
 
 
 def build_rows(workload: Workload, gym: GymStack) -> list[dict[str, Any]]:
@@ -336,91 +314,3 @@ def judge(result: ScenarioResult) -> None:
     result.vacuous = vacuity.vacuous(
         scenario.expect, result.verdicts, result.witnesses, not_applicable=result.not_applicable
     )
-
-
-def unfired_text(result: ScenarioResult) -> str:
-    """A scenario whose fault never happened proves nothing, even when every invariant passed."""
-    steps = "\n".join(f"  line {step.line}: {step.describe()}" for step in result.unfired)
-    return (
-        f"the collection ended after {result.elapsed_s:.2f}s before these fault steps were triggered, "
-        f"so the scenario tested nothing there:\n{steps}\n"
-        "trigger them earlier (at: start, a lower after_completed or nth), or slow the workload "
-        "(more rows, or a latency fault) so the collection is still running"
-    )
-
-
-def unacted_text(result: ScenarioResult) -> str:
-    """A fault that touched nothing tested nothing, even when every invariant passed."""
-    return acting.unacted_text(result.unacted, what="scenario")
-
-
-def vacuous_text(result: ScenarioResult) -> str:
-    """A run that judged nothing of what the scenario lists proves nothing, pass or fail."""
-    outcome = f"outcome: {result.outcome()} after {result.elapsed_s:.2f}s"
-    return "\n".join([outcome, "", *vacuity.section(result.vacuous), "", vacuity.REMEDY])
-
-
-def _failing(result: ScenarioResult) -> list[Verdict]:
-    """The verdicts against the collector: FAIL and UNKNOWN (a NOT_JUDGED is in ``vacuous`` or silent)."""
-    return [verdict for verdict in result.verdicts if verdict.status in (Status.FAIL, Status.UNKNOWN)]
-
-
-def failure_text(result: ScenarioResult) -> str:
-    """Outcome, every failed expectation and verdict, what was not judged, then the timeline."""
-    lines = [f"outcome: {result.outcome()} after {result.elapsed_s:.2f}s", ""]
-    if result.raised is not None and result.raised.__traceback__ is not None:
-        frames = traceback.format_tb(result.raised.__traceback__)[-RAISE_FRAMES:]
-        lines.append(f"raised at (the collector's last {len(frames)} frames, innermost last):")
-        lines += ["  " + line for frame in frames for line in frame.rstrip().splitlines()]
-        lines.append("")
-    if result.expectation_failures:
-        lines.append("expected:")
-        lines += [f"  {failure}" for failure in result.expectation_failures]
-        lines.append("")
-    bad = _failing(result)
-    if bad:
-        lines.append("invariants:")
-        lines += ["  " + line for verdict in bad for line in verdict.render().splitlines()]
-        lines.append("")
-    if result.vacuous:
-        lines += [*vacuity.section(result.vacuous), ""]
-    lines += settings_section(result.history)
-    lines.append("timeline (faults, process exits, collection):")
-    lines.append(_indent(timeline(result.history)))
-    return "\n".join(lines)
-
-
-def settings_section(history: History) -> list[str]:
-    """What an adapter gave the trainer's code (every setting, and why), when the collector is one,
-    and what of the trainer's path it stood in for (each upstream call it recorded with a list)."""
-    lines = []
-    for entry in trainer_settings.recorded(history):
-        facts = ", ".join(f"{key} {entry[key]}" for key in ("mode", "variant") if entry.get(key))
-        lines.append(f"settings given to {entry.get('trainer')}{f' ({facts})' if facts else ''}:")
-        lines += [f"  {line}" for line in trainer_settings.describe(entry)]
-        lines.append("")
-    stood_in: dict[str, list[str]] = {}
-    for event in history.events(source="collector", kind="invoke", op="upstream"):
-        if event.data.get("stood_in"):
-            stood_in.setdefault(str(event.data.get("call")), [str(line) for line in event.data["stood_in"]])
-    for call, listed in stood_in.items():
-        lines.append(f"stood in for, on the way to {call}:")
-        lines += [f"  {line}" for line in listed]
-        lines.append("")
-    return lines
-
-
-def timeline(history: History, *, limit: int = 40) -> str:
-    """The events a reader needs to follow the story: faults, exits, and the collection itself."""
-    wanted = [
-        event
-        for event in history.events()
-        if event.source in ("fault", "process")
-        or (event.source == "collector" and event.op in ("collect", "retry"))
-        or (event.source == "engine" and event.op == "collection")
-    ]
-    return history.timeline(wanted, limit=limit) or "(no fault or collection events recorded)"
-
-
-def _indent(text: str) -> str:
-    return "\n".join("  " + line for line in text.splitlines())

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos.collector.protocol import Mode, Rollout, Row, row_index
-from pytest_rollout_chaos.engine import run
+from pytest_rollout_chaos.engine import run, story
 from pytest_rollout_chaos.engine.next_steps import outcome_text, run_next_steps
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.history import History
@@ -145,7 +145,7 @@ def test_the_failure_text_shows_each_next_step_in_the_timeline() -> None:
     history = History()
     history.append("engine", "invoke", "collection", {"collection": 2, "of": 2, "rows": 1})
     history.append("engine", "fail", "collection", {"collection": 2, "outcome": "raised RuntimeError: x"})
-    text = run.timeline(history)
+    text = story.timeline(history)
     assert "engine invoke collection (collection=2, of=2, rows=1)" in text
     assert "engine fail collection (collection=2, outcome='raised RuntimeError: x')" in text
 
