@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos.collector.protocol import Rollout, Turn
-from pytest_rollout_chaos.engine import fit, run, story
+from pytest_rollout_chaos.engine import fit, story, verdicts
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.errors import InvariantViolation, VacuousScenarioError
 from pytest_rollout_chaos.history import History, fingerprint
@@ -48,7 +48,7 @@ def judged(
         concurrency_limit=limit,
         not_applicable=fit.inapplicable(collector),
     )
-    run.judge(result)
+    verdicts.judge(result)
     return result
 
 
