@@ -34,7 +34,6 @@ from pytest_rollout_chaos.errors import (
     FaultError,
     NotJudgedError,
 )
-from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.scenario.model import Scenario
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 from pytest_rollout_chaos.settings import ChaosSettings
@@ -139,7 +138,7 @@ async def execute(
         result.not_applicable = fit.inapplicable(collector)
         result.concurrency_limit = abilities.concurrency_limit(collector, settings)
         started = time.monotonic()
-        loading = await _policy_loading(scenario, stack, history)
+        loading = await stack.policy_loading(scenario.stack.policy.ready_delay_s, history)
         await schedule.start()  # every ``at: start`` fault is armed before the collector runs
         result.started_at = started
         collect = asyncio.create_task(collector.collect(rows, mode=scenario.workload.mode))
@@ -211,20 +210,3 @@ def _count_touches(result: ScenarioResult, schedule: Schedule, *, started_at: fl
     ended = started_at + result.elapsed_s
     result.touches = count_touches(schedule.applied, result.judged_history(), ended_at=ended)
     result.unacted = problems(result.touches, started_at=started_at, ended_at=ended, t0=result.history.t0)
-
-
-async def _policy_loading(
-    scenario: Scenario, stack: ChaosStack, history: History
-) -> asyncio.Task[None] | None:
-    """``stack.policy.ready_delay_s``: the policy is stopped and comes back only after that long,
-    refusing connections meanwhile, as a model server does while it loads; the collection starts
-    right away (the NeMo Skills pipeline case). Returns the restart under way."""
-    delay_s = scenario.stack.policy.ready_delay_s
-    if delay_s <= 0:
-        return None
-    process = stack.policy.process
-    if process is None:  # the fit step turns such a scenario away before it gets here
-        raise FaultError(f"stack.policy.ready_delay_s: {stack.policy.unmanaged_reason()}")
-    await asyncio.to_thread(process.stop)
-    history.append("process", "info", "loading", {"server": process.name, "ready_delay_s": delay_s})
-    return asyncio.create_task(asyncio.to_thread(process.restart, ready_delay_s=delay_s))
