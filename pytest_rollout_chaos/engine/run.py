@@ -119,6 +119,9 @@ async def execute(
     # What the trial is handed, worked out once before it opens.
     settings = collector_settings(scenario)
     rows = build_rows(scenario.workload, stack.gym)
+    if stack.fault_layer is not None:
+        async with LayerControl(stack.fault_layer.url) as layer:
+            await layer.register_rows(rows)  # so policy requests, which carry no row, are tied to one
     who = contract.describe(factory, target or f"{factory.__module__}:{factory.__qualname__}")
     servers = stack.process_names()
     aimed = [(step, stack.expand_target(step.target)) for step in scenario.faults]
@@ -128,9 +131,6 @@ async def execute(
         result = ScenarioResult(scenario, copy.deepcopy(rows), history, rows_after=rows, servers=servers)
         # Building the schedule builds every fault: a bad parameter fails before anything is touched.
         schedule = Schedule(aimed, trial.faults)
-        if stack.fault_layer is not None:
-            async with LayerControl(stack.fault_layer.url) as layer:
-                await layer.register_rows(rows)  # so policy requests, which carry no row, are tied to one
         collector = contract.build_collector(factory, trial.collector, who=who)
         unfit = fit.collector_unfit(scenario, collector)  # what the collector built declares
         if unfit is not None:
