@@ -116,21 +116,23 @@ async def execute(
     A collector that breaks its contract (``collector.contract``) raises ``CollectorContractError``
     naming ``target`` (the factory's own name when not given), after every fault is healed.
     """
-    # What the trial is handed, worked out once before it opens.
+    # What the collector is handed, made once before the trial opens; the fault layer learns the rows.
     settings = collector_settings(scenario)
     rows = build_rows(scenario.workload, stack.gym)
     if stack.fault_layer is not None:
         async with LayerControl(stack.fault_layer.url) as layer:
             await layer.register_rows(rows)  # so policy requests, which carry no row, are tied to one
-    who = contract.describe(factory, target or f"{factory.__module__}:{factory.__qualname__}")
-    servers = stack.process_names()
-    aimed = [(step, stack.expand_target(step.target)) for step in scenario.faults]
     async with open_trial(stack, settings=settings, seed=seed) as trial:
         history = trial.history
         # The rows as handed over, kept apart from the caller's, which ``rows_unchanged`` compares.
-        result = ScenarioResult(scenario, copy.deepcopy(rows), history, rows_after=rows, servers=servers)
+        result = ScenarioResult(
+            scenario, copy.deepcopy(rows), history, rows_after=rows, servers=stack.process_names()
+        )
         # Building the schedule builds every fault: a bad parameter fails before anything is touched.
-        schedule = Schedule(aimed, trial.faults)
+        schedule = Schedule(
+            [(step, stack.expand_target(step.target)) for step in scenario.faults], trial.faults
+        )
+        who = contract.describe(factory, target or f"{factory.__module__}:{factory.__qualname__}")
         collector = contract.build_collector(factory, trial.collector, who=who)
         unfit = fit.collector_unfit(scenario, collector)  # what the collector built declares
         if unfit is not None:
