@@ -29,11 +29,7 @@ from pytest_rollout_chaos.engine.next_steps import run_next_steps
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.engine.schedule import Schedule
 from pytest_rollout_chaos.engine.workload import build_rows, collector_settings
-from pytest_rollout_chaos.errors import (
-    CannotRunHere,
-    FaultError,
-    NotJudgedError,
-)
+from pytest_rollout_chaos.errors import CannotRunHere, FaultError, NotJudgedError
 from pytest_rollout_chaos.scenario.model import Scenario
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 from pytest_rollout_chaos.settings import ChaosSettings
