@@ -28,7 +28,7 @@ import pytest
 from pytest_rollout_chaos import bundled, preflight, targets
 from pytest_rollout_chaos.builder import StackBuilder, replicas_to_start
 from pytest_rollout_chaos.collector.target import load_factory
-from pytest_rollout_chaos.engine import run
+from pytest_rollout_chaos.engine import run, story
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.errors import (
     NOT_JUDGED_PREFIX,
@@ -141,7 +141,7 @@ def _run_one(scenario: Scenario, builder: StackBuilder, settings: ChaosSettings)
     try:
         factory = run.collector_for(scenario, settings.target)
         result = run.run_on(scenario, builder.stack, factory, settings)
-        run.raise_for(result)
+        story.raise_for(result)
     except CollectorTargetError as error:  # a declaration of the wrong shape, say
         outcome, message = "error", f"{type(error).__name__}: {error}"
     except CannotRunHere as reason:

@@ -150,7 +150,7 @@ def run_scenario(scenario: Scenario, request: pytest.FixtureRequest) -> None:
     except NotJudgedError as declined:  # the collector declined the scenario
         pytest.skip(NOT_JUDGED_PREFIX + str(declined))
     request.node.stash[RESULT_KEY] = result
-    run.raise_for(result)
+    story.raise_for(result)
 
 
 def add_junit_properties(item: pytest.Item) -> None:

@@ -18,16 +18,22 @@ With several policy replicas (``--rollout-chaos-policy-replicas``) each is a ser
 ``model->policy`` stand for every replica in use. A scenario may use fewer replicas than were
 started (``stack.policy.replicas``): ``using(n)`` is the stack with the first n, which is all the
 faults see; the model server is told to spread its calls over those only.
+
+``policy_loading`` plays a policy that is still loading when the collection starts
+(``stack.policy.ready_delay_s``): stopped, then restarted to come back only after that long.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_rollout_chaos.errors import FaultError
+from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.servers.faultlayer import client as layer
 from pytest_rollout_chaos.servers.faultlayer.spec import FaultLayer
 from pytest_rollout_chaos.servers.gym.stack import (
@@ -173,6 +179,20 @@ class ChaosStack:
         for replica in self.started_replicas:
             if replica.backend == "tiny":
                 replica.reseed(policy_seed)
+
+    async def policy_loading(self, ready_delay_s: float, history: History) -> asyncio.Task[None] | None:
+        """``stack.policy.ready_delay_s``: the policy is stopped and comes back only after that long,
+        refusing connections meanwhile, as a model server does while it loads; the collection starts
+        right away (the NeMo Skills pipeline case). Returns the restart under way (None without a
+        delay)."""
+        if ready_delay_s <= 0:
+            return None
+        process = self.policy.process
+        if process is None:  # the fit step turns such a scenario away before it gets here
+            raise FaultError(f"stack.policy.ready_delay_s: {self.policy.unmanaged_reason()}")
+        await asyncio.to_thread(process.stop)
+        history.append("process", "info", "loading", {"server": process.name, "ready_delay_s": ready_delay_s})
+        return asyncio.create_task(asyncio.to_thread(process.restart, ready_delay_s=ready_delay_s))
 
 
 def _unique(processes: Iterable[ManagedProcess]) -> list[ManagedProcess]:

@@ -47,6 +47,10 @@ async def open_trial(
     ``seed`` seeds the faults' random choices. The History follows the servers' events files
     from now on, so a trial judges only its own events.
     """
+    # What the contexts need of the stack, read before either is built.
+    events_files, placement = stack.events_files(), stack.placement()
+    processes, unmanaged = stack.servers(), stack.unmanaged()
+    eos_token_ids = (eos_token_id(stack.policy.model_dir),)
     recorded = history if history is not None else History()
     if stack.pull_files is not None:  # servers elsewhere: their files here before following them
         await asyncio.to_thread(stack.pull_files)
@@ -58,13 +62,13 @@ async def open_trial(
                 resources_url=stack.gym.resources_url,
                 policy_url=stack.collector_policy_url,
                 model=stack.policy.model,
-                eos_token_ids=(eos_token_id(stack.policy.model_dir),),
-                events_files=stack.events_files(),
+                eos_token_ids=eos_token_ids,
+                events_files=events_files,
                 agent_urls=stack.gym.agents,
                 model_dir=stack.policy.model_dir,
                 settings=settings,
                 history=recorded,
-                placement=stack.placement(),
+                placement=placement,
                 gym_python=stack.gym_python,
             )
         )
@@ -73,12 +77,12 @@ async def open_trial(
         )
         faults = FaultContext(
             history=recorded,
-            processes=stack.servers(),
+            processes=processes,
             toxiproxy=toxiproxy,
             links=stack.links,
             fault_layer=stack.fault_layer.url if stack.fault_layer is not None else None,
             gym_client=collector.gym,
             rng=random.Random(seed),
-            unmanaged=stack.unmanaged(),
+            unmanaged=unmanaged,
         )
         yield Trial(stack, recorded, collector, faults)

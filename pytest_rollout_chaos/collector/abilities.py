@@ -21,9 +21,9 @@ A collector (or its class, or its factory) may declare, as attributes:
   trainer that does): the workload's own ids never reach the servers, so a scenario that numbers
   its rows otherwise (``workload.row_ids``) cannot be judged on it.
 
-The fit step (``engine.fit``) asks ``unsupported`` before the collection starts, so a collector
-never skips from inside ``collect`` after the faults are armed. A declaration of the wrong shape is
-a ``CollectorTargetError`` saying what is valid.
+The fit step (``engine.fit``) asks ``unsupported`` and ``unreached`` before the collection starts,
+so a collector never skips from inside ``collect`` after the faults are armed. A declaration of the
+wrong shape is a ``CollectorTargetError`` saying what is valid.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from pytest_rollout_chaos.collector.protocol import (
     supported_styles,
 )
 from pytest_rollout_chaos.errors import CollectorTargetError
+from pytest_rollout_chaos.servers.policy.replicas import replica_of
 
 Reach = Mapping[str, tuple[str, ...] | None]
 COMBINE_EXAMPLE: Final = 'cannot_combine = {("native", "train"): "why"}'
@@ -133,6 +134,30 @@ def declared_reach(collector: object) -> Reach | None:
             'routes requested there (a tuple) or None, such as {"policy": ("/v1/completions",)}'
         )
     return declared
+
+
+def unreached(reach: Reach, target: str, route: str | None) -> str | None:
+    """Why a fault on ``target`` (``route`` when it names one) cannot reach a collector with
+    ``reach``, or None; one policy replica (``policy[0]``) counts as ``policy``."""
+    requested = {
+        name: routes is None or route is None or any(_requests(route, given) for given in routes)
+        for name, routes in reach.items()
+    }
+    reached = target if target in reach else replica_of(target)[0]
+    if reached not in reach:
+        return f"it acts on {target!r}"
+    if requested[reached]:
+        return None
+    return f"it acts on {target!r} route {route}, which the collector never requests there"
+
+
+def _requests(route: str, requested: str) -> bool:
+    """A fault route (exact, or a prefix ending in ``/`` or ``*``) matches a requested path."""
+    if route.endswith("*"):
+        return requested.startswith(route[:-1])
+    if route.endswith("/"):
+        return requested.startswith(route)
+    return requested == route
 
 
 def _owner(collector: object) -> str:

@@ -46,11 +46,11 @@ async def collector_context(
     """A fresh context; its Gym client and environment client are closed when the block ends."""
     chosen = settings if settings is not None else CollectorSettings()
     recorded = history if history is not None else History()
-    for path in events_files:
-        recorded.follow(path)
     # No deadline on the Gym client, as NeMo Gym's has none: a collector's deadlines are its own.
     client = GymClient(head_url, history=recorded, agent_urls=agent_urls)
     env = GymEnvironment(resources_url, request_timeout_s=chosen.request_timeout_s)
+    for path in events_files:  # what the servers record from now on
+        recorded.follow(path)
     try:
         yield CollectorContext(
             gym=client,

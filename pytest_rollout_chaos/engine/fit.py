@@ -12,7 +12,7 @@
   them it cannot combine, the largest group it takes, whether it numbers the rows itself, the
   most collections it runs in a row.
 - **its reach.** A collector that runs its own loop declares ``reaches``; a fault aimed elsewhere,
-  or at a route it never requests, would never fire (``unreachable``).
+  or at a route it never requests, would never fire (``abilities.unreached``).
 
 One finer answer leaves the scenario running: ``inapplicable`` names the invariants that do not
 apply to the collector by what it declares (``concurrency_bounded`` to one keeping its own
@@ -36,7 +36,6 @@ from pytest_rollout_chaos.invariants.concurrency_bounded import ConcurrencyBound
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario
 from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME, RESOURCES_NAME
 from pytest_rollout_chaos.servers.nemo_gym.stack import NemoGymStack
-from pytest_rollout_chaos.servers.policy.replicas import replica_of
 from pytest_rollout_chaos.stack import ChaosStack
 
 DRIFT_WITNESS: Final = "prompt_ids_drifted"
@@ -60,6 +59,7 @@ def collector_unfit(scenario: Scenario, collector: object) -> str | None:
     """Why ``collector`` cannot run ``scenario`` by what it declares, or None (no stack needed: a
     scenario the collector cannot express says so before the stack starts)."""
     workload = scenario.workload
+    aimed = [_route(step) for step in scenario.faults]  # the registry's default where not given
     reason = abilities.unsupported(
         collector,
         style=workload.style,
@@ -73,8 +73,8 @@ def collector_unfit(scenario: Scenario, collector: object) -> str | None:
     reach = abilities.declared_reach(collector)
     if reach is None:
         return None
-    for index, step in enumerate(scenario.faults):
-        why = unreachable(step, reach)
+    for index, (step, route) in enumerate(zip(scenario.faults, aimed, strict=True)):
+        why = abilities.unreached(reach, step.target, route)
         if why is not None:
             calls = ", ".join(
                 target + (f" ({', '.join(routes)})" if routes else "") for target, routes in reach.items()
@@ -225,16 +225,9 @@ def drift_prevented(scenario: Scenario, stack: ChaosStack) -> str | None:
 
 
 def unreachable(step: FaultStep, reach: Reach) -> str | None:
-    """Why ``step`` cannot reach a collector with ``reach``, or None; one policy replica
-    (``policy[0]``) counts as ``policy``."""
-    target = step.target if step.target in reach else replica_of(step.target)[0]
-    if target not in reach:
-        return f"it acts on {step.target!r}"
-    routes = reach[target]
-    route = _route(step)
-    if routes is None or route is None or any(_matches(route, given) for given in routes):
-        return None
-    return f"it acts on {step.target!r} route {route}, which the collector never requests there"
+    """Why ``step`` cannot reach a collector with ``reach``, or None (``abilities.unreached`` with
+    the step's route)."""
+    return abilities.unreached(reach, step.target, _route(step))
 
 
 def _route(step: FaultStep) -> str | None:
@@ -243,12 +236,3 @@ def _route(step: FaultStep) -> str | None:
         return given
     default: Any = getattr(faults.fault_class(step.kind), "default_route", None)
     return default if isinstance(default, str) else None
-
-
-def _matches(route: str, requested: str) -> bool:
-    """A fault route (exact, or a prefix ending in ``/`` or ``*``) matches a requested path."""
-    if route.endswith("*"):
-        return requested.startswith(route[:-1])
-    if route.endswith("/"):
-        return requested.startswith(route)
-    return requested == route

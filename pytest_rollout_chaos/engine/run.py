@@ -1,18 +1,14 @@
-"""One scenario: reset the stack, collect under the fault schedule, heal, judge, tell the story.
+"""One scenario: reset the stack, collect under the fault schedule, heal, then judge.
 
 The plugin side (``scenario_items.run_scenario``) gets the session's settings and stack and calls
-``collector_for``, ``run_on`` and ``raise_for`` in turn. The collection runs
-in its own event loop with the scenario's deadline (``expect.within_s``); a collector that
+``collector_for``, ``run_on`` and ``story.raise_for`` in turn. What the collector is handed (its
+rows and settings, ``engine.workload``) is worked out once before the trial opens. The collection
+runs in its own event loop with the scenario's deadline (``expect.within_s``); a collector that
 does not finish by then is cancelled and judged by ``bounded``, it never becomes a CI timeout.
 Every fault is healed before judging, on every path. With ``workload.collections`` above 1 the
 same collector then collects again (``engine.next_steps``): the invariants judge the first
-collection on the History up to the first of those, ``next_steps_sound`` the rest. Judging is
-pure: the invariants named by the scenario and the standing ones
-(``invariants.registry.STANDING``) read the History and the outcome, the witnesses it names are
-counted, and the expectations (``raises`` or ``rollouts``) are compared with what came back. A
-FAIL, an UNKNOWN or a missed expectation raises ``InvariantViolation`` whose text lists them,
-the outcome and the timeline; a run that judged nothing of what the scenario lists
-(``engine.vacuity``) raises ``VacuousScenarioError``.
+collection on the History up to the first of those, ``next_steps_sound`` the rest. Judging
+(``engine.verdicts``) is pure; ``engine.story`` raises what failed, with its text.
 """
 
 from __future__ import annotations
@@ -20,39 +16,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import dataclasses
-import random
 import time
-import traceback
 from typing import Any, Final, cast
 
 from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import abilities, contract
-from pytest_rollout_chaos.collector.adapters import trainer_settings
-from pytest_rollout_chaos.collector.protocol import Collector, CollectorFactory, CollectorSettings, Rollout
+from pytest_rollout_chaos.collector.protocol import Collector, CollectorFactory, Rollout
 from pytest_rollout_chaos.collector.target import load_factory
-from pytest_rollout_chaos.engine import fit, vacuity
+from pytest_rollout_chaos.engine import fit, verdicts
 from pytest_rollout_chaos.engine.acted import count_touches, problems
-from pytest_rollout_chaos.engine.expectations import check_expectations
 from pytest_rollout_chaos.engine.next_steps import run_next_steps
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.engine.schedule import Schedule
-from pytest_rollout_chaos.errors import (
-    CannotRunHere,
-    FaultError,
-    InvariantViolation,
-    NotJudgedError,
-    ScenarioError,
-    VacuousScenarioError,
-)
-from pytest_rollout_chaos.history import History
-from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict
-from pytest_rollout_chaos.invariants.compose import check_all
-from pytest_rollout_chaos.invariants.registry import judged
-from pytest_rollout_chaos.invariants.witnesses import look
-from pytest_rollout_chaos.scenario.model import Scenario, Workload
+from pytest_rollout_chaos.engine.workload import build_rows, collector_settings
+from pytest_rollout_chaos.errors import CannotRunHere, FaultError, NotJudgedError
+from pytest_rollout_chaos.scenario.model import Scenario
 from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
-from pytest_rollout_chaos.servers.gym.stack import GymStack
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 from pytest_rollout_chaos.trial import open_trial
@@ -60,8 +39,6 @@ from pytest_rollout_chaos.trial import open_trial
 CANCEL_GRACE_S: Final = 5.0
 READY_GRACE_S: Final = 60.0
 SETTLE_S: Final = 2.0
-RAISE_FRAMES: Final = 6  # the frames of a raise the failure text shows: where in the trainer it broke
-ROW_ID_SCHEMES: Final = {"positions": (0, 1), "offset": (1000, 1), "sparse": (7, 3)}  # first id, step
 
 
 def collector_for(scenario: Scenario, target: str) -> CollectorFactory:
@@ -101,74 +78,8 @@ def run_on(
     result = run_once(scenario, stack, factory, settings.seed, target=settings.target)
     if isinstance(result.raised, NotJudgedError):  # collect declined it before running anything
         raise result.raised
-    judge(result)
+    verdicts.judge(result)
     return result
-
-
-def raise_for(result: ScenarioResult) -> None:
-    """Raise what failed in a judged ``result``: a fault error, an unfired or unacted step, a verdict."""
-    __tracebackhide__ = True
-    if result.fault_errors:
-        raise FaultError("\n".join(str(error) for error in result.fault_errors))
-    if result.unfired:
-        raise ScenarioError(unfired_text(result))
-    if result.unacted:
-        raise ScenarioError(unacted_text(result))
-    if result.passed:
-        return
-    if result.vacuous and not result.expectation_failures and not _failing(result):
-        raise VacuousScenarioError(vacuous_text(result))
-    raise InvariantViolation(failure_text(result))
-
-
-def build_rows(workload: Workload, gym: GymStack) -> list[dict[str, Any]]:
-    """The requested rows: each task's rows, each repeated per generation (one prompt's group), with
-    the workload's token limit in their ``responses_create_params`` when it sets one. ``_rowidx``
-    follow ``workload.row_ids`` in the task-by-task layout; the groups are then handed over in
-    ``workload.order``, so under ``interleaved`` or ``shuffled`` the ids run out of list order."""
-    first, step = ROW_ID_SCHEMES[workload.row_ids]
-    per_task: list[list[list[dict[str, Any]]]] = []
-    for task in workload.tasks:
-        groups = []
-        for given in gym.rows(task, workload.rows_per_task):
-            row = dict(given)
-            if workload.max_output_tokens is not None:
-                params = {**row["responses_create_params"], "max_output_tokens": workload.max_output_tokens}
-                row["responses_create_params"] = params
-            groups.append([dict(row) for _ in range(workload.generations_per_prompt)])
-        per_task.append(groups)
-    numbered = (row for groups in per_task for group in groups for row in group)
-    for number, row in enumerate(numbered):
-        row["_rowidx"] = first + step * number
-    return [row for group in _in_order(per_task, workload.order) for row in group]
-
-
-def _in_order(per_task: list[list[list[dict[str, Any]]]], order: str) -> list[list[dict[str, Any]]]:
-    """The groups of every task in ``order``: task by task, one of each task in turn, or a fixed shuffle."""
-    if order == "interleaved":
-        rounds = max((len(groups) for groups in per_task), default=0)
-        return [groups[turn] for turn in range(rounds) for groups in per_task if turn < len(groups)]
-    flat = [group for groups in per_task for group in groups]
-    if order == "shuffled":
-        random.Random(len(flat)).shuffle(flat)  # the same shuffle every run of the scenario
-    return flat
-
-
-def collector_settings(scenario: Scenario) -> CollectorSettings:
-    """The collector's own limits, scaled to the scenario's deadline so it can fail inside it."""
-    within_s = scenario.expect.within_s
-    settings = CollectorSettings(
-        request_timeout_s=max(1.0, min(30.0, within_s / 4)),
-        collect_timeout_s=max(1.0, within_s * 0.9),
-        policy_ready_timeout_s=max(1.0, within_s / 2),
-        style=scenario.workload.style,
-        trainer_config=scenario.workload.trainer_config,
-    )
-    workload = scenario.workload
-    if workload.max_concurrency is not None:
-        settings = dataclasses.replace(settings, max_concurrency=workload.max_concurrency)
-    tokens = workload.max_output_tokens
-    return settings if tokens is None else dataclasses.replace(settings, max_new_tokens=tokens)
 
 
 def run_once(
@@ -201,9 +112,13 @@ async def execute(
     A collector that breaks its contract (``collector.contract``) raises ``CollectorContractError``
     naming ``target`` (the factory's own name when not given), after every fault is healed.
     """
-    who = contract.describe(factory, target or f"{factory.__module__}:{factory.__qualname__}")
+    # What the collector is handed, made once before the trial opens; the fault layer learns the rows.
+    settings = collector_settings(scenario)
     rows = build_rows(scenario.workload, stack.gym)
-    async with open_trial(stack, settings=collector_settings(scenario), seed=seed) as trial:
+    if stack.fault_layer is not None:
+        async with LayerControl(stack.fault_layer.url) as layer:
+            await layer.register_rows(rows)  # so policy requests, which carry no row, are tied to one
+    async with open_trial(stack, settings=settings, seed=seed) as trial:
         history = trial.history
         # The rows as handed over, kept apart from the caller's, which ``rows_unchanged`` compares.
         result = ScenarioResult(
@@ -213,37 +128,21 @@ async def execute(
         schedule = Schedule(
             [(step, stack.expand_target(step.target)) for step in scenario.faults], trial.faults
         )
-        if stack.fault_layer is not None:
-            async with LayerControl(stack.fault_layer.url) as layer:
-                await layer.register_rows(rows)  # so policy requests, which carry no row, are tied to one
+        who = contract.describe(factory, target or f"{factory.__module__}:{factory.__qualname__}")
         collector = contract.build_collector(factory, trial.collector, who=who)
         unfit = fit.collector_unfit(scenario, collector)  # what the collector built declares
         if unfit is not None:
             raise CannotRunHere(unfit)
-        result.concurrency_limit = abilities.concurrency_limit(collector, trial.collector.settings)
         result.not_applicable = fit.inapplicable(collector)
+        result.concurrency_limit = abilities.concurrency_limit(collector, settings)
         started = time.monotonic()
-        loading = await _policy_loading(scenario, stack, history)
+        loading = await stack.policy_loading(scenario.stack.policy.ready_delay_s, history)
         await schedule.start()  # every ``at: start`` fault is armed before the collector runs
         result.started_at = started
         collect = asyncio.create_task(collector.collect(rows, mode=scenario.workload.mode))
         trial.faults.collection.attach(collect)  # for the ``cancel`` fault
         try:
-            done, _ = await asyncio.wait({collect}, timeout=scenario.expect.within_s)
-            if done:
-                try:
-                    returned = collect.result()
-                except (Exception, asyncio.CancelledError) as error:
-                    # A CancelledError here is the collector's own, or the ``cancel`` fault's: an
-                    # outcome to judge either way (slime's gather left only CancelledError in the log).
-                    result.raised = error
-                else:
-                    # None entries (rows the collector lost) stay in: ``accounted`` judges them
-                    result.rollouts = cast(list[Rollout], contract.check_rollouts(returned, rows, who=who))
-            else:
-                result.timed_out = True
-                collect.cancel()
-                await asyncio.wait({collect}, timeout=CANCEL_GRACE_S)
+            await _outcome(result, collect, rows, within_s=scenario.expect.within_s, who=who)
         finally:
             result.elapsed_s = time.monotonic() - started
             if loading is not None:  # the policy must be back before the next scenario
@@ -260,6 +159,33 @@ async def execute(
     await acting.settle(history, timeout_s=SETTLE_S)
     _count_touches(result, schedule, started_at=started)
     return result
+
+
+async def _outcome(
+    result: ScenarioResult,
+    collect: asyncio.Task[list[Rollout]],
+    rows: list[dict[str, Any]],
+    *,
+    within_s: float,
+    who: str,
+) -> None:
+    """What ``collect`` of ``rows`` came to within ``within_s``: its rollouts (checked against the
+    contract), what it raised, or cut at the deadline (then cancelled)."""
+    done, _ = await asyncio.wait({collect}, timeout=within_s)
+    if not done:
+        result.timed_out = True
+        collect.cancel()
+        await asyncio.wait({collect}, timeout=CANCEL_GRACE_S)
+        return
+    try:
+        returned = collect.result()
+    except (Exception, asyncio.CancelledError) as error:
+        # A CancelledError here is the collector's own, or the ``cancel`` fault's: an outcome to
+        # judge either way (slime's gather left only CancelledError in the log).
+        result.raised = error
+    else:
+        # None entries (rows the collector lost) stay in: ``accounted`` judges them
+        result.rollouts = cast(list[Rollout], contract.check_rollouts(returned, rows, who=who))
 
 
 async def _next_steps(result: ScenarioResult, collector: Collector, *, who: str) -> None:
@@ -282,145 +208,3 @@ def _count_touches(result: ScenarioResult, schedule: Schedule, *, started_at: fl
     ended = started_at + result.elapsed_s
     result.touches = count_touches(schedule.applied, result.judged_history(), ended_at=ended)
     result.unacted = problems(result.touches, started_at=started_at, ended_at=ended, t0=result.history.t0)
-
-
-async def _policy_loading(
-    scenario: Scenario, stack: ChaosStack, history: History
-) -> asyncio.Task[None] | None:
-    """``stack.policy.ready_delay_s``: the policy is stopped and comes back only after that long,
-    refusing connections meanwhile, as a model server does while it loads; the collection starts
-    right away (the NeMo Skills pipeline case). Returns the restart under way."""
-    delay_s = scenario.stack.policy.ready_delay_s
-    if delay_s <= 0:
-        return None
-    process = stack.policy.process
-    if process is None:  # the fit step turns such a scenario away before it gets here
-        raise FaultError(f"stack.policy.ready_delay_s: {stack.policy.unmanaged_reason()}")
-    await asyncio.to_thread(process.stop)
-    history.append("process", "info", "loading", {"server": process.name, "ready_delay_s": delay_s})
-    return asyncio.create_task(asyncio.to_thread(process.restart, ready_delay_s=delay_s))
-
-
-def judge(result: ScenarioResult) -> None:
-    """Fill in the verdicts and expectation failures of ``result`` (pure)."""
-    scenario = result.scenario
-    settings = collector_settings(scenario)
-    history = result.judged_history()
-    observation = Observation(
-        rows=result.rows,
-        rollouts=result.rollouts,
-        raised=result.raised,
-        history=history,
-        deadline_s=scenario.expect.within_s,
-        elapsed_s=result.elapsed_s,
-        mode=scenario.workload.mode,
-        max_aborted_fraction=settings.max_aborted_fraction,
-        timed_out=result.timed_out,
-        started_at=result.started_at,
-        request_timeout_s=settings.request_timeout_s,
-        max_attempts=settings.max_logprob_attempts,
-        collect_timeout_s=settings.collect_timeout_s,
-        generations_per_prompt=scenario.workload.generations_per_prompt,
-        rows_after=result.rows_after,
-        style=scenario.workload.style,
-        max_concurrency=result.concurrency_limit,
-        follow_ups=result.follow_ups,
-    )
-    next_steps = scenario.workload.collections > 1
-    names = judged(scenario.expect.invariants, next_steps=next_steps)
-    result.verdicts = check_all(observation, names, not_applicable=result.not_applicable)
-    result.witnesses = look(history, scenario.expect.witness)
-    result.expectation_failures = check_expectations(
-        scenario.expect, result.rollouts, result.raised, result.timed_out
-    )
-    result.vacuous = vacuity.vacuous(
-        scenario.expect, result.verdicts, result.witnesses, not_applicable=result.not_applicable
-    )
-
-
-def unfired_text(result: ScenarioResult) -> str:
-    """A scenario whose fault never happened proves nothing, even when every invariant passed."""
-    steps = "\n".join(f"  line {step.line}: {step.describe()}" for step in result.unfired)
-    return (
-        f"the collection ended after {result.elapsed_s:.2f}s before these fault steps were triggered, "
-        f"so the scenario tested nothing there:\n{steps}\n"
-        "trigger them earlier (at: start, a lower after_completed or nth), or slow the workload "
-        "(more rows, or a latency fault) so the collection is still running"
-    )
-
-
-def unacted_text(result: ScenarioResult) -> str:
-    """A fault that touched nothing tested nothing, even when every invariant passed."""
-    return acting.unacted_text(result.unacted, what="scenario")
-
-
-def vacuous_text(result: ScenarioResult) -> str:
-    """A run that judged nothing of what the scenario lists proves nothing, pass or fail."""
-    outcome = f"outcome: {result.outcome()} after {result.elapsed_s:.2f}s"
-    return "\n".join([outcome, "", *vacuity.section(result.vacuous), "", vacuity.REMEDY])
-
-
-def _failing(result: ScenarioResult) -> list[Verdict]:
-    """The verdicts against the collector: FAIL and UNKNOWN (a NOT_JUDGED is in ``vacuous`` or silent)."""
-    return [verdict for verdict in result.verdicts if verdict.status in (Status.FAIL, Status.UNKNOWN)]
-
-
-def failure_text(result: ScenarioResult) -> str:
-    """Outcome, every failed expectation and verdict, what was not judged, then the timeline."""
-    lines = [f"outcome: {result.outcome()} after {result.elapsed_s:.2f}s", ""]
-    if result.raised is not None and result.raised.__traceback__ is not None:
-        frames = traceback.format_tb(result.raised.__traceback__)[-RAISE_FRAMES:]
-        lines.append(f"raised at (the collector's last {len(frames)} frames, innermost last):")
-        lines += ["  " + line for frame in frames for line in frame.rstrip().splitlines()]
-        lines.append("")
-    if result.expectation_failures:
-        lines.append("expected:")
-        lines += [f"  {failure}" for failure in result.expectation_failures]
-        lines.append("")
-    bad = _failing(result)
-    if bad:
-        lines.append("invariants:")
-        lines += ["  " + line for verdict in bad for line in verdict.render().splitlines()]
-        lines.append("")
-    if result.vacuous:
-        lines += [*vacuity.section(result.vacuous), ""]
-    lines += settings_section(result.history)
-    lines.append("timeline (faults, process exits, collection):")
-    lines.append(_indent(timeline(result.history)))
-    return "\n".join(lines)
-
-
-def settings_section(history: History) -> list[str]:
-    """What an adapter gave the trainer's code (every setting, and why), when the collector is one,
-    and what of the trainer's path it stood in for (each upstream call it recorded with a list)."""
-    lines = []
-    for entry in trainer_settings.recorded(history):
-        facts = ", ".join(f"{key} {entry[key]}" for key in ("mode", "variant") if entry.get(key))
-        lines.append(f"settings given to {entry.get('trainer')}{f' ({facts})' if facts else ''}:")
-        lines += [f"  {line}" for line in trainer_settings.describe(entry)]
-        lines.append("")
-    stood_in: dict[str, list[str]] = {}
-    for event in history.events(source="collector", kind="invoke", op="upstream"):
-        if event.data.get("stood_in"):
-            stood_in.setdefault(str(event.data.get("call")), [str(line) for line in event.data["stood_in"]])
-    for call, listed in stood_in.items():
-        lines.append(f"stood in for, on the way to {call}:")
-        lines += [f"  {line}" for line in listed]
-        lines.append("")
-    return lines
-
-
-def timeline(history: History, *, limit: int = 40) -> str:
-    """The events a reader needs to follow the story: faults, exits, and the collection itself."""
-    wanted = [
-        event
-        for event in history.events()
-        if event.source in ("fault", "process")
-        or (event.source == "collector" and event.op in ("collect", "retry"))
-        or (event.source == "engine" and event.op == "collection")
-    ]
-    return history.timeline(wanted, limit=limit) or "(no fault or collection events recorded)"
-
-
-def _indent(text: str) -> str:
-    return "\n".join("  " + line for line in text.splitlines())

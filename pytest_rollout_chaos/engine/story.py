@@ -1,13 +1,22 @@
-"""A scenario's failure text as a story: scenario and line, fault schedule, what broke, a hint.
+"""A scenario's failure as a story: what a judged run raises, and the text around it.
 
-Pure string building, so the collection module stays about pytest and the runner can reuse it.
+``raise_for`` raises what failed in a judged result with its text (outcome, every failed
+expectation and verdict, what was not judged, the settings an adapter gave the trainer, the
+timeline); ``tell`` wraps any error raised while running a scenario with the scenario and its
+line, the fault schedule and a hint. Pure string building, so the collection module stays about
+pytest and every runner raises the same text.
 """
 
 from __future__ import annotations
 
 import textwrap
+import traceback
 from typing import Final
 
+from pytest_rollout_chaos import acting
+from pytest_rollout_chaos.collector.adapters import trainer_settings
+from pytest_rollout_chaos.engine import vacuity
+from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.errors import (
     CollectorContractError,
     FaultError,
@@ -15,7 +24,11 @@ from pytest_rollout_chaos.errors import (
     ScenarioError,
     VacuousScenarioError,
 )
+from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.invariants.base import Status, Verdict
 from pytest_rollout_chaos.scenario.model import Scenario
+
+RAISE_FRAMES: Final = 6  # the frames of a raise the failure text shows: where in the trainer it broke
 
 HINT_INVARIANT: Final = (
     "the collector under test broke the invariant(s) above; the evidence events come from the run's "
@@ -36,6 +49,22 @@ HINT_CONTRACT: Final = (
     "collector or the factory named above, nothing was judged"
 )
 HINT_OTHER: Final = "see the traceback"
+
+
+def raise_for(result: ScenarioResult) -> None:
+    """Raise what failed in a judged ``result``: a fault error, an unfired or unacted step, a verdict."""
+    __tracebackhide__ = True
+    if result.fault_errors:
+        raise FaultError("\n".join(str(error) for error in result.fault_errors))
+    if result.unfired:
+        raise ScenarioError(unfired_text(result))
+    if result.unacted:
+        raise ScenarioError(unacted_text(result))
+    if result.passed:
+        return
+    if result.vacuous and not result.expectation_failures and not _failing(result):
+        raise VacuousScenarioError(vacuous_text(result))
+    raise InvariantViolation(failure_text(result))
 
 
 def tell(scenario: Scenario, error: BaseException) -> str:
@@ -77,3 +106,91 @@ def hint_for(error: BaseException) -> str:
     if isinstance(error, CollectorContractError):
         return HINT_CONTRACT
     return HINT_OTHER
+
+
+def unfired_text(result: ScenarioResult) -> str:
+    """A scenario whose fault never happened proves nothing, even when every invariant passed."""
+    steps = "\n".join(f"  line {step.line}: {step.describe()}" for step in result.unfired)
+    return (
+        f"the collection ended after {result.elapsed_s:.2f}s before these fault steps were triggered, "
+        f"so the scenario tested nothing there:\n{steps}\n"
+        "trigger them earlier (at: start, a lower after_completed or nth), or slow the workload "
+        "(more rows, or a latency fault) so the collection is still running"
+    )
+
+
+def unacted_text(result: ScenarioResult) -> str:
+    """A fault that touched nothing tested nothing, even when every invariant passed."""
+    return acting.unacted_text(result.unacted, what="scenario")
+
+
+def vacuous_text(result: ScenarioResult) -> str:
+    """A run that judged nothing of what the scenario lists proves nothing, pass or fail."""
+    outcome = f"outcome: {result.outcome()} after {result.elapsed_s:.2f}s"
+    return "\n".join([outcome, "", *vacuity.section(result.vacuous), "", vacuity.REMEDY])
+
+
+def _failing(result: ScenarioResult) -> list[Verdict]:
+    """The verdicts against the collector: FAIL and UNKNOWN (a NOT_JUDGED is in ``vacuous`` or silent)."""
+    return [verdict for verdict in result.verdicts if verdict.status in (Status.FAIL, Status.UNKNOWN)]
+
+
+def failure_text(result: ScenarioResult) -> str:
+    """Outcome, every failed expectation and verdict, what was not judged, then the timeline."""
+    lines = [f"outcome: {result.outcome()} after {result.elapsed_s:.2f}s", ""]
+    if result.raised is not None and result.raised.__traceback__ is not None:
+        frames = traceback.format_tb(result.raised.__traceback__)[-RAISE_FRAMES:]
+        lines.append(f"raised at (the collector's last {len(frames)} frames, innermost last):")
+        lines += ["  " + line for frame in frames for line in frame.rstrip().splitlines()]
+        lines.append("")
+    if result.expectation_failures:
+        lines.append("expected:")
+        lines += [f"  {failure}" for failure in result.expectation_failures]
+        lines.append("")
+    bad = _failing(result)
+    if bad:
+        lines.append("invariants:")
+        lines += ["  " + line for verdict in bad for line in verdict.render().splitlines()]
+        lines.append("")
+    if result.vacuous:
+        lines += [*vacuity.section(result.vacuous), ""]
+    lines += settings_section(result.history)
+    lines.append("timeline (faults, process exits, collection):")
+    lines.append(_indent(timeline(result.history)))
+    return "\n".join(lines)
+
+
+def settings_section(history: History) -> list[str]:
+    """What an adapter gave the trainer's code (every setting, and why), when the collector is one,
+    and what of the trainer's path it stood in for (each upstream call it recorded with a list)."""
+    lines = []
+    for entry in trainer_settings.recorded(history):
+        facts = ", ".join(f"{key} {entry[key]}" for key in ("mode", "variant") if entry.get(key))
+        lines.append(f"settings given to {entry.get('trainer')}{f' ({facts})' if facts else ''}:")
+        lines += [f"  {line}" for line in trainer_settings.describe(entry)]
+        lines.append("")
+    stood_in: dict[str, list[str]] = {}
+    for event in history.events(source="collector", kind="invoke", op="upstream"):
+        if event.data.get("stood_in"):
+            stood_in.setdefault(str(event.data.get("call")), [str(line) for line in event.data["stood_in"]])
+    for call, listed in stood_in.items():
+        lines.append(f"stood in for, on the way to {call}:")
+        lines += [f"  {line}" for line in listed]
+        lines.append("")
+    return lines
+
+
+def timeline(history: History, *, limit: int = 40) -> str:
+    """The events a reader needs to follow the story: faults, exits, and the collection itself."""
+    wanted = [
+        event
+        for event in history.events()
+        if event.source in ("fault", "process")
+        or (event.source == "collector" and event.op in ("collect", "retry"))
+        or (event.source == "engine" and event.op == "collection")
+    ]
+    return history.timeline(wanted, limit=limit) or "(no fault or collection events recorded)"
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())

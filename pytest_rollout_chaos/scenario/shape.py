@@ -2,7 +2,7 @@
 the drawn scenarios (``strategies``).
 
 The workload fixes the rows: ``len(tasks) x rows_per_task x generations_per_prompt`` of them,
-task by task, with ``_rowidx`` 0..N-1 (as ``engine.run.build_rows`` makes them). The stack
+task by task, with ``_rowidx`` 0..N-1 (as ``engine.workload.build_rows`` makes them). The stack
 fixes which servers run.
 """
 

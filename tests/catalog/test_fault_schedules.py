@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 
 from pytest_rollout_chaos.collector import reference
 from pytest_rollout_chaos.collector.protocol import CollectionError
-from pytest_rollout_chaos.engine.run import judge, run_once
+from pytest_rollout_chaos.engine.run import run_once
+from pytest_rollout_chaos.engine.verdicts import judge
 from pytest_rollout_chaos.errors import ChaosError
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.invariants.base import Status

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos.collector.protocol import Mode, Rollout, Row, row_index
-from pytest_rollout_chaos.engine import run
+from pytest_rollout_chaos.engine import story
 from pytest_rollout_chaos.engine.next_steps import outcome_text, run_next_steps
 from pytest_rollout_chaos.engine.result import ScenarioResult
+from pytest_rollout_chaos.engine.verdicts import judge
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.base import FollowUp, Status
 from pytest_rollout_chaos.invariants.registry import STANDING
@@ -125,19 +126,19 @@ def result_with_a_late_request(*, collections: int, cut_at: float | None) -> Sce
 
 def test_the_first_collection_is_judged_on_the_history_up_to_the_next_step() -> None:
     result = result_with_a_late_request(collections=2, cut_at=2.0)
-    run.judge(result)
+    judge(result)
     verdicts = {verdict.name: verdict for verdict in result.verdicts}
     assert verdicts["quiet_after_end"].status is Status.PASS, verdicts["quiet_after_end"].render()
     assert verdicts["next_steps_sound"].status is Status.PASS, verdicts["next_steps_sound"].render()
     assert result.passed
     uncut = result_with_a_late_request(collections=2, cut_at=None)
-    run.judge(uncut)  # what the cut keeps out: the next step's request, read as the first's
+    judge(uncut)  # what the cut keeps out: the next step's request, read as the first's
     assert {v.name: v.status for v in uncut.verdicts}["quiet_after_end"] is Status.FAIL
 
 
 def test_one_collection_is_judged_as_before_with_no_next_step_verdict() -> None:
     result = result_with_a_late_request(collections=1, cut_at=None)
-    run.judge(result)
+    judge(result)
     assert [verdict.name for verdict in result.verdicts] == ["quiet_after_end", *STANDING]
 
 
@@ -145,7 +146,7 @@ def test_the_failure_text_shows_each_next_step_in_the_timeline() -> None:
     history = History()
     history.append("engine", "invoke", "collection", {"collection": 2, "of": 2, "rows": 1})
     history.append("engine", "fail", "collection", {"collection": 2, "outcome": "raised RuntimeError: x"})
-    text = run.timeline(history)
+    text = story.timeline(history)
     assert "engine invoke collection (collection=2, of=2, rows=1)" in text
     assert "engine fail collection (collection=2, outcome='raised RuntimeError: x')" in text
 

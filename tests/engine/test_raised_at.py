@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_rollout_chaos.engine import run
+from pytest_rollout_chaos.engine import story, verdicts
 from pytest_rollout_chaos.engine.expectations import raised_at
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.history import History
@@ -40,8 +40,8 @@ def test_the_failure_text_shows_the_raise_and_the_expectation_where_it_broke() -
     scenario = load_scenario(SCENARIOS / "trajectory-exception-isolated.chaos.yaml")
     history = History()
     result = ScenarioResult(scenario, rows(4), history, raised=raised(), started_at=history.t0, elapsed_s=0.4)
-    run.judge(result)
-    text = run.failure_text(result)
+    verdicts.judge(result)
+    text = story.failure_text(result)
     assert "raised at (the collector's last " in text
     assert "sample.effective_response_length for sample in samples" in text
     assert "in effective_response_length" in text

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rollout_chaos.engine.run import build_rows
+from pytest_rollout_chaos.engine.workload import build_rows
 from pytest_rollout_chaos.scenario.model import Workload
 
 

@@ -4,7 +4,7 @@ trainer's path it stood in for."""
 from __future__ import annotations
 
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings
-from pytest_rollout_chaos.engine.run import failure_text, settings_section
+from pytest_rollout_chaos.engine.story import failure_text, settings_section
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.base import Status, Verdict
 from tests.report._builders import result

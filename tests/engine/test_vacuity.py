@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos.collector.protocol import Rollout, Turn
-from pytest_rollout_chaos.engine import fit, run
+from pytest_rollout_chaos.engine import fit, story, verdicts
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.errors import InvariantViolation, VacuousScenarioError
 from pytest_rollout_chaos.history import History, fingerprint
@@ -48,7 +48,7 @@ def judged(
         concurrency_limit=limit,
         not_applicable=fit.inapplicable(collector),
     )
-    run.judge(result)
+    verdicts.judge(result)
     return result
 
 
@@ -78,7 +78,7 @@ def test_a_listed_invariant_that_judged_nothing_fails_the_scenario_as_vacuous() 
     ]
     assert not single.passed
     with pytest.raises(VacuousScenarioError) as caught:
-        run.raise_for(single)
+        story.raise_for(single)
     text = str(caught.value)
     assert "not judged (the scenario tested nothing there):\n  prefix_consistent: NOT_JUDGED: " in text
     assert "expect.not_judged: {name: reason}" in text
@@ -92,7 +92,7 @@ def test_a_reason_in_not_judged_lets_a_listed_invariant_judge_nothing() -> None:
     one_turn = [rollout(0, turns=ONE_TURN), rollout(1, turns=ONE_TURN)]
     result = judged(expect, one_turn, answered(ONE_TURN, ONE_TURN))
     assert (result.vacuous, result.passed) == ([], True)
-    run.raise_for(result)
+    story.raise_for(result)
 
 
 def test_standing_invariants_judge_every_scenario_after_the_listed_ones() -> None:
@@ -102,7 +102,7 @@ def test_standing_invariants_judge_every_scenario_after_the_listed_ones() -> Non
     assert result.passed
     no_turns = judged("  invariants: [bounded]\n", [rollout(0), rollout(1, turns=[], reward=0.5)], history)
     with pytest.raises(InvariantViolation) as caught:
-        run.raise_for(no_turns)
+        story.raise_for(no_turns)
     text = str(caught.value)
     assert "rewards_recorded: FAIL: 1 rollouts carry a reward their row's /run did not answer" in text
     assert "corroborated: FAIL" in text
@@ -119,7 +119,7 @@ def test_a_standing_invariant_that_judged_nothing_is_silent() -> None:
     statuses = {verdict.name: verdict.status for verdict in result.verdicts}
     assert statuses["rewards_recorded"] is Status.NOT_JUDGED
     assert (result.vacuous, result.passed) == ([], True)
-    run.raise_for(result)
+    story.raise_for(result)
 
 
 def test_a_witness_not_seen_fails_the_scenario_as_vacuous() -> None:
@@ -130,7 +130,7 @@ def test_a_witness_not_seen_fails_the_scenario_as_vacuous() -> None:
         "(the fault layer's record of /run answers)"
     ]
     with pytest.raises(VacuousScenarioError, match="prompt_ids_drifted: NOT_SEEN"):
-        run.raise_for(result)
+        story.raise_for(result)
 
 
 def test_a_failure_and_what_was_not_judged_are_told_together() -> None:
@@ -140,7 +140,7 @@ def test_a_failure_and_what_was_not_judged_are_told_together() -> None:
         answered(turns(), turns()),
     )
     with pytest.raises(InvariantViolation) as caught:
-        run.raise_for(result)
+        story.raise_for(result)
     text = str(caught.value)
     assert "invariants:\n  corroborated: FAIL" in text
     assert "not judged (the scenario tested nothing there):\n  isolated_failures: NOT_JUDGED: " in text
@@ -173,12 +173,12 @@ def test_an_invariant_that_does_not_apply_to_the_collector_says_why_and_the_rest
     others = [name for name in STANDING if name != "concurrency_bounded"]
     assert [verdict.name for verdict in own.verdicts] == ["concurrency_bounded", "bounded", *others]
     assert (own.vacuous, own.passed) == ([], True)
-    run.raise_for(own)
+    story.raise_for(own)
     # the same run from a collector that declares nothing: nothing excuses the listed invariant
     silent = judged(listed, [rollout(0), rollout(1)], history)
     assert silent.vacuous == [f"concurrency_bounded: NOT_JUDGED: {UNDECLARED}"]
     with pytest.raises(VacuousScenarioError, match="concurrency_bounded: NOT_JUDGED: the collector declares"):
-        run.raise_for(silent)
+        story.raise_for(silent)
 
 
 def test_a_collector_that_declares_a_limit_and_exceeds_it_fails() -> None:

@@ -18,7 +18,8 @@ import pytest
 from pytest_rollout_chaos.collector import readiness
 from pytest_rollout_chaos.collector.target import load_factory
 from pytest_rollout_chaos.engine.result import ScenarioResult
-from pytest_rollout_chaos.engine.run import judge, run_once
+from pytest_rollout_chaos.engine.run import run_once
+from pytest_rollout_chaos.engine.verdicts import judge
 from pytest_rollout_chaos.invariants.base import Status
 from pytest_rollout_chaos.invariants.sends import Span, spans
 from pytest_rollout_chaos.scenario.model import load_scenario

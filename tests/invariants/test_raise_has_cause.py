@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_rollout_chaos.engine.result import ScenarioResult
-from pytest_rollout_chaos.engine.run import judge
+from pytest_rollout_chaos.engine.verdicts import judge
 from pytest_rollout_chaos.faults import registry as fault_registry
 from pytest_rollout_chaos.history import History, fingerprint, logprob_digest
 from pytest_rollout_chaos.invariants import registry

@@ -34,7 +34,8 @@ from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.engine.acted import Touches
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.report.reports import RESULT_KEY
-from pytest_rollout_chaos.engine.run import failure_text, judge
+from pytest_rollout_chaos.engine.verdicts import judge
+from pytest_rollout_chaos.engine.story import failure_text
 from pytest_rollout_chaos.engine.schedule import Applied
 from pytest_rollout_chaos.invariants.base import FollowUp
 

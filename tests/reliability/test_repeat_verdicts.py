@@ -17,7 +17,8 @@ import pytest
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.collector.target import load_factory
 from pytest_rollout_chaos.engine.result import ScenarioResult
-from pytest_rollout_chaos.engine.run import execute, judge
+from pytest_rollout_chaos.engine.run import execute
+from pytest_rollout_chaos.engine.verdicts import judge
 from pytest_rollout_chaos.scenario import load_scenario
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
