@@ -69,9 +69,7 @@ class GymCollector:
                     ) from None
                 error = f"no /run result within request_timeout_s={limit} (agent {agent!r} frozen or hung)"
                 return Rollout(index, "aborted", error=error, attempts=attempt)
-            except GymRequestError as error:
-                if error.status is None:  # the agent's answer was cut off: the link or the server broke
-                    raise InfrastructureError(f"row {index}: {error}") from error
+            except GymRequestError as error:  # an error status, or an answer cut off: this row's failure
                 return Rollout(index, "aborted", error=str(error), attempts=attempt)
             self.answered.add(index)
             try:
