@@ -57,7 +57,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final
@@ -258,10 +258,9 @@ class SkyRLCollector:
         except BaseException as error:
             history.append(SOURCE, "fail", "generate", {**call, "error": root_cause(error)})
             raise
+        finally:
+            await closed(client, generator)
         history.append(SOURCE, "ok", "generate", {**call, "returned": len(rollouts)})
-        await client.teardown()
-        if generator.env_executor is not None:
-            generator.env_executor.shutdown(wait=False)
         return train_batch.marked(rollouts, trained, config)
 
     async def generate(self, trainer: Any, batch: Any) -> Any:
@@ -335,6 +334,35 @@ class SkyRLCollector:
             0,
         )
         return batch, list(uids)
+
+
+async def closed(client: Any, generator: Any) -> None:
+    """Close the inference client's HTTP session and the environment threads, as the trainer's
+    shutdown does, on every path of a step.
+
+    A step that raised leaves its siblings running (``tqdm.gather``), and the first of them to ask
+    the policy again opens a new session (``RemoteInferenceClient._get_session``). Nothing of them
+    is stopped here (``quiet_after_end`` judges them): the client is closed once more when the event
+    loop shuts its async generators down, after its runner cancelled what was left, so no session's
+    sockets outlive the scenario and surface in a later one's teardown."""
+    await client.teardown()
+    if generator.env_executor is not None:
+        generator.env_executor.shutdown(wait=False)
+    late = _closed_with_the_loop(client)
+    await anext(late)  # its first step registers it with the running loop (shutdown_asyncgens)
+    _LEFT_RUNNING[id(client)] = late
+
+
+_LEFT_RUNNING: Final[dict[int, AsyncIterator[None]]] = {}
+
+
+async def _closed_with_the_loop(client: Any) -> AsyncIterator[None]:
+    """Waits, suspended, until the loop closes it (``shutdown_asyncgens``); then closes ``client``."""
+    try:
+        yield
+    finally:
+        _LEFT_RUNNING.pop(id(client), None)
+        await client.teardown()
 
 
 KNOWN: Final = (
