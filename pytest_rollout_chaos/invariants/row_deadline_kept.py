@@ -73,10 +73,11 @@ class RowDeadlineKept:
         history = observation.history
         margin, slack = margin_s(timeout_s), slack_s(timeout_s)
         ending = _ending_from(observation, ended)
+        network = _network_faults(history)
         own, at_end = [], []
         for request in given_up_requests(history):
             closed = request.closed.ended
-            if closed is None or _network_fault_on(history, closed):
+            if closed is None or any(since <= closed <= until for since, until in network):
                 continue
             if closed < ending:
                 own.append(request)
@@ -170,14 +171,16 @@ def _ending_from(observation: Observation, ended: float) -> float:
     return min([ended - GRACE_S, *cancels])
 
 
-def _network_fault_on(history: History, t: float) -> bool:
-    """Whether a fault on the network (a Toxiproxy proxy's toxic or its cut, a partition) was on
-    at ``t``, or had been within ``GRACE_S``: it closes connections of its own."""
+def _network_faults(history: History) -> list[tuple[float, float]]:
+    """When a fault on the network (a Toxiproxy proxy's toxic or its cut, a partition) was on,
+    each window running on ``GRACE_S`` past its heal (to the end of time if never healed): it
+    closes connections of its own."""
     on: dict[tuple[object, object], float] = {}
+    windows = []
     for event in history.events(source="fault"):
         key = (event.data.get("fault"), event.data.get("target"))
         if event.op == "inject" and ("proxy" in event.data or "links" in event.data):
             on[key] = event.t
-        elif event.op == "heal" and key in on and on.pop(key) <= t <= event.t + GRACE_S:
-            return True
-    return any(since <= t for since in on.values())
+        elif event.op == "heal" and key in on:
+            windows.append((on.pop(key), event.t + GRACE_S))
+    return windows + [(since, math.inf) for since in on.values()]
