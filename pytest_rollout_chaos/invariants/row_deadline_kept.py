@@ -16,9 +16,11 @@ a request and its close a little after the collector acts, each by its own lag o
 machine), and at most ``request_timeout_s`` plus ``ends_promptly``'s margin.
 Where the collection raised, was cut or was cancelled, a close from ``GRACE_S`` before its end
 (or from the cancel) may be that end's, not a give-up: there only a close at the request's own
-deadline counts (for the verdict, never against it). A collection that returned closed nothing
-on its way out. A close while a fault on the network was on (a Toxiproxy toxic or cut, a
-partition) is the network's. NOT_JUDGED where the collector gave up on no request.
+deadline counts (for the verdict, never against it). Where it returned, a close the layer saw
+after its end counts for a row it handed back (a give-up seen late); a row it did not hand back
+was left running, and the harness closed it (``no_silent_short_count``'s to judge). A close
+while a fault on the network was on (a Toxiproxy toxic or cut, a partition) is the network's.
+NOT_JUDGED where the collector gave up on no request.
 """
 
 from __future__ import annotations
@@ -75,9 +77,12 @@ class RowDeadlineKept:
         ending = _ending_from(observation, ended)
         network = _network_faults(history)
         own, at_end = [], []
+        left_running = _left_running(observation)
         for request in given_up_requests(history):
             closed = request.closed.ended
             if closed is None or any(since <= closed <= until for since, until in network):
+                continue
+            if closed > ended and request.first.row in left_running:
                 continue
             if closed < ending:
                 own.append(request)
@@ -160,7 +165,7 @@ def _resent(before: Span, span: Span) -> bool:
 def _ending_from(observation: Observation, ended: float) -> float:
     """From this moment a close may be the collection's end, not the collector giving up on a row:
     a raise, a cut or a cancel closes what was in flight. A collection that returned closed
-    nothing on its way out, so every close was the collector's own."""
+    nothing on its way out (what it left running the harness closes: ``_left_running``)."""
     if observation.raised is None and not observation.timed_out:
         return math.inf  # the layer may see a row's close just after the collection returned
     cancels = [
@@ -169,6 +174,14 @@ def _ending_from(observation: Observation, ended: float) -> float:
         if event.data.get("fault") == "cancel" and event.t <= ended
     ]
     return min([ended - GRACE_S, *cancels])
+
+
+def _left_running(observation: Observation) -> set[int]:
+    """The rows a returned collection did not hand back: left running, closed by the harness."""
+    if observation.rollouts is None:
+        return set()
+    handed_back = {rollout.row_index for rollout in observation.rollouts if rollout is not None}
+    return set(observation.requested) - handed_back
 
 
 def _network_faults(history: History) -> list[tuple[float, float]]:

@@ -67,3 +67,13 @@ def test_closes_the_network_or_the_collections_end_made_are_not_the_collectors()
     verdict = CHECK.check(timed(observe(1, all_ok(1), history=answered), ended=0.6))
     assert verdict.status is Status.NOT_JUDGED
     assert verdict.summary == "the collector gave up on no request of its own accord"
+
+
+def test_rows_left_running_after_a_returned_collection_are_the_harnesss_to_close() -> None:
+    history = Recorded()
+    for row in range(4):
+        request(history, 0.1, 0.5, row=row)
+    for row in (4, 5):  # a short count: never awaited, closed when the harness closed the client
+        request(history, 0.1, 0.7, status=None, row=row)
+    verdict = CHECK.check(timed(observe(6, all_ok(4), history=history), ended=0.6))
+    assert verdict.status is Status.NOT_JUDGED, verdict.render()
