@@ -23,7 +23,7 @@ from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import abilities, contract
 from pytest_rollout_chaos.collector.protocol import Collector, CollectorFactory, Rollout
 from pytest_rollout_chaos.collector.target import load_factory
-from pytest_rollout_chaos.engine import fit, verdicts
+from pytest_rollout_chaos.engine import fit, retarget, verdicts
 from pytest_rollout_chaos.engine.acted import count_touches, problems
 from pytest_rollout_chaos.engine.next_steps import run_next_steps
 from pytest_rollout_chaos.engine.result import ScenarioResult
@@ -125,8 +125,11 @@ async def execute(
             scenario, copy.deepcopy(rows), history, rows_after=rows, servers=stack.process_names()
         )
         # Building the schedule builds every fault: a bad parameter fails before anything is touched.
+        # Each acts where the collector's retargets move it (``engine.retarget``), recorded as moved.
+        acting_here = retarget.retargeted(scenario, factory)
+        retarget.record(scenario, factory, history)
         schedule = Schedule(
-            [(step, stack.expand_target(step.target)) for step in scenario.faults], trial.faults
+            [(step, stack.expand_target(step.target)) for step in acting_here.faults], trial.faults
         )
         who = contract.describe(factory, target or f"{factory.__module__}:{factory.__qualname__}")
         collector = contract.build_collector(factory, trial.collector, who=who)

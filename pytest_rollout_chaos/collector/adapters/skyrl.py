@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
+from pytest_rollout_chaos.collector.abilities import Retarget
 from pytest_rollout_chaos.collector.adapters import skyrl_env
 from pytest_rollout_chaos.collector.adapters import skyrl_train_batch as train_batch
 from pytest_rollout_chaos.collector.adapters.skyrl_output import LoggedFailures, rollout_of
@@ -111,6 +112,58 @@ STOOD_IN: Final = (
     *train_batch.STOOD_IN,
 )
 """What of the trainer's path to the policy update is stood in; every other line is SkyRL's."""
+MODEL_CALLS: Final = (
+    "SkyRL's agent_loop asks the policy itself, token in, token out, through its RemoteInferenceClient "
+    "over the collector->policy link"
+)
+RETARGETS: Final = (
+    Retarget(
+        "agent->model",
+        "collector->policy",
+        f"the trajectory's model calls: a NeMo Gym agent makes them through the model server; {MODEL_CALLS}",
+    ),
+    Retarget(
+        "agent->resources",
+        "collector->resources",
+        "the trajectory's calls to the resources server: a NeMo Gym agent makes them; here SkyRL's "
+        "environment (skyrl_env, stepped by agent_loop in SkyRL's environment threads) makes them",
+    ),
+    Retarget(
+        "collector->agent",
+        "collector->resources",
+        "the collector's own requests that run a trajectory outside the model: NeMo Gym's /run; here "
+        "SkyRL's environment's /seed_session, tool calls and /verify",
+    ),
+    Retarget(
+        "agent",
+        "resources",
+        "one request per trajectory, at its start, that fails or stalls that trajectory alone: NeMo "
+        "Gym's /run; here the environment's init in SkyRL's agent_loop (skyrl_env's /seed_session)",
+        kinds=("trajectory_exception", "hang", "http_error"),
+        route="/run",
+        to_route="/seed_session",
+    ),
+    Retarget(
+        "agent",
+        "policy",
+        f"the model's answers and their logprobs: a NeMo Gym agent relays them in /run; {MODEL_CALLS} "
+        "(/inference/v1/generate)",
+        kinds=("nan_logprobs", "logprob_drift"),
+        to_route="/inference/v1/generate",
+    ),
+    Retarget(
+        "policy",
+        "policy",
+        "a model call: the chat route's, as NeMo Gym's model server or a native collector asks; "
+        f"{MODEL_CALLS} (/inference/v1/generate)",
+        kinds=("nan_logprobs", "logprob_drift", "http_error"),
+        route="/v1/chat/completions",
+        to_route="/inference/v1/generate",
+    ),
+)
+"""The catalog's faults on the Gym stack's parts SkyRL's loop replaces, moved onto the request of
+its loop that does that part's job (``engine.retarget``); the rest (the agents' processes, the
+model server, the Gym client, the /run answer's own fields) are not moved, and skip by reach."""
 SOURCE: Final = "collector"
 CALL: Final = f"{train_batch.TRAINER_MODULE}.RayPPOTrainer.train, generate to the policy's forward_backward"
 """The span of SkyRL's code one collection runs (``upstream_calls``)."""
@@ -191,6 +244,7 @@ class SkyRLCollector:
         "collector->resources": None,
         "collector": None,
     }
+    retargets: ClassVar[tuple[Retarget, ...]] = RETARGETS
     skip_failed_rollouts = False
     max_group_size: int | None = None  # one row per prompt on a tree without the hook (__init__)
     max_group_size_why: ClassVar[str] = GROUPS_UNSUPPORTED

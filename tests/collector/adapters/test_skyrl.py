@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_output
-from pytest_rollout_chaos.engine.fit import unreachable
+from pytest_rollout_chaos.engine.fit import collector_unfit
 from pytest_rollout_chaos.scenario.model import load_scenario
 from tests.catalog._verdicts import CATALOG, run_catalog
 from tests.collector.adapters import _skyrl_trees as trees
@@ -112,18 +112,19 @@ def test_a_placeholder_is_an_aborted_row_naming_what_skyrl_logged_for_that_rollo
     [
         ("verifier-exception-isolated", True),  # the environment's /verify
         ("policy-503-storm", True),  # every model call
-        ("trajectory-exception-isolated", False),  # a NeMo Gym agent's /run
-        ("policy-nan-logprobs", False),  # /v1/chat/completions, never called by SkyRL
+        ("trajectory-exception-isolated", True),  # an agent's /run: the environment's /seed_session
+        ("policy-nan-logprobs", True),  # /v1/chat/completions: SkyRL's /inference/v1/generate
+        ("group-trajectory-exception", True),
+        ("group-nan-logprobs", True),  # the /run answer's logprobs: /inference/v1/generate's
         ("short-results", False),  # the Gym client
-        ("group-trajectory-exception", False),  # the group scenarios: NeMo Gym agents
-        ("group-nan-logprobs", False),
-        ("group-agent-killed", False),
+        ("group-agent-killed", False),  # a NeMo Gym agent's process: SkyRL runs none
+        ("run-answer-emptied", False),  # the /run answer's own body
     ],
 )
 def test_only_faults_on_skyrls_own_requests_reach_it(scenario: str, reaches: bool) -> None:
-    steps = load_scenario(CATALOG / f"{scenario}.chaos.yaml").faults
-    reasons = [unreachable(step, skyrl.SkyRLCollector.reaches) for step in steps]
-    assert all(reason is None for reason in reasons) == reaches, reasons
+    """Where the adapter's retargets move them (``engine.retarget``)."""
+    why = collector_unfit(load_scenario(CATALOG / f"{scenario}.chaos.yaml"), skyrl.SkyRLCollector)
+    assert (why is None) == reaches, why
 
 
 # -- the real trees on the full stack ----------------------------------------------------------------
