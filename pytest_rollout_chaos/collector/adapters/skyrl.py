@@ -48,8 +48,19 @@ flag on the failed rows come back as placeholders, and a batch whose every rollo
 placeholders it keeps are in the train batch, reward 0 and loss mask ``[0]``: inert at one
 generation per prompt under SkyRL's ``token_mean``, not in a group (``train_batch_sound``).
 
-Scenarios whose faults act where SkyRL's loop never goes (the NeMo Gym agents and model server,
-the Gym client) skip, saying so (``reaches``); so do validation-mode ones.
+**Faults on the parts SkyRL replaces** (``RETARGETS``, applied by ``engine.retarget``, each move
+recorded in the History). SkyRL's loop has no NeMo Gym agent and no model server: it runs each
+trajectory itself. A catalog fault aimed at them acts on the request of SkyRL's loop doing the same
+job, so it really meets SkyRL's code: the agents' model link (``agent->model``) is its inference
+client's (``collector->policy``); an agent's link to the resources server, and the collector's to
+the agents, are its environment's (``collector->resources``); the one ``/run`` that starts a
+trajectory is its environment's ``init`` (``/seed_session``, inside ``agent_loop``), for a failing
+or hanging trajectory; the logprobs an agent relays are those ``/inference/v1/generate`` answers;
+the policy's chat route is that generate route. Not moved, and skipping by reach, saying so: the
+agents' processes (SkyRL has none: killing, freezing or partitioning one has no counterpart), the
+model server's own answers, ``prefix_drift`` (SkyRL keeps its token ids itself: no answer carries
+prompt ids to drift), the ``/run`` answer's own fields (``malformed_json`` styles) and the Gym
+client; validation-mode scenarios skip too.
 """
 
 from __future__ import annotations
