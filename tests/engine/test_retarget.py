@@ -12,6 +12,7 @@ from pytest_rollout_chaos.collector.abilities import Retarget, declared_retarget
 from pytest_rollout_chaos.collector.adapters.skyrl import SkyRLCollector
 from pytest_rollout_chaos.engine import retarget
 from pytest_rollout_chaos.engine.fit import collector_unfit, why_not
+from pytest_rollout_chaos.engine.story import settings_section
 from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.scenario.model import FaultStep, load_scenario
@@ -123,3 +124,13 @@ def test_skyrls_retargets_move_the_agents_faults_onto_its_loops_requests_and_lea
     for name in ("agent-frozen", "group-agent-killed", "run-answer-emptied", "short-results", "prefix-drift"):
         reason = collector_unfit(load_scenario(CATALOG / f"{name}.chaos.yaml"), SkyRLCollector)
         assert "cannot reach the collector under test" in (reason or ""), name
+
+
+def test_the_story_says_which_faults_moved_where_and_why() -> None:
+    history = History()
+    retarget.record(load_scenario(CATALOG / "trajectory-exception-isolated.chaos.yaml"), _OwnLoop, history)
+    assert settings_section(history) == [
+        "faults moved onto the collector's own requests (its retargets):",
+        "  faults/0 trajectory_exception: agent /run -> resources /seed_session: its environment's init",
+        "",
+    ]
