@@ -3,6 +3,7 @@ only those faults: kind, trigger and parameters stay the scenario's, and each mo
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import ClassVar
 
@@ -17,7 +18,7 @@ from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.scenario.model import FaultStep, load_scenario
 from tests._unstarted_stack import unstarted_stack
-from tests.catalog._verdicts import CATALOG
+from tests.catalog._verdicts import CATALOG, run_catalog
 
 
 class _OwnLoop:
@@ -134,3 +135,24 @@ def test_the_story_says_which_faults_moved_where_and_why() -> None:
         "  faults/0 trajectory_exception: agent /run -> resources /seed_session: its environment's init",
         "",
     ]
+
+
+@pytest.mark.slow
+def test_a_moved_fault_is_fired_where_it_was_moved_and_judged_there(tmp_path: Path) -> None:
+    """trajectory-exception-isolated with its /run fault moved onto the row's /seed_session: its rule
+    is armed and hits there (a rule that hit nothing would fail the scenario), and the row's failure
+    is judged as the scenario says."""
+    report = tmp_path / "report.json"
+    verdicts = run_catalog(
+        tmp_path,
+        target="tests.engine._retargeting:factory",
+        scenarios=["trajectory-exception-isolated"],
+        stack_args=[f"--rollout-chaos-json={report}"],
+    )["trajectory-exception-isolated"]
+    assert verdicts.passed, verdicts.message
+    assert verdicts.invariants["isolated_failures"] == "PASS", verdicts.message
+    [scenario] = json.loads(report.read_text())["scenarios"]
+    [fault] = scenario["result"]["faults"]
+    assert (fault["kind"], fault["target"]) == ("trajectory_exception", "resources"), fault
+    assert "/seed_session" in fault["fault"], fault
+    assert fault["touched"] >= 1, fault
