@@ -16,6 +16,8 @@ A collector (or its class, or its factory) may declare, as attributes:
   collector's loop replaces (an agent's ``/run``, the agents' model link) onto the request of its
   own loop that does the same job, with why (``engine.retarget`` applies them before the fit step,
   and the History records each move); a fault no retarget moves keeps its target;
+- ``unmoved``: ``{fault kind or target: why}``, why a fault the collector's loop never meets has no
+  counterpart there to move it to; a skip by reach then says so;
 - ``honours_max_concurrency = True``: it keeps at most ``CollectorSettings.max_concurrency`` rows
   in flight, which ``concurrency_bounded`` then holds it to; or ``own_concurrency``: why it keeps
   another limit or none (a trainer's own setting, every row at once), so that invariant does not
@@ -194,6 +196,25 @@ def declared_retargets(collector: object) -> tuple[Retarget, ...]:
             "where it also moves them elsewhere; valid: each fault moved once, onto what no retarget moves"
         )
     return declared
+
+
+def unmoved_why(collector: object, kind: str, target: str) -> str | None:
+    """Why ``collector`` moves no fault of ``kind`` on ``target`` (its ``unmoved``, by kind first,
+    then target; a policy replica as ``policy``), or None when it declares nothing for them."""
+    declared = getattr(collector, "unmoved", None)
+    if declared is None:
+        return None
+    if not isinstance(declared, Mapping) or not all(
+        isinstance(key, str) and isinstance(why, str) and why for key, why in declared.items()
+    ):
+        raise CollectorTargetError(
+            f"{_owner(collector)}.unmoved is {declared!r}; valid: a mapping of fault kind or target to "
+            "why the collector's loop has no counterpart for it"
+        )
+    for key in (kind, target, replica_of(target)[0]):
+        if key in declared:
+            return str(declared[key])
+    return None
 
 
 def unreached(reach: Reach, target: str, route: str | None) -> str | None:

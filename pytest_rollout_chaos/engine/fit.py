@@ -85,10 +85,11 @@ def collector_unfit(scenario: Scenario, collector: object) -> str | None:
             calls = ", ".join(
                 target + (f" ({', '.join(routes)})" if routes else "") for target, routes in reach.items()
             )
+            unmoved = abilities.unmoved_why(collector, step.kind, step.target)
             return (
                 f"faults/{index} {step.kind} cannot reach the collector under test: {why}; the "
                 f"collector's own requests go to {calls} only"
-            )
+            ) + (f"; not moved to them: {unmoved}" if unmoved else "")
     return None
 
 

@@ -9,7 +9,8 @@ from typing import ClassVar
 
 import pytest
 
-from pytest_rollout_chaos.collector.abilities import Retarget, declared_retargets
+from pytest_rollout_chaos.collector.abilities import Retarget, declared_retargets, unmoved_why
+from pytest_rollout_chaos.collector.adapters import skyrl as skyrl_adapter
 from pytest_rollout_chaos.collector.adapters.skyrl import SkyRLCollector
 from pytest_rollout_chaos.engine import retarget
 from pytest_rollout_chaos.engine.fit import collector_unfit, why_not
@@ -125,6 +126,17 @@ def test_skyrls_retargets_move_the_agents_faults_onto_its_loops_requests_and_lea
     for name in ("agent-frozen", "group-agent-killed", "run-answer-emptied", "short-results", "prefix-drift"):
         reason = collector_unfit(load_scenario(CATALOG / f"{name}.chaos.yaml"), SkyRLCollector)
         assert "cannot reach the collector under test" in (reason or ""), name
+        assert "; not moved to them: it " in (reason or ""), name  # and why SkyRL has no counterpart
+
+
+def test_an_unmoved_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
+    class Wrong:
+        unmoved: ClassVar = {"agent": ""}
+
+    with pytest.raises(CollectorTargetError, match="a mapping of fault kind or target to why"):
+        unmoved_why(Wrong, "kill", "agent")
+    assert unmoved_why(SkyRLCollector, "kill", "calculator_agent") == skyrl_adapter.UNMOVED["agent"]
+    assert unmoved_why(SkyRLCollector, "latency", "collector->policy") is None
 
 
 def test_the_story_says_which_faults_moved_where_and_why() -> None:

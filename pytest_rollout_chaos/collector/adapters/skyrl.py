@@ -96,6 +96,7 @@ from pytest_rollout_chaos.collector.protocol import (
 )
 from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.servers.gym.stack import MAX_OUTPUT_TOKENS
+from pytest_rollout_chaos.servers.gym.tasks import AGENT_FOR_TASK
 
 GENERATOR_MODULE: Final = "skyrl.train.generators.skyrl_gym_generator"
 CLIENT_MODULE: Final = "skyrl.backends.skyrl_train.inference_servers.remote_inference_client"
@@ -175,6 +176,27 @@ RETARGETS: Final = (
 """The catalog's faults on the Gym stack's parts SkyRL's loop replaces, moved onto the request of
 its loop that does that part's job (``engine.retarget``); the rest (the agents' processes, the
 model server, the Gym client, the /run answer's own fields) are not moved, and skip by reach."""
+_NO_AGENT: Final = (
+    "it acts on a NeMo Gym agent's server; SkyRL runs each trajectory as an agent_loop task in the "
+    "trainer's own process, so nothing of SkyRL's stands where the agent's process does to be killed, "
+    "frozen, cut off or moved"
+)
+_NO_MODEL_SERVER: Final = (
+    "it acts on NeMo Gym's model server or its link to the policy; SkyRL's client asks the policy "
+    "itself (collector->policy), with no model server between, so neither its answers nor its requests "
+    "(which this scenario's schedule may count) exist in SkyRL's loop"
+)
+UNMOVED: Final = {
+    "prefix_drift": "it drifts the prompt ids an answer reports; SkyRL keeps each trajectory's token ids "
+    "itself (token in, token out): no answer it gets reports prompt ids",
+    "malformed_json": "it breaks a NeMo Gym answer's own fields or body (a /run result, a model server's "
+    "Responses answer); SkyRL's loop gets no such answer",
+    "short_results": "it shortens what NeMo Gym's client hands back; SkyRL's loop uses no Gym client",
+    **dict.fromkeys(("agent", *AGENT_FOR_TASK.values()), _NO_AGENT),
+    "model": _NO_MODEL_SERVER,
+    "model->policy": _NO_MODEL_SERVER,
+}
+"""Why the catalog's other faults are not moved (``abilities.unmoved``): their skips say so."""
 SOURCE: Final = "collector"
 CALL: Final = f"{train_batch.TRAINER_MODULE}.RayPPOTrainer.train, generate to the policy's forward_backward"
 """The span of SkyRL's code one collection runs (``upstream_calls``)."""
@@ -256,6 +278,7 @@ class SkyRLCollector:
         "collector": None,
     }
     retargets: ClassVar[tuple[Retarget, ...]] = RETARGETS
+    unmoved: ClassVar[Mapping[str, str]] = UNMOVED
     skip_failed_rollouts = False
     max_group_size: int | None = None  # one row per prompt on a tree without the hook (__init__)
     max_group_size_why: ClassVar[str] = GROUPS_UNSUPPORTED
