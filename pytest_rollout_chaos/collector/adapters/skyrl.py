@@ -65,10 +65,11 @@ client; validation-mode scenarios skip too.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final
@@ -128,23 +129,30 @@ MODEL_CALLS: Final = (
     "SkyRL's agent_loop asks the policy itself, token in, token out, through its RemoteInferenceClient "
     "over the collector->policy link"
 )
+_ON_REQUESTS: Final = ("latency", "timeout", "reset_peer", "bandwidth", "slow_close", "limit_data", "slicer")
+"""The link faults that act on requests the fault layer then records. Not ``down``: it refuses
+connections before the layer, and only a client's own record (the Gym client's) shows what it
+failed; SkyRL's loop keeps none, so nothing could show that a ``down`` acted."""
 RETARGETS: Final = (
     Retarget(
         "agent->model",
         "collector->policy",
         f"the trajectory's model calls: a NeMo Gym agent makes them through the model server; {MODEL_CALLS}",
+        kinds=_ON_REQUESTS,
     ),
     Retarget(
         "agent->resources",
         "collector->resources",
         "the trajectory's calls to the resources server: a NeMo Gym agent makes them; here SkyRL's "
         "environment (skyrl_env, stepped by agent_loop in SkyRL's environment threads) makes them",
+        kinds=_ON_REQUESTS,
     ),
     Retarget(
         "collector->agent",
         "collector->resources",
         "the collector's own requests that run a trajectory outside the model: NeMo Gym's /run; here "
         "SkyRL's environment's /seed_session, tool calls and /verify",
+        kinds=_ON_REQUESTS,
     ),
     Retarget(
         "agent",
@@ -192,6 +200,8 @@ UNMOVED: Final = {
     "malformed_json": "it breaks a NeMo Gym answer's own fields or body (a /run result, a model server's "
     "Responses answer); SkyRL's loop gets no such answer",
     "short_results": "it shortens what NeMo Gym's client hands back; SkyRL's loop uses no Gym client",
+    "down": "a link down refuses connections before the fault layer records them, and only a client's "
+    "own record shows the requests it failed: SkyRL's loop keeps none, so nothing would show it acted",
     **dict.fromkeys(("agent", *AGENT_FOR_TASK.values()), _NO_AGENT),
     "model": _NO_MODEL_SERVER,
     "model->policy": _NO_MODEL_SERVER,
@@ -335,21 +345,19 @@ class SkyRLCollector:
         trainer = train_batch.trainer(config, self.tokenizer, generator)
         failures = LoggedFailures()
         try:
-            with failures.listening():
-                output = await self.generate(trainer, batch)
-                # read before the step: postprocess_generator_output rewrites the output in place
-                rollouts = [
-                    rollout_of(output, position, row_index(row, position), failures)
-                    for position, row in enumerate(rows)
-                ]
-                trained = train_batch.train_step(trainer, output, uids)
+            async with closing(client, generator):
+                with failures.listening():
+                    output = await self.generate(trainer, batch)
+                    # read before the step: postprocess_generator_output rewrites the output in place
+                    rollouts = [
+                        rollout_of(output, position, row_index(row, position), failures)
+                        for position, row in enumerate(rows)
+                    ]
+                    trained = train_batch.train_step(trainer, output, uids)
         except BaseException as error:
             history.append(SOURCE, "fail", "generate", {**call, "error": root_cause(error)})
             raise
         history.append(SOURCE, "ok", "generate", {**call, "returned": len(rollouts)})
-        await client.teardown()
-        if generator.env_executor is not None:
-            generator.env_executor.shutdown(wait=False)
         return train_batch.marked(rollouts, trained, config)
 
     async def generate(self, trainer: Any, batch: Any) -> Any:
@@ -423,6 +431,19 @@ class SkyRLCollector:
             0,
         )
         return batch, list(uids)
+
+
+@contextlib.asynccontextmanager
+async def closing(client: Any, generator: Any) -> AsyncIterator[None]:
+    """The inference client's HTTP session and the environment threads, closed on every path, as
+    the trainer's shutdown closes them; what the step raised goes on unchanged (a session left
+    open by a raising or cancelled step would leak its sockets into the next scenario)."""
+    try:
+        yield
+    finally:
+        await client.teardown()
+        if generator.env_executor is not None:
+            generator.env_executor.shutdown(wait=False)
 
 
 KNOWN: Final = (
