@@ -118,12 +118,19 @@ def test_skyrls_retargets_move_the_agents_faults_onto_its_loops_requests_and_lea
             "nan-logprobs-nan",  # the /run answer's logprobs -> /inference/v1/generate's
             "policy-nan-logprobs",  # the chat route -> SkyRL's generate route
             "collection-cancelled",  # agent->model -> collector->policy
-            "resources-down",  # agent->resources -> collector->resources
+            "resources-exit-zero",  # agent->resources -> collector->resources
             "truncated-run-response",  # collector->agent -> collector->resources
         )
     }
     assert moved == dict.fromkeys(moved), moved
-    for name in ("agent-frozen", "group-agent-killed", "run-answer-emptied", "short-results", "prefix-drift"):
+    for name in (
+        "agent-frozen",
+        "group-agent-killed",
+        "run-answer-emptied",
+        "short-results",
+        "prefix-drift",
+        "resources-down",  # nothing of SkyRL's records the connections a link down refuses
+    ):
         reason = collector_unfit(load_scenario(CATALOG / f"{name}.chaos.yaml"), SkyRLCollector)
         assert "cannot reach the collector under test" in (reason or ""), name
         assert "; not moved to them: it " in (reason or ""), name  # and why SkyRL has no counterpart

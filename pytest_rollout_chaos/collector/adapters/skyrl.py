@@ -200,7 +200,7 @@ UNMOVED: Final = {
     "malformed_json": "it breaks a NeMo Gym answer's own fields or body (a /run result, a model server's "
     "Responses answer); SkyRL's loop gets no such answer",
     "short_results": "it shortens what NeMo Gym's client hands back; SkyRL's loop uses no Gym client",
-    "down": "a link down refuses connections before the fault layer records them, and only a client's "
+    "down": "it refuses connections before the fault layer records them, and only a client's "
     "own record shows the requests it failed: SkyRL's loop keeps none, so nothing would show it acted",
     **dict.fromkeys(("agent", *AGENT_FOR_TASK.values()), _NO_AGENT),
     "model": _NO_MODEL_SERVER,
