@@ -436,14 +436,34 @@ class SkyRLCollector:
 @contextlib.asynccontextmanager
 async def closing(client: Any, generator: Any) -> AsyncIterator[None]:
     """The inference client's HTTP session and the environment threads, closed on every path, as
-    the trainer's shutdown closes them; what the step raised goes on unchanged (a session left
-    open by a raising or cancelled step would leak its sockets into the next scenario)."""
+    the trainer's shutdown closes them; what the step raised goes on unchanged.
+
+    A step that raised leaves its siblings running (``tqdm.gather``), and the first of them to ask
+    the policy again opens a new session (``RemoteInferenceClient._get_session``). Nothing of them
+    is stopped here (``quiet_after_end`` judges them): the client is closed once more when the
+    event loop shuts its async generators down, after its runner has cancelled what was left, so
+    no session's sockets outlive the scenario and surface in the next one's teardown."""
     try:
         yield
     finally:
         await client.teardown()
         if generator.env_executor is not None:
             generator.env_executor.shutdown(wait=False)
+        late = _closed_with_the_loop(client)
+        await anext(late)  # its first step registers it with the running loop (shutdown_asyncgens)
+        _LEFT_RUNNING[id(client)] = late
+
+
+_LEFT_RUNNING: Final[dict[int, AsyncIterator[None]]] = {}
+
+
+async def _closed_with_the_loop(client: Any) -> AsyncIterator[None]:
+    """Waits, suspended, until the loop closes it (``shutdown_asyncgens``); then closes ``client``."""
+    try:
+        yield
+    finally:
+        _LEFT_RUNNING.pop(id(client), None)
+        await client.teardown()
 
 
 KNOWN: Final = (

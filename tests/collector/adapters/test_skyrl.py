@@ -17,7 +17,9 @@ the reason, where this interpreter cannot run SkyRL (Python 3.12 and its depende
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -386,3 +388,44 @@ def test_the_whole_catalog_on_skyrls_main(tmp_path: Path, skyrl_trees: dict[str,
         if not any(reason in (verdicts[name].skipped or "") for reason in MAIN_SKIPS)
     }
     assert not unexpected, unexpected
+
+
+class _Client:
+    """What ``closing`` uses of RemoteInferenceClient: a session that a request reopens."""
+
+    def __init__(self) -> None:
+        self.open = False
+        self.closed = 0
+
+    async def request(self) -> None:
+        self.open = True  # _get_session makes a new session once the last one is closed
+
+    async def teardown(self) -> None:
+        self.open = False
+        self.closed += 1
+
+
+def test_a_session_a_sibling_reopens_after_the_step_raised_is_closed_with_the_loop() -> None:
+    """The raise goes on unchanged, the sibling runs on, and its session does not outlive the loop."""
+    client = _Client()
+
+    async def step() -> None:
+        async def sibling() -> None:
+            await asyncio.sleep(0.01)
+            await client.request()
+            await asyncio.sleep(3600)  # still running when the runner ends the loop
+
+        client.sibling = asyncio.create_task(sibling())  # type: ignore[attr-defined]
+        async with skyrl.closing(client, types.SimpleNamespace(env_executor=None)):
+            await client.request()
+            raise ValueError("one rollout raised")
+
+    async def run() -> None:
+        with pytest.raises(ValueError, match="one rollout raised"):
+            await step()
+        await asyncio.sleep(0.05)
+        assert client.open, "the sibling ran on and reopened the session"
+
+    asyncio.run(run())
+    assert not client.open
+    assert client.closed == 2
