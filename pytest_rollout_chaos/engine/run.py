@@ -16,7 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import gc
+import logging
 import time
+import warnings
 from typing import Any, Final, cast
 
 from pytest_rollout_chaos import acting
@@ -35,6 +38,8 @@ from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 from pytest_rollout_chaos.trial import open_trial
+
+_logger = logging.getLogger(__name__)
 
 CANCEL_GRACE_S: Final = 5.0
 READY_GRACE_S: Final = 60.0
@@ -100,6 +105,19 @@ def run_once(
         with contextlib.suppress(Exception):
             loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+        for left in leftovers():
+            _logger.warning("the collection left %s open when its event loop closed", left)
+
+
+def leftovers() -> list[str]:
+    """What the collection's loop left unreachable and unclosed (a trainer's detached tasks' HTTP
+    sessions and sockets), finalized now and named, each ResourceWarning's text: left to the
+    garbage collector, they would surface as unraisable warnings in a later scenario's call and
+    fail a scenario that had nothing to do with them."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    return [str(item.message) for item in caught if issubclass(item.category, ResourceWarning)]
 
 
 async def execute(
