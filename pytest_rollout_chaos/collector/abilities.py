@@ -12,6 +12,12 @@ A collector (or its class, or its factory) may declare, as attributes:
   collection, so a second one would test the stand-in, not the trainer);
 - ``reaches``: the fault targets its own requests meet, each with the routes it requests there
   (``None``: any route); a collector that sends every row through the Gym stack leaves it out;
+- ``retargets``: ``Retarget``s, each moving a catalog fault aimed at a part of the Gym stack the
+  collector's loop replaces (an agent's ``/run``, the agents' model link) onto the request of its
+  own loop that does the same job, with why (``engine.retarget`` applies them before the fit step,
+  and the History records each move); a fault no retarget moves keeps its target;
+- ``unmoved``: ``{fault kind or target: why}``, why a fault the collector's loop never meets has no
+  counterpart there to move it to; a skip by reach then says so;
 - ``honours_max_concurrency = True``: it keeps at most ``CollectorSettings.max_concurrency`` rows
   in flight, which ``concurrency_bounded`` then holds it to; or ``own_concurrency``: why it keeps
   another limit or none (a trainer's own setting, every row at once), so that invariant does not
@@ -29,6 +35,7 @@ wrong shape is a ``CollectorTargetError`` saying what is valid.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from pytest_rollout_chaos.collector.protocol import (
@@ -134,6 +141,80 @@ def declared_reach(collector: object) -> Reach | None:
             'routes requested there (a tuple) or None, such as {"policy": ("/v1/completions",)}'
         )
     return declared
+
+
+@dataclass(frozen=True, slots=True)
+class Retarget:
+    """A catalog fault on ``target`` (of kind ``kinds``, on ``route``) acts, for this collector, on
+    ``to`` (``to_route``): the request its own loop makes where the Gym stack's ``target`` would
+    have been asked the same thing; ``why`` says which request that is.
+
+    ``kinds``: the fault kinds it moves (empty: any); ``route``: the fault's route it moves (the
+    fault class's default when the step names none; None: any route, none included);
+    ``to_route``: the route on ``to`` (None: the fault's own route, kept).
+    """
+
+    target: str
+    to: str
+    why: str
+    kinds: tuple[str, ...] = ()
+    route: str | None = None
+    to_route: str | None = None
+
+    def moves(self, kind: str, target: str, route: str | None) -> bool:
+        """Does this retarget move a fault of ``kind`` on ``target`` aimed at ``route``?"""
+        return (
+            target == self.target
+            and (not self.kinds or kind in self.kinds)
+            and (self.route is None or route == self.route)
+        )
+
+
+def declared_retargets(collector: object) -> tuple[Retarget, ...]:
+    """The declared ``retargets``, checked; empty when absent. A retarget may not move a fault onto
+    a target another one moves (a fault moves once)."""
+    declared = getattr(collector, "retargets", None)
+    if declared is None:
+        return ()
+    if not isinstance(declared, tuple) or not all(
+        isinstance(item, Retarget) and item.why and (item.to, item.to_route) != (item.target, item.route)
+        for item in declared
+    ):
+        raise CollectorTargetError(
+            f"{_owner(collector)}.retargets is {declared!r}; valid: a tuple of abilities.Retarget, each "
+            "moving faults somewhere else, with why"
+        )
+    chained = [
+        item
+        for item in declared
+        for other in declared
+        if other.target == item.to and (other.route is None or other.route == item.to_route)
+    ]
+    if chained:
+        raise CollectorTargetError(
+            f"{_owner(collector)}.retargets moves faults onto {', '.join(item.to for item in chained)}, "
+            "where it also moves them elsewhere; valid: each fault moved once, onto what no retarget moves"
+        )
+    return declared
+
+
+def unmoved_why(collector: object, kind: str, target: str) -> str | None:
+    """Why ``collector`` moves no fault of ``kind`` on ``target`` (its ``unmoved``, by kind first,
+    then target; a policy replica as ``policy``), or None when it declares nothing for them."""
+    declared = getattr(collector, "unmoved", None)
+    if declared is None:
+        return None
+    if not isinstance(declared, Mapping) or not all(
+        isinstance(key, str) and isinstance(why, str) and why for key, why in declared.items()
+    ):
+        raise CollectorTargetError(
+            f"{_owner(collector)}.unmoved is {declared!r}; valid: a mapping of fault kind or target to "
+            "why the collector's loop has no counterpart for it"
+        )
+    for key in (kind, target, replica_of(target)[0]):
+        if key in declared:
+            return str(declared[key])
+    return None
 
 
 def unreached(reach: Reach, target: str, route: str | None) -> str | None:

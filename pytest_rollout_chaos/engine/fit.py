@@ -12,7 +12,9 @@
   them it cannot combine, the largest group it takes, whether it numbers the rows itself, the
   most collections it runs in a row.
 - **its reach.** A collector that runs its own loop declares ``reaches``; a fault aimed elsewhere,
-  or at a route it never requests, would never fire (``abilities.unreached``).
+  or at a route it never requests, would never fire (``abilities.unreached``). Its faults are
+  first moved as the collector's ``retargets`` say (``engine.retarget``): what is checked, here
+  and against the stack, is where each fault will act.
 
 One finer answer leaves the scenario running: ``inapplicable`` names the invariants that do not
 apply to the collector by what it declares (``concurrency_bounded`` to one keeping its own
@@ -25,11 +27,12 @@ pytest's scenario item reports as a skip), so the engine runs under any runner.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import abilities
 from pytest_rollout_chaos.collector.abilities import Reach
+from pytest_rollout_chaos.engine import retarget
 from pytest_rollout_chaos.faults import registry as faults
 from pytest_rollout_chaos.invariants import registry as invariants
 from pytest_rollout_chaos.invariants.concurrency_bounded import ConcurrencyBounded
@@ -52,14 +55,17 @@ def fitted(
 ) -> tuple[ChaosStack, str | None]:
     """``why_not``, with the stack the scenario runs on: ``stack`` narrowed to its policy replicas."""
     narrowed, reason = with_replicas(scenario, stack, run_replicas)
-    return narrowed, reason or not_applicable(scenario, narrowed) or collector_unfit(scenario, collector)
+    acting_here = retarget.retargeted(scenario, collector)
+    return narrowed, reason or not_applicable(acting_here, narrowed) or collector_unfit(scenario, collector)
 
 
 def collector_unfit(scenario: Scenario, collector: object) -> str | None:
     """Why ``collector`` cannot run ``scenario`` by what it declares, or None (no stack needed: a
-    scenario the collector cannot express says so before the stack starts)."""
+    scenario the collector cannot express says so before the stack starts). Its faults are judged
+    where the collector's ``retargets`` move them."""
+    scenario = retarget.retargeted(scenario, collector)
     workload = scenario.workload
-    aimed = [_route(step) for step in scenario.faults]  # the registry's default where not given
+    aimed = [retarget.aimed_route(step) for step in scenario.faults]  # the registry's default where not given
     reason = abilities.unsupported(
         collector,
         style=workload.style,
@@ -79,10 +85,11 @@ def collector_unfit(scenario: Scenario, collector: object) -> str | None:
             calls = ", ".join(
                 target + (f" ({', '.join(routes)})" if routes else "") for target, routes in reach.items()
             )
+            unmoved = abilities.unmoved_why(collector, step.kind, step.target)
             return (
                 f"faults/{index} {step.kind} cannot reach the collector under test: {why}; the "
                 f"collector's own requests go to {calls} only"
-            )
+            ) + (f"; not moved to them: {unmoved}" if unmoved else "")
     return None
 
 
@@ -227,12 +234,4 @@ def drift_prevented(scenario: Scenario, stack: ChaosStack) -> str | None:
 def unreachable(step: FaultStep, reach: Reach) -> str | None:
     """Why ``step`` cannot reach a collector with ``reach``, or None (``abilities.unreached`` with
     the step's route)."""
-    return abilities.unreached(reach, step.target, _route(step))
-
-
-def _route(step: FaultStep) -> str | None:
-    given: Any = step.params.get("route")
-    if isinstance(given, str):
-        return given
-    default: Any = getattr(faults.fault_class(step.kind), "default_route", None)
-    return default if isinstance(default, str) else None
+    return abilities.unreached(reach, step.target, retarget.aimed_route(step))

@@ -16,14 +16,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import gc
+import logging
 import time
+import warnings
 from typing import Any, Final, cast
 
 from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import abilities, contract
 from pytest_rollout_chaos.collector.protocol import Collector, CollectorFactory, Rollout
 from pytest_rollout_chaos.collector.target import load_factory
-from pytest_rollout_chaos.engine import fit, verdicts
+from pytest_rollout_chaos.engine import fit, retarget, verdicts
 from pytest_rollout_chaos.engine.acted import count_touches, problems
 from pytest_rollout_chaos.engine.next_steps import run_next_steps
 from pytest_rollout_chaos.engine.result import ScenarioResult
@@ -35,6 +38,8 @@ from pytest_rollout_chaos.servers.faultlayer.client import LayerControl
 from pytest_rollout_chaos.settings import ChaosSettings
 from pytest_rollout_chaos.stack import ChaosStack
 from pytest_rollout_chaos.trial import open_trial
+
+_logger = logging.getLogger(__name__)
 
 CANCEL_GRACE_S: Final = 5.0
 READY_GRACE_S: Final = 60.0
@@ -100,6 +105,19 @@ def run_once(
         with contextlib.suppress(Exception):
             loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+        for left in leftovers():
+            _logger.warning("the collection left %s open when its event loop closed", left)
+
+
+def leftovers() -> list[str]:
+    """What the collection's loop left unreachable and unclosed (a trainer's detached tasks' HTTP
+    sessions and sockets), finalized now and named, each ResourceWarning's text: left to the
+    garbage collector, they would surface as unraisable warnings in a later scenario's call and
+    fail a scenario that had nothing to do with them."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    return [str(item.message) for item in caught if issubclass(item.category, ResourceWarning)]
 
 
 async def execute(
@@ -125,8 +143,11 @@ async def execute(
             scenario, copy.deepcopy(rows), history, rows_after=rows, servers=stack.process_names()
         )
         # Building the schedule builds every fault: a bad parameter fails before anything is touched.
+        # Each acts where the collector's retargets move it (``engine.retarget``), recorded as moved.
+        acting_here = retarget.retargeted(scenario, factory)
+        retarget.record(scenario, factory, history)
         schedule = Schedule(
-            [(step, stack.expand_target(step.target)) for step in scenario.faults], trial.faults
+            [(step, stack.expand_target(step.target)) for step in acting_here.faults], trial.faults
         )
         who = contract.describe(factory, target or f"{factory.__module__}:{factory.__qualname__}")
         collector = contract.build_collector(factory, trial.collector, who=who)

@@ -34,11 +34,17 @@ INJECT_GRACE_S: Final = 10.0
 Applied: TypeAlias = apply.Applied[FaultStep]
 
 
+FINISHING_OPS: Final = frozenset({RUN_OP, "POST /verify"})
+"""The requests whose answer ends a trajectory: a ``/run``, or the ``/verify`` of its last step."""
+
+
 def completed_rollouts(history: History) -> int:
     """Rollouts finished so far, as the collector side saw them: the Gym client's ``run`` ok or the
     collector's rollout info; without the harness's Gym client (none of its ``run`` invokes: NeMo
-    Gym's own client sends), the fault layer's record of each ``/run`` answered on the collector's
-    links stands for the client's."""
+    Gym's own client sends, or a trainer's loop runs the trajectories itself), the fault layer's
+    record of each row's ``/run``, or of its ``/verify`` (the last request of a trajectory whose
+    environment the collector steps itself, as SkyRL's does), answered on the collector's links
+    stands for the client's."""
     if history.events(source="collector", kind="invoke", op="run"):
         runs = len(history.events(source="collector", kind="ok", op="run"))
     else:
@@ -46,7 +52,7 @@ def completed_rollouts(history: History) -> int:
             {
                 span.row
                 for span in spans(history)
-                if span.from_collector and span.op == RUN_OP and span.row is not None
+                if span.from_collector and span.op in FINISHING_OPS and span.row is not None
                 if span.outcome == "ok" and span.status is not None and span.status < 300
             }
         )

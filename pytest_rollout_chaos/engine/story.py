@@ -15,7 +15,7 @@ from typing import Final
 
 from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector.adapters import trainer_settings
-from pytest_rollout_chaos.engine import vacuity
+from pytest_rollout_chaos.engine import retarget, vacuity
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.errors import (
     CollectorContractError,
@@ -162,7 +162,8 @@ def failure_text(result: ScenarioResult) -> str:
 
 def settings_section(history: History) -> list[str]:
     """What an adapter gave the trainer's code (every setting, and why), when the collector is one,
-    and what of the trainer's path it stood in for (each upstream call it recorded with a list)."""
+    and what of the trainer's path it stood in for (each upstream call it recorded with a list), and
+    the faults its retargets moved (``engine.retarget``)."""
     lines = []
     for entry in trainer_settings.recorded(history):
         facts = ", ".join(f"{key} {entry[key]}" for key in ("mode", "variant") if entry.get(key))
@@ -176,6 +177,15 @@ def settings_section(history: History) -> list[str]:
     for call, listed in stood_in.items():
         lines.append(f"stood in for, on the way to {call}:")
         lines += [f"  {line}" for line in listed]
+        lines.append("")
+    moved = history.events(source=retarget.SOURCE, op=retarget.EVENT)
+    if moved:
+        lines.append("faults moved onto the collector's own requests (its retargets):")
+        lines += [
+            f"  faults/{event.data.get('step')} {event.data.get('kind')}: "
+            f"{event.data.get('from')} -> {event.data.get('to')}: {event.data.get('why')}"
+            for event in moved
+        ]
         lines.append("")
     return lines
 

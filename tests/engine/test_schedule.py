@@ -96,3 +96,19 @@ def test_completed_rollouts_are_the_harness_clients_own_when_it_sends() -> None:
     assert completed_rollouts(history) == 0
     history.append("collector", "ok", "run", {"row": 0})
     assert completed_rollouts(history) == 1
+
+
+def test_a_trajectory_the_collector_steps_itself_completes_when_its_verify_is_answered() -> None:
+    """SkyRL's loop runs each trajectory itself: no /run; its environment's /verify ends it."""
+    history = History()
+    link = {"link": "collector->resources", "server": "resources"}
+    for request_id, row, status in (("r-1", 0, 200), ("r-2", 1, 500), ("r-3", 0, 200)):
+        history.append("resources", "invoke", "POST /verify", {**link, "row": row}, request_id=request_id)
+        history.append(
+            "resources", "ok", "POST /verify", {**link, "row": row, "status": status}, request_id=request_id
+        )
+    history.append("resources", "invoke", "POST /seed_session", {**link, "row": 2}, request_id="r-4")
+    history.append(
+        "resources", "ok", "POST /seed_session", {**link, "row": 2, "status": 200}, request_id="r-4"
+    )
+    assert completed_rollouts(history) == 1  # row 0 (once); row 1's verifier failed; row 2 only began

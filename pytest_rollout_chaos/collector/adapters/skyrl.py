@@ -48,12 +48,24 @@ flag on the failed rows come back as placeholders, and a batch whose every rollo
 placeholders it keeps are in the train batch, reward 0 and loss mask ``[0]``: inert at one
 generation per prompt under SkyRL's ``token_mean``, not in a group (``train_batch_sound``).
 
-Scenarios whose faults act where SkyRL's loop never goes (the NeMo Gym agents and model server,
-the Gym client) skip, saying so (``reaches``); so do validation-mode ones.
+**Faults on the parts SkyRL replaces** (``RETARGETS``, applied by ``engine.retarget``, each move
+recorded in the History). SkyRL's loop has no NeMo Gym agent and no model server: it runs each
+trajectory itself. A catalog fault aimed at them acts on the request of SkyRL's loop doing the same
+job, so it really meets SkyRL's code: the agents' model link (``agent->model``) is its inference
+client's (``collector->policy``); an agent's link to the resources server, and the collector's to
+the agents, are its environment's (``collector->resources``); the one ``/run`` that starts a
+trajectory is its environment's ``init`` (``/seed_session``, inside ``agent_loop``), for a failing
+or hanging trajectory; the logprobs an agent relays are those ``/inference/v1/generate`` answers;
+the policy's chat route is that generate route. Not moved, and skipping by reach, saying so: the
+agents' processes (SkyRL has none: killing, freezing or partitioning one has no counterpart), the
+model server's own answers, ``prefix_drift`` (SkyRL keeps its token ids itself: no answer carries
+prompt ids to drift), the ``/run`` answer's own fields (``malformed_json`` styles) and the Gym
+client; validation-mode scenarios skip too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import sys
@@ -62,6 +74,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
+from pytest_rollout_chaos.collector.abilities import Retarget
 from pytest_rollout_chaos.collector.adapters import skyrl_env
 from pytest_rollout_chaos.collector.adapters import skyrl_train_batch as train_batch
 from pytest_rollout_chaos.collector.adapters.skyrl_output import LoggedFailures, rollout_of
@@ -84,6 +97,7 @@ from pytest_rollout_chaos.collector.protocol import (
 )
 from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.servers.gym.stack import MAX_OUTPUT_TOKENS
+from pytest_rollout_chaos.servers.gym.tasks import AGENT_FOR_TASK
 
 GENERATOR_MODULE: Final = "skyrl.train.generators.skyrl_gym_generator"
 CLIENT_MODULE: Final = "skyrl.backends.skyrl_train.inference_servers.remote_inference_client"
@@ -111,6 +125,88 @@ STOOD_IN: Final = (
     *train_batch.STOOD_IN,
 )
 """What of the trainer's path to the policy update is stood in; every other line is SkyRL's."""
+MODEL_CALLS: Final = (
+    "SkyRL's agent_loop asks the policy itself, token in, token out, through its RemoteInferenceClient "
+    "over the collector->policy link"
+)
+_ON_REQUESTS: Final = ("latency", "timeout", "reset_peer", "bandwidth", "slow_close", "limit_data", "slicer")
+"""The link faults that act on requests the fault layer then records. Not ``down``: it refuses
+connections before the layer, and only a client's own record (the Gym client's) shows what it
+failed; SkyRL's loop keeps none, so nothing could show that a ``down`` acted."""
+RETARGETS: Final = (
+    Retarget(
+        "agent->model",
+        "collector->policy",
+        f"the trajectory's model calls: a NeMo Gym agent makes them through the model server; {MODEL_CALLS}",
+        kinds=_ON_REQUESTS,
+    ),
+    Retarget(
+        "agent->resources",
+        "collector->resources",
+        "the trajectory's calls to the resources server: a NeMo Gym agent makes them; here SkyRL's "
+        "environment (skyrl_env, stepped by agent_loop in SkyRL's environment threads) makes them",
+        kinds=_ON_REQUESTS,
+    ),
+    Retarget(
+        "collector->agent",
+        "collector->resources",
+        "the collector's own requests that run a trajectory outside the model: NeMo Gym's /run; here "
+        "SkyRL's environment's /seed_session, tool calls and /verify",
+        kinds=_ON_REQUESTS,
+    ),
+    Retarget(
+        "agent",
+        "resources",
+        "one request per trajectory, at its start, that fails or stalls that trajectory alone: NeMo "
+        "Gym's /run; here the environment's init in SkyRL's agent_loop (skyrl_env's /seed_session)",
+        kinds=("trajectory_exception", "hang", "http_error"),
+        route="/run",
+        to_route="/seed_session",
+    ),
+    Retarget(
+        "agent",
+        "policy",
+        f"the model's answers and their logprobs: a NeMo Gym agent relays them in /run; {MODEL_CALLS} "
+        "(/inference/v1/generate)",
+        kinds=("nan_logprobs", "logprob_drift"),
+        to_route="/inference/v1/generate",
+    ),
+    Retarget(
+        "policy",
+        "policy",
+        "a model call: the chat route's, as NeMo Gym's model server or a native collector asks; "
+        f"{MODEL_CALLS} (/inference/v1/generate)",
+        kinds=("nan_logprobs", "logprob_drift", "http_error"),
+        route="/v1/chat/completions",
+        to_route="/inference/v1/generate",
+    ),
+)
+"""The catalog's faults on the Gym stack's parts SkyRL's loop replaces, moved onto the request of
+its loop that does that part's job (``engine.retarget``); the rest (the agents' processes, the
+model server, the Gym client, the /run answer's own fields) are not moved, and skip by reach."""
+_NO_AGENT: Final = (
+    "it acts on a NeMo Gym agent's server; SkyRL runs each trajectory as an agent_loop task in the "
+    "trainer's own process, so nothing of SkyRL's stands where the agent's process does to be killed, "
+    "frozen, cut off or moved"
+)
+_NO_MODEL_SERVER: Final = (
+    "it acts on NeMo Gym's model server or its link to the policy; SkyRL's client asks the policy "
+    "itself (collector->policy), with no model server between, so neither its answers nor its requests "
+    "(which this scenario's schedule may count) exist in SkyRL's loop"
+)
+UNMOVED: Final = {
+    "prefix_drift": "it drifts the prompt ids an answer reports; SkyRL keeps each trajectory's token ids "
+    "itself (token in, token out): no answer it gets reports prompt ids",
+    "malformed_json": "it breaks a NeMo Gym answer's own fields or body (a /run result, a model server's "
+    "Responses answer); SkyRL's loop gets no such answer",
+    "short_results": "it shortens what NeMo Gym's client hands back; SkyRL's loop uses no Gym client",
+    "down": "it refuses connections before the fault layer records them, and only a client's "
+    "own record shows the requests it failed: SkyRL's loop keeps none, so nothing would show it acted",
+    **dict.fromkeys(("agent", *AGENT_FOR_TASK.values()), _NO_AGENT),
+    "model": _NO_MODEL_SERVER,
+    "model->policy": _NO_MODEL_SERVER,
+}
+"""Why the catalog's other faults are not moved (``abilities.unmoved``): their skips say so."""
 SOURCE: Final = "collector"
 CALL: Final = f"{train_batch.TRAINER_MODULE}.RayPPOTrainer.train, generate to the policy's forward_backward"
 """The span of SkyRL's code one collection runs (``upstream_calls``)."""
@@ -191,6 +287,8 @@ class SkyRLCollector:
         "collector->resources": None,
         "collector": None,
     }
+    retargets: ClassVar[tuple[Retarget, ...]] = RETARGETS
+    unmoved: ClassVar[Mapping[str, str]] = UNMOVED
     skip_failed_rollouts = False
     max_group_size: int | None = None  # one row per prompt on a tree without the hook (__init__)
     max_group_size_why: ClassVar[str] = GROUPS_UNSUPPORTED
@@ -247,19 +345,18 @@ class SkyRLCollector:
         trainer = train_batch.trainer(config, self.tokenizer, generator)
         failures = LoggedFailures()
         try:
-            with failures.listening():
-                output = await self.generate(trainer, batch)
-                # read before the step: postprocess_generator_output rewrites the output in place
-                rollouts = [
-                    rollout_of(output, position, row_index(row, position), failures)
-                    for position, row in enumerate(rows)
-                ]
-                trained = train_batch.train_step(trainer, output, uids)
+            async with closing(client, generator):
+                with failures.listening():
+                    output = await self.generate(trainer, batch)
+                    # read before the step: postprocess_generator_output rewrites the output in place
+                    rollouts = [
+                        rollout_of(output, position, row_index(row, position), failures)
+                        for position, row in enumerate(rows)
+                    ]
+                    trained = train_batch.train_step(trainer, output, uids)
         except BaseException as error:
             history.append(SOURCE, "fail", "generate", {**call, "error": root_cause(error)})
             raise
-        finally:
-            await closed(client, generator)
         history.append(SOURCE, "ok", "generate", {**call, "returned": len(rollouts)})
         return train_batch.marked(rollouts, trained, config)
 
@@ -336,21 +433,25 @@ class SkyRLCollector:
         return batch, list(uids)
 
 
-async def closed(client: Any, generator: Any) -> None:
-    """Close the inference client's HTTP session and the environment threads, as the trainer's
-    shutdown does, on every path of a step.
+@contextlib.asynccontextmanager
+async def closing(client: Any, generator: Any) -> AsyncIterator[None]:
+    """The inference client's HTTP session and the environment threads, closed on every path, as
+    the trainer's shutdown closes them; what the step raised goes on unchanged.
 
     A step that raised leaves its siblings running (``tqdm.gather``), and the first of them to ask
     the policy again opens a new session (``RemoteInferenceClient._get_session``). Nothing of them
-    is stopped here (``quiet_after_end`` judges them): the client is closed once more when the event
-    loop shuts its async generators down, after its runner cancelled what was left, so no session's
-    sockets outlive the scenario and surface in a later one's teardown."""
-    await client.teardown()
-    if generator.env_executor is not None:
-        generator.env_executor.shutdown(wait=False)
-    late = _closed_with_the_loop(client)
-    await anext(late)  # its first step registers it with the running loop (shutdown_asyncgens)
-    _LEFT_RUNNING[id(client)] = late
+    is stopped here (``quiet_after_end`` judges them): the client is closed once more when the
+    event loop shuts its async generators down, after its runner has cancelled what was left, so
+    no session's sockets outlive the scenario and surface in the next one's teardown."""
+    try:
+        yield
+    finally:
+        await client.teardown()
+        if generator.env_executor is not None:
+            generator.env_executor.shutdown(wait=False)
+        late = _closed_with_the_loop(client)
+        await anext(late)  # its first step registers it with the running loop (shutdown_asyncgens)
+        _LEFT_RUNNING[id(client)] = late
 
 
 _LEFT_RUNNING: Final[dict[int, AsyncIterator[None]]] = {}

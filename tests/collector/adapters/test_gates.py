@@ -13,9 +13,10 @@ the isolation turned green before; the gate says so (``expected fixed, but on he
 with slime's frame). Whole-batch failures become train batches of aborted placeholders (five
 scenarios turn red: regressions the gate reports, exit 1). SkyRL's PR #1986 is gated twice: with
 its flag off (the default) no verdict moves; with it on (``--head-target
-skyrl_skip_failed_rollouts``: the base tree has no such setting) the two scenarios in which single
-rollouts raise where SkyRL's loop goes (the verifier, the policy) turn green, and nothing turns red
-(a batch whose every rollout failed still raises, so no empty epoch is handed on).
+skyrl_skip_failed_rollouts``: the base tree has no such setting) the four scenarios in which
+single rollouts raise where SkyRL's loop goes (the verifier, the policy, the environment's init)
+turn green, and nothing turns red (a batch whose every rollout failed still raises, so no empty
+epoch is handed on).
 """
 
 from __future__ import annotations
@@ -105,11 +106,22 @@ PAIRS = {
         head="skyrl-caf4ce6f",
         fixes="verifier-exception-isolated",
         by="isolated_failures",
-        # One rollout's exception (the verifier's 500, a policy 503) no longer aborts the step:
-        # _rollout_or_marker turns it into a FailedRollout, _substitute_failed_rollouts into a
-        # placeholder. The scenarios whose faults act on NeMo Gym's agents, model server or Gym
-        # client skip on both sides (SkyRL's loop never calls them), so they cannot move.
-        fixed=frozenset({"verifier-exception-isolated", "policy-503-storm"}),
+        # One rollout's exception (the verifier's 500, a policy 503, its environment's init failing
+        # where the catalog fails an agent's /run, in one step or before the next) no longer aborts
+        # the step: _rollout_or_marker turns it into a FailedRollout, _substitute_failed_rollouts
+        # into a placeholder. In a group the placeholder stays (groups_intact): failed on both.
+        # A hung environment request or 30 unparsable generate answers become placeholders whose
+        # cause SkyRL logs without the deadline or the fault (root_cause_visible): failed on both.
+        # The scenarios whose faults have no counterpart in SkyRL's loop (the agents' processes,
+        # the model server, the Gym client) skip on both sides, so they cannot move.
+        fixed=frozenset(
+            {
+                "verifier-exception-isolated",
+                "policy-503-storm",
+                "trajectory-exception-isolated",
+                "next-step-after-failed-rows",
+            }
+        ),
         regressions=frozenset(),
         needs=_skyrl_trees.SKYRL_DEPENDENCIES,
         controls=frozenset({"baseline", "retokenization-drift"}),

@@ -8,7 +8,8 @@ adapter that swallowed SkyRL's exception would make the base tree pass too: the 
 shows that it does, so the gate is what catches such an adapter. With the flag on, a batch whose
 every rollout failed still raises: no batch of placeholders is handed on. GRPO groups go
 through SkyRL's own ``n_samples_per_prompt``, each copy of a prompt seeded from its own row; the
-verdicts on groups are pinned over twins of the catalog's group scenarios (which skip by reach).
+verdicts on groups are pinned over the catalog's group scenarios, their faults moved where SkyRL's
+loop meets them (the adapter's retargets), and a twin under ``sequence_mean``.
 
 The fast tests read hand-made ``GeneratorOutput``s with no SkyRL at all; the slow ones unpack the
 pinned trees (``_skyrl_trees``) and run child pytest sessions on the full stack, skipping, with
@@ -17,7 +18,9 @@ the reason, where this interpreter cannot run SkyRL (Python 3.12 and its depende
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,7 @@ from typing import Any
 import pytest
 
 from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_output
-from pytest_rollout_chaos.engine.fit import unreachable
+from pytest_rollout_chaos.engine.fit import collector_unfit
 from pytest_rollout_chaos.scenario.model import load_scenario
 from tests.catalog._verdicts import CATALOG, run_catalog
 from tests.collector.adapters import _skyrl_trees as trees
@@ -112,18 +115,19 @@ def test_a_placeholder_is_an_aborted_row_naming_what_skyrl_logged_for_that_rollo
     [
         ("verifier-exception-isolated", True),  # the environment's /verify
         ("policy-503-storm", True),  # every model call
-        ("trajectory-exception-isolated", False),  # a NeMo Gym agent's /run
-        ("policy-nan-logprobs", False),  # /v1/chat/completions, never called by SkyRL
+        ("trajectory-exception-isolated", True),  # an agent's /run: the environment's /seed_session
+        ("policy-nan-logprobs", True),  # /v1/chat/completions: SkyRL's /inference/v1/generate
+        ("group-trajectory-exception", True),
+        ("group-nan-logprobs", True),  # the /run answer's logprobs: /inference/v1/generate's
         ("short-results", False),  # the Gym client
-        ("group-trajectory-exception", False),  # the group scenarios: NeMo Gym agents
-        ("group-nan-logprobs", False),
-        ("group-agent-killed", False),
+        ("group-agent-killed", False),  # a NeMo Gym agent's process: SkyRL runs none
+        ("run-answer-emptied", False),  # the /run answer's own body
     ],
 )
 def test_only_faults_on_skyrls_own_requests_reach_it(scenario: str, reaches: bool) -> None:
-    steps = load_scenario(CATALOG / f"{scenario}.chaos.yaml").faults
-    reasons = [unreachable(step, skyrl.SkyRLCollector.reaches) for step in steps]
-    assert all(reason is None for reason in reasons) == reaches, reasons
+    """Where the adapter's retargets move them (``engine.retarget``)."""
+    why = collector_unfit(load_scenario(CATALOG / f"{scenario}.chaos.yaml"), skyrl.SkyRLCollector)
+    assert (why is None) == reaches, why
 
 
 # -- the real trees on the full stack ----------------------------------------------------------------
@@ -217,30 +221,8 @@ def test_the_flag_on_a_tree_without_it_is_a_usage_error_naming_the_pr(
     result.stderr.fnmatch_lines(["*generator.skip_failed_rollouts*PR #1986*--target skyrl*"])
 
 
-# -- GRPO groups on the full stack: the catalog's group scenarios and their twins on SkyRL's requests ---
+# -- GRPO groups on the full stack: the catalog's group scenarios, and a twin under sequence_mean ------
 GROUP_TWINS = {
-    "skyrl-group-nan-logprobs": """
-        name: skyrl-group-nan-logprobs
-        description: >
-          group-nan-logprobs where SkyRL's loop goes: two prompts, four generations each, and the
-          policy answers one member's token-in, token-out calls with NaN logprobs on every attempt.
-        tags: [semantic, logprobs, groups]
-        upstream: ["NVIDIA-NeMo/RL#1885", "THUDM/slime#2078"]
-        workload:
-          rows_per_task: 1
-          generations_per_prompt: 4
-          tasks: [calculator, echo]
-        faults:
-          - kind: nan_logprobs
-            target: policy
-            route: /inference/v1/generate
-            row: 5
-            every: 1
-            shape: "nan"
-        expect:
-          invariants: [groups_intact, finite_logprobs, isolated_failures, bounded, ends_promptly]
-          within_s: 10
-    """,
     "skyrl-placeholder-sequence-mean": """
         name: skyrl-placeholder-sequence-mean
         description: >
@@ -264,34 +246,38 @@ GROUP_TWINS = {
           within_s: 30
     """,
 }
-CATALOG_GROUPS = ["group-trajectory-exception", "group-nan-logprobs", "group-agent-killed"]
+CATALOG_GROUPS = ["group-agent-killed"]  # a NeMo Gym agent's process: nothing of SkyRL's to kill
 
-# SkyRL's verdicts that fail on groups (of 5 in the catalog's scenario, of 4 in the twins), by
-# target and tree, with upstream's reasons:
-# - group-verifier-exception, flag off (PR #1986's base): SkyRLGymGenerator.generate gathers
-#   the agent loops with tqdm.gather, so the one raising /verify takes the step down (the siblings
-#   run on): isolated_failures and raise_has_cause, as on verifier-exception-isolated. No train
-#   batch, so groups_intact holds.
-# - group-verifier-exception, flag on (PR #1986's head): _substitute_failed_rollouts puts a
-#   placeholder (reward 0, loss mask [0]) in the failed rollout's place, its uid kept, and the
-#   trainer computes GRPO advantages by uid (trainer.py, compute_advantages_and_returns, index=
-#   uids): the placeholder's reward enters its four siblings' baseline. groups_intact fails, and
-#   train_batch_sound, read at the batch the policy update gets: its zero loss mask under
-#   token_mean trains nothing, but it is not alone in its group.
+# SkyRL's verdicts that fail on groups (of 5 or 4 in the catalog, of 1 in the twin), by target and
+# tree, with upstream's reasons:
+# - group-verifier-exception and group-trajectory-exception (the agent's /run moved onto the
+#   member's environment /seed_session), flag off (PR #1986's base): SkyRLGymGenerator.generate
+#   gathers the agent loops with tqdm.gather, so the one raising member takes the step down (the
+#   siblings run on): isolated_failures and raise_has_cause, as on verifier-exception-isolated. No
+#   train batch, so groups_intact holds.
+# - the same, flag on (PR #1986's head): _substitute_failed_rollouts puts a placeholder (reward 0,
+#   loss mask [0]) in the failed rollout's place, its uid kept, and the trainer computes GRPO
+#   advantages by uid (trainer.py, compute_advantages_and_returns, index=uids): the placeholder's
+#   reward enters its siblings' baseline. groups_intact fails, and train_batch_sound, read at the
+#   batch the policy update gets: its zero loss mask under token_mean trains nothing, but it is not
+#   alone in its group.
 # - skyrl-placeholder-sequence-mean, flag on: one generation per prompt, but under
 #   loss_reduction sequence_mean the placeholder counts in the divisor: train_batch_sound fails
 #   naming the setting (under the default token_mean, verifier-exception-isolated passes it).
-# - skyrl-group-nan-logprobs, flag off: RemoteInferenceClient._post parses each answer with orjson,
-#   which rejects a NaN literal, and retries an unparsable answer 30 times a second apart
-#   (_DATA_PLANE_RETRIES): the step stalls past the 10 s deadline (bounded, ends_promptly); no NaN
-#   is ever handed on. Nothing returned or raised, so groups_intact is not judged.
+# - group-nan-logprobs (the relayed logprobs moved onto /inference/v1/generate's), flag off:
+#   RemoteInferenceClient._post parses each answer with orjson, which rejects a NaN literal, and
+#   retries an unparsable answer 30 times a second apart (_DATA_PLANE_RETRIES): the step stalls
+#   past the 30 s deadline (bounded, ends_promptly); no NaN is ever handed on. Nothing returned or
+#   raised, so groups_intact is not judged.
 GROUP_RUNS = {
     ("skyrl", trees.BASE): {
         "group-verifier-exception": ({"isolated_failures", "raise_has_cause"}, "PASS"),
-        "skyrl-group-nan-logprobs": ({"bounded", "ends_promptly"}, "NOT_JUDGED"),
+        "group-trajectory-exception": ({"isolated_failures", "raise_has_cause"}, "PASS"),
+        "group-nan-logprobs": ({"bounded", "ends_promptly"}, "NOT_JUDGED"),
     },
     ("skyrl_skip_failed_rollouts", trees.HEAD): {
         "group-verifier-exception": ({"groups_intact", "train_batch_sound"}, "FAIL"),
+        "group-trajectory-exception": ({"groups_intact", "train_batch_sound"}, "FAIL"),
         "skyrl-placeholder-sequence-mean": ({"train_batch_sound"}, "NOT_JUDGED"),
     },
 }
@@ -303,7 +289,8 @@ def test_skyrl_meets_groups_as_its_own_n_samples_per_prompt_does(
     target: str, tree: str, tmp_path: Path, skyrl_trees: dict[str, Path]
 ) -> None:
     """SkyRL makes each group from one prompt; the verdicts are its code's (``GROUP_RUNS``). The
-    catalog's group scenarios aim at NeMo Gym agents SkyRL never calls: they skip by reach."""
+    catalog's group scenarios meet SkyRL's loop where the adapter's retargets move their faults;
+    one that kills an agent's process skips by reach."""
     expected = GROUP_RUNS[(target, tree)]
     files = []
     for name in [name for name in expected if name in GROUP_TWINS]:
@@ -321,6 +308,7 @@ def test_skyrl_meets_groups_as_its_own_n_samples_per_prompt_does(
         skipped = verdicts[name].skipped
         assert skipped is not None, verdicts[name].message
         assert "cannot reach the collector under test: it acts on" in skipped, skipped
+        assert "not moved to them: it acts on a NeMo Gym agent's server" in skipped, skipped
     for name, (failing, groups) in expected.items():
         result = verdicts[name]
         assert result.skipped is None, result.skipped
@@ -334,20 +322,48 @@ def test_skyrl_meets_groups_as_its_own_n_samples_per_prompt_does(
 
 
 # -- SkyRL's main (a9564572, PR #1986 not merged) over the whole catalog -----------------------------
-# Measured: what runs on SkyRL's requests is judged as on the PR's base; the rest skips by reach.
+# Measured: what meets SkyRL's loop (its own requests, and the faults its retargets move there) is
+# judged as on the PR's base; the rest skips by reach, saying why.
 MAIN_PASSED = {
     "baseline",
     "native-token-limit-truncated",
     "policy-not-ready-at-start",
     "token-limit-truncated",
+    "latency-under-load",  # its model calls and environment requests slowed
+    "collection-cancelled",  # the cancel ends SkyRL's step with CancelledError at once
+    "collection-cancelled-while-a-row-hangs",
+    "resources-exit-zero",  # the environment's request cut: the step raises, naming it
+    "truncated-run-response",  # an environment answer cut short: IncompleteRead, raised
+    "workload-queued-behind-concurrency",  # RemoteInferenceClient retries an unparsable answer
 }
+ISOLATION = {"isolated_failures", "raise_has_cause"}
+STALLED = {"bounded", "ends_promptly"}
 MAIN_FAILED = {
-    # one raising rollout (the verifier's 500, a policy 503) takes the step down: SkyRL #1613
-    "verifier-exception-isolated": {"isolated_failures", "raise_has_cause"},
-    "policy-503-storm": {"isolated_failures", "raise_has_cause"},  # its 503s fall at random
-    "group-verifier-exception": {"isolated_failures", "raise_has_cause"},  # in a group of five
+    # one raising rollout (the verifier's 500, a policy 503, a trajectory's environment init) takes
+    # the step down: SkyRL #1613
+    "verifier-exception-isolated": ISOLATION,
+    "trajectory-exception-isolated": ISOLATION,
+    "policy-503-storm": ISOLATION,  # its 503s fall at random
+    "group-verifier-exception": ISOLATION,  # in a group of five
+    "group-trajectory-exception": ISOLATION,  # in a group of four
+    "next-step-after-failed-rows": ISOLATION,
+    "native-train-nan-logprobs": ISOLATION,  # its 30 retries of the unparsable answer, then a raise
+    "one-row-hangs": {"isolated_failures"},  # the environment's request deadline, raised
     # the policy SIGKILLed: SkyRL's client re-sends each generate every second and never gives up
-    "native-policy-killed": {"bounded", "ends_promptly"},
+    "native-policy-killed": STALLED,
+    # no deadline on a model call (aiohttp's total=None): a black-holed link holds the step forever
+    "model-link-blackhole": STALLED,
+    # a NaN, an Infinity or a 500 on every generate of a row: 30 retries a second apart, past 30 s
+    "nan-logprobs-nan": STALLED,
+    "nan-logprobs-inf": STALLED,
+    "nan-logprobs-http-500": STALLED,
+    "policy-nan-logprobs": STALLED,
+    "group-nan-logprobs": STALLED,
+    "group-failure-spares-healthy-groups": STALLED,
+    # a null logprob parses: SkyRL hands it on in a completed rollout
+    "nan-logprobs-null": {"finite_logprobs"},
+    # no check of the engine's logprobs against the trainer's: the drifted row is trained
+    "logprob-drift-masked": {"drifted_logprobs_masked"},
     # no wait for the policy, and an error status is not retried: the gateway's first 504 to a
     # generate takes the step down (its expectation fails; every row failed on the servers, a cause)
     "policy-gateway-not-ready": set(),
@@ -357,6 +373,8 @@ MAIN_VACUOUS = {
     "retokenization-drift": "prompt_ids_drifted: NOT_SEEN",
     # SkyRL's rewards come from its environment's /verify, which no record ties to a row
     "workload-out-of-order": "rewards_recorded: NOT_JUDGED",
+    "nan-logprobs-retry-rewards": "rewards_recorded: NOT_JUDGED",
+    "native-nan-logprobs-retry-rewards": "rewards_recorded: NOT_JUDGED",
 }
 MAIN_SKIPS = ("cannot reach the collector under test", "validation-mode scenario")
 
@@ -364,7 +382,8 @@ MAIN_SKIPS = ("cannot reach the collector under test", "validation-mode scenario
 @pytest.mark.slow
 def test_the_whole_catalog_on_skyrls_main(tmp_path: Path, skyrl_trees: dict[str, Path]) -> None:
     """Main's verdicts (``MAIN_*``): the baseline green and judged (multi-turn rows through SkyRL's
-    generator, read at the batch its policy update gets), #1613 still open, the rest skips."""
+    generator, read at the batch its policy update gets), #1613 still open, at least 30 of the
+    catalog judged (the adapter's retargets), the rest skipping, saying why."""
     verdicts = run_catalog(tmp_path, target="skyrl", stack_args=upstream(skyrl_trees[trees.MAIN]))
     passed = {name for name, result in verdicts.items() if result.passed}
     moved = (passed - {"policy-503-storm"}) ^ MAIN_PASSED
@@ -374,7 +393,7 @@ def test_the_whole_catalog_on_skyrls_main(tmp_path: Path, skyrl_trees: dict[str,
     for name, failing in MAIN_FAILED.items():
         result = verdicts[name]
         failed = {invariant for invariant, status in result.invariants.items() if status == "FAIL"}
-        assert failed == failing or (name == "policy-503-storm" and not failed), result.message
+        assert failed == failing or (name == "policy-503-storm" and not failed), (name, result.message)
     for name, unseen in MAIN_VACUOUS.items():
         assert not verdicts[name].passed, verdicts[name].skipped
         assert unseen in verdicts[name].message, verdicts[name].message
@@ -385,3 +404,46 @@ def test_the_whole_catalog_on_skyrls_main(tmp_path: Path, skyrl_trees: dict[str,
         if not any(reason in (verdicts[name].skipped or "") for reason in MAIN_SKIPS)
     }
     assert not unexpected, unexpected
+    judged = {name for name, result in verdicts.items() if result.skipped is None}
+    assert len(judged) >= 30, sorted(set(verdicts) - judged)
+
+
+class _Client:
+    """What ``closing`` uses of RemoteInferenceClient: a session that a request reopens."""
+
+    def __init__(self) -> None:
+        self.open = False
+        self.closed = 0
+
+    async def request(self) -> None:
+        self.open = True  # _get_session makes a new session once the last one is closed
+
+    async def teardown(self) -> None:
+        self.open = False
+        self.closed += 1
+
+
+def test_a_session_a_sibling_reopens_after_the_step_raised_is_closed_with_the_loop() -> None:
+    """The raise goes on unchanged, the sibling runs on, and its session does not outlive the loop."""
+    client = _Client()
+
+    async def step() -> None:
+        async def sibling() -> None:
+            await asyncio.sleep(0.01)
+            await client.request()
+            await asyncio.sleep(3600)  # still running when the runner ends the loop
+
+        client.sibling = asyncio.create_task(sibling())  # type: ignore[attr-defined]
+        async with skyrl.closing(client, types.SimpleNamespace(env_executor=None)):
+            await client.request()
+            raise ValueError("one rollout raised")
+
+    async def run() -> None:
+        with pytest.raises(ValueError, match="one rollout raised"):
+            await step()
+        await asyncio.sleep(0.05)
+        assert client.open, "the sibling ran on and reopened the session"
+
+    asyncio.run(run())
+    assert not client.open
+    assert client.closed == 2

@@ -1,0 +1,86 @@
+"""A scenario's faults as they act for one collector: moved where its own loop makes the request.
+
+A collector that runs its own loop in place of part of the Gym stack (SkyRL's generator runs each
+trajectory itself: no NeMo Gym agent, no model server) declares ``retargets``
+(``collector.abilities.Retarget``): a fault the catalog aims at the part it replaces acts on the
+request of its loop that does that part's job, so the scenario is judged on it instead of
+skipping. ``retargeted`` rewrites the steps (target, route) and nothing else: kind, trigger,
+duration, parameters and the expectations stay the scenario's. The fit step and the schedule both
+see the rewritten steps, so a moved fault must still reach the collector and act there (a step
+that touches nothing fails the scenario), and ``record`` writes each move into the History, for
+the story. A scenario file is never changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any, Final
+
+from pytest_rollout_chaos.collector import abilities
+from pytest_rollout_chaos.faults import registry as faults
+from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.scenario.model import FaultStep, Scenario
+
+SOURCE: Final = "engine"
+EVENT: Final = "retargeted"
+
+
+def retargeted(scenario: Scenario, collector: object) -> Scenario:
+    """``scenario`` with each fault a declared retarget of ``collector`` moves, moved; the same
+    object when none moves."""
+    moves = abilities.declared_retargets(collector)
+    if not moves:
+        return scenario
+    steps = tuple(moved(step, moves)[0] for step in scenario.faults)
+    if steps == tuple(scenario.faults):
+        return scenario
+    return dataclasses.replace(scenario, faults=steps)
+
+
+def moved(
+    step: FaultStep, moves: tuple[abilities.Retarget, ...]
+) -> tuple[FaultStep, abilities.Retarget | None]:
+    """``step`` as the first of ``moves`` that moves it rewrites it, and that retarget (None: unmoved)."""
+    route = aimed_route(step)
+    for move in moves:
+        if move.moves(step.kind, step.target, route):
+            params = dict(step.params)
+            if move.to_route is not None:
+                params["route"] = move.to_route
+            return dataclasses.replace(step, target=move.to, params=types.MappingProxyType(params)), move
+    return step, None
+
+
+def record(scenario: Scenario, collector: object, history: History) -> None:
+    """One History event per moved fault: where the scenario aimed it, where it acts, and why."""
+    moves = abilities.declared_retargets(collector)
+    for index, step in enumerate(scenario.faults):
+        now, move = moved(step, moves)
+        if move is None:
+            continue
+        history.append(
+            SOURCE,
+            "info",
+            EVENT,
+            {
+                "step": index,
+                "kind": step.kind,
+                "from": _where(step.target, aimed_route(step)),
+                "to": _where(now.target, aimed_route(now)),
+                "why": move.why,
+            },
+        )
+
+
+def aimed_route(step: FaultStep) -> str | None:
+    """The route ``step`` aims at: its own, else its fault class's default (None: any)."""
+    given: Any = step.params.get("route")
+    if isinstance(given, str):
+        return given
+    default: Any = getattr(faults.fault_class(step.kind), "default_route", None)
+    return default if isinstance(default, str) else None
+
+
+def _where(target: str, route: str | None) -> str:
+    return target + (f" {route}" if route else "")

@@ -1,0 +1,177 @@
+"""A collector's ``retargets`` move a scenario's faults onto the requests its own loop makes, and
+only those faults: kind, trigger and parameters stay the scenario's, and each move is recorded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from pytest_rollout_chaos.collector.abilities import Retarget, declared_retargets, unmoved_why
+from pytest_rollout_chaos.collector.adapters import skyrl as skyrl_adapter
+from pytest_rollout_chaos.collector.adapters.skyrl import SkyRLCollector
+from pytest_rollout_chaos.engine import retarget
+from pytest_rollout_chaos.engine.fit import collector_unfit, why_not
+from pytest_rollout_chaos.engine.story import settings_section
+from pytest_rollout_chaos.errors import CollectorTargetError
+from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.scenario.model import FaultStep, load_scenario
+from tests._unstarted_stack import unstarted_stack
+from tests.catalog._verdicts import CATALOG, run_catalog
+
+
+class _OwnLoop:
+    """A collector running trajectories itself: no agent, its environment on the resources server."""
+
+    reaches: ClassVar = {"resources": ("/seed_session",), "collector->policy": None}
+    retargets: ClassVar = (
+        Retarget(
+            "agent",
+            "resources",
+            "its environment's init",
+            kinds=("trajectory_exception",),
+            route="/run",
+            to_route="/seed_session",
+        ),
+        Retarget("agent->model", "collector->policy", "its own model calls"),
+    )
+
+
+def test_a_moved_fault_keeps_its_kind_trigger_and_parameters_and_acts_where_the_loop_asks() -> None:
+    step = FaultStep("trajectory_exception", "agent", params={"row": 2, "message": "crashed"})
+    now, move = retarget.moved(step, declared_retargets(_OwnLoop))
+    assert move is not None
+    assert move.why == "its environment's init"
+    assert (now.kind, now.target, now.at, dict(now.params)) == (
+        "trajectory_exception",
+        "resources",
+        step.at,
+        {"row": 2, "message": "crashed", "route": "/seed_session"},
+    )
+    link = FaultStep("latency", "agent->model", params={"latency_ms": 150})
+    assert retarget.moved(link, declared_retargets(_OwnLoop))[0] == FaultStep(
+        "latency", "collector->policy", params={"latency_ms": 150}
+    )
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        FaultStep("kill", "agent"),  # a kind no retarget names
+        FaultStep("trajectory_exception", "agent", params={"route": "/other"}),  # another route
+        FaultStep("latency", "agent->resources"),  # a target no retarget names
+    ],
+)
+def test_a_fault_no_retarget_moves_stays_where_the_scenario_aims_it(step: FaultStep) -> None:
+    assert retarget.moved(step, declared_retargets(_OwnLoop)) == (step, None)
+
+
+def test_the_fit_step_judges_a_scenario_where_its_faults_will_act(tmp_path: Path) -> None:
+    isolated = load_scenario(CATALOG / "trajectory-exception-isolated.chaos.yaml")
+    assert collector_unfit(isolated, _OwnLoop) is None
+    assert why_not(isolated, unstarted_stack(tmp_path), _OwnLoop, run_replicas=1) is None
+    frozen = load_scenario(CATALOG / "agent-frozen.chaos.yaml")
+    assert retarget.retargeted(frozen, _OwnLoop) is frozen
+    assert "it acts on 'agent'" in (collector_unfit(frozen, _OwnLoop) or "")
+
+
+def test_each_move_is_recorded_with_where_it_was_aimed_and_why() -> None:
+    history = History()
+    retarget.record(load_scenario(CATALOG / "collection-cancelled.chaos.yaml"), _OwnLoop, history)
+    [event] = [event for event in history.events() if event.op == retarget.EVENT]
+    assert event.data == {
+        "step": 0,
+        "kind": "latency",
+        "from": "agent->model",
+        "to": "collector->policy",
+        "why": "its own model calls",
+    }
+
+
+def test_a_retarget_declaration_of_the_wrong_shape_or_moving_a_fault_twice_says_what_is_valid() -> None:
+    class Wrong:
+        retargets: ClassVar = ({"agent": "resources"},)
+
+    with pytest.raises(CollectorTargetError, match=r"a tuple of abilities\.Retarget"):
+        declared_retargets(Wrong)
+
+    class Twice:
+        retargets: ClassVar = (
+            Retarget("agent->model", "model->policy", "one hop"),
+            Retarget("model->policy", "collector->policy", "another"),
+        )
+
+    with pytest.raises(CollectorTargetError, match="moves faults onto model->policy"):
+        declared_retargets(Twice)
+
+
+def test_skyrls_retargets_move_the_agents_faults_onto_its_loops_requests_and_leave_the_agents_processes() -> (
+    None
+):
+    moved = {
+        name: collector_unfit(load_scenario(CATALOG / f"{name}.chaos.yaml"), SkyRLCollector)
+        for name in (
+            "trajectory-exception-isolated",  # /run -> the environment's /seed_session
+            "one-row-hangs",
+            "nan-logprobs-nan",  # the /run answer's logprobs -> /inference/v1/generate's
+            "policy-nan-logprobs",  # the chat route -> SkyRL's generate route
+            "collection-cancelled",  # agent->model -> collector->policy
+            "resources-exit-zero",  # agent->resources -> collector->resources
+            "truncated-run-response",  # collector->agent -> collector->resources
+        )
+    }
+    assert moved == dict.fromkeys(moved), moved
+    for name in (
+        "agent-frozen",
+        "group-agent-killed",
+        "run-answer-emptied",
+        "short-results",
+        "prefix-drift",
+        "resources-down",  # nothing of SkyRL's records the connections a link down refuses
+    ):
+        reason = collector_unfit(load_scenario(CATALOG / f"{name}.chaos.yaml"), SkyRLCollector)
+        assert "cannot reach the collector under test" in (reason or ""), name
+        assert "; not moved to them: it " in (reason or ""), name  # and why SkyRL has no counterpart
+
+
+def test_an_unmoved_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
+    class Wrong:
+        unmoved: ClassVar = {"agent": ""}
+
+    with pytest.raises(CollectorTargetError, match="a mapping of fault kind or target to why"):
+        unmoved_why(Wrong, "kill", "agent")
+    assert unmoved_why(SkyRLCollector, "kill", "calculator_agent") == skyrl_adapter.UNMOVED["agent"]
+    assert unmoved_why(SkyRLCollector, "latency", "collector->policy") is None
+
+
+def test_the_story_says_which_faults_moved_where_and_why() -> None:
+    history = History()
+    retarget.record(load_scenario(CATALOG / "trajectory-exception-isolated.chaos.yaml"), _OwnLoop, history)
+    assert settings_section(history) == [
+        "faults moved onto the collector's own requests (its retargets):",
+        "  faults/0 trajectory_exception: agent /run -> resources /seed_session: its environment's init",
+        "",
+    ]
+
+
+@pytest.mark.slow
+def test_a_moved_fault_is_fired_where_it_was_moved_and_judged_there(tmp_path: Path) -> None:
+    """trajectory-exception-isolated with its /run fault moved onto the row's /seed_session: its rule
+    is armed and hits there (a rule that hit nothing would fail the scenario), and the row's failure
+    is judged as the scenario says."""
+    report = tmp_path / "report.json"
+    verdicts = run_catalog(
+        tmp_path,
+        target="tests.engine._retargeting:factory",
+        scenarios=["trajectory-exception-isolated"],
+        stack_args=[f"--rollout-chaos-json={report}"],
+    )["trajectory-exception-isolated"]
+    assert verdicts.passed, verdicts.message
+    assert verdicts.invariants["isolated_failures"] == "PASS", verdicts.message
+    [scenario] = json.loads(report.read_text())["scenarios"]
+    [fault] = scenario["result"]["faults"]
+    assert (fault["kind"], fault["target"]) == ("trajectory_exception", "resources"), fault
+    assert "/seed_session" in fault["fault"], fault
+    assert fault["touched"] >= 1, fault
