@@ -7,12 +7,14 @@
   Ray fault an actor); real NeMo Gym's resources server scoring by the answer alone
   (``stack.rescore_bonus``, ``stack.reward_spread``); a server exit that cannot reach the
   collector (``hidden_exit``); the model's own drift that real vLLM's strict tool calling prevents
-  (``drift_prevented``); a policy restart (``ready_delay_s``) on a policy this run did not start.
+  (``drift_prevented``); a policy restart (``ready_delay_s``) on a policy this run did not start;
+  stop strings (``stack.policy.stop``) where our model server does not generate (``stop_unset``).
 - **the collector's declared abilities** (``collector.abilities``): styles, modes, the pairs of
   them it cannot combine, the largest group it takes, whether it numbers the rows itself, the
   most collections it runs in a row.
 - **its reach.** A collector that runs its own loop declares ``reaches``; a fault aimed elsewhere,
-  or at a route it never requests, would never fire (``abilities.unreached``). Its faults are
+  or at a route it never requests, would never fire (``abilities.unreached``), and stop strings
+  set in the model server would never reach its generations. Its faults are
   first moved as the collector's ``retargets`` say (``engine.retarget``): what is checked, here
   and against the stack, is where each fault will act.
 
@@ -79,6 +81,13 @@ def collector_unfit(scenario: Scenario, collector: object) -> str | None:
     reach = abilities.declared_reach(collector)
     if reach is None:
         return None
+    stop = scenario.stack.policy.stop
+    if stop and abilities.unreached(reach, "model", None) is not None:  # the scenarios' name for it
+        return (
+            f"stack.policy.stop={list(stop)!r} cannot reach the collector under test: it is set in the "
+            "Gym model server, and the collector's own loop generates without it (its requests go to "
+            f"{', '.join(reach)} only)"
+        )
     for index, (step, route) in enumerate(zip(scenario.faults, aimed, strict=True)):
         why = abilities.unreached(reach, step.target, route)
         if why is not None:
@@ -161,10 +170,34 @@ def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
     hidden = hidden_exit(scenario, stack) or drift_prevented(scenario, stack)
     if hidden is not None:
         return hidden
+    stop = stop_unset(scenario, stack)
+    if stop is not None:
+        return stop
     delay_s = scenario.stack.policy.ready_delay_s
     unmanaged = stack.unmanaged()
     if delay_s > 0 and "policy" in unmanaged:
         return f"stack.policy.ready_delay_s={delay_s:g} stops and restarts the policy: {unmanaged['policy']}"
+    return None
+
+
+def stop_unset(scenario: Scenario, stack: ChaosStack) -> str | None:
+    """Why the stop strings ``scenario`` asks for (``stack.policy.stop``) cannot be set on ``stack``,
+    or None. The embedded model server adds them to the generations of gym style's agents; the native
+    style generates from the policy itself, and real NeMo Gym's ``vllm_model`` reads its
+    ``extra_body`` at start only."""
+    stop = scenario.stack.policy.stop
+    if not stop:
+        return None
+    if scenario.workload.style == "native":
+        return (
+            f"stack.policy.stop={list(stop)!r} is set in the Gym model server, and native style "
+            "generates from the policy without it"
+        )
+    if MODEL_NAME in stack.gym.real_servers:
+        return (
+            f"stack.policy.stop={list(stop)!r} needs our model server to take extra sampling fields per "
+            "test; real NeMo Gym's vllm_model reads its extra_body from its config at start"
+        )
     return None
 
 

@@ -76,6 +76,8 @@ def run_on(
     )
     if not scenario.stack.policy.splice_prefix:
         stack.gym.set_splice(False)  # vanilla re-rendering: retokenization drift happens for real
+    if scenario.stack.policy.stop:
+        stack.gym.set_model_extra_body(_stop_body(scenario.stack.policy.stop))
     if scenario.stack.rescore_bonus:
         stack.gym.set_rescore_bonus(scenario.stack.rescore_bonus)
     if scenario.stack.reward_spread:
@@ -85,6 +87,12 @@ def run_on(
         raise result.raised
     verdicts.judge(result)
     return result
+
+
+def _stop_body(stop: tuple[str, ...]) -> dict[str, Any]:
+    """``stack.policy.stop`` as the model server's extra sampling fields: the stop string is kept in
+    the text, or the agent could not parse the tool call it closes."""
+    return {"stop": list(stop), "include_stop_str_in_output": True}
 
 
 def run_once(

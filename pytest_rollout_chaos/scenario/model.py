@@ -40,6 +40,7 @@ class PolicyOptions:
     ready_delay_s: float = 0.0
     replicas: int | None = None  # None: as many as the run starts (--rollout-chaos-policy-replicas)
     seed: int | None = None  # None: the session's sequence of sampling seeds goes on
+    stop: tuple[str, ...] = ()  # stop strings the model server asks every generation to end at
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -292,8 +293,14 @@ def _stack(parsed: m.Parsed) -> StackSpec:
         env_latency_ms_per_item=parsed["env_latency_ms_per_item"],
         rescore_bonus=parsed["rescore_bonus"],
         reward_spread=parsed["reward_spread"],
-        policy=PolicyOptions(**policy.values) if policy is not None else PolicyOptions(),
+        policy=_policy(policy) if policy is not None else PolicyOptions(),
     )
+
+
+def _policy(parsed: m.Parsed) -> PolicyOptions:
+    values = dict(parsed.values)
+    values["stop"] = tuple(values["stop"])
+    return PolicyOptions(**values)
 
 
 def _workload(parsed: m.Parsed) -> Workload:

@@ -41,6 +41,15 @@ POLICY: Final = m.Section(
             "runs in a session (vLLM and an external policy sample from their own generators); "
             "default: the session's sequence",
         ),
+        m.Field(
+            "stop",
+            s.ListOf(s.Text(what="a non-empty stop string"), unique=True),
+            "stop strings the Gym model server adds to every generation request, kept in the text "
+            "(include_stop_str_in_output), as a multi-turn agent ends a turn at its tool call "
+            "(</tool_call>): such a turn ends without EOS (vllm_model's extra_body; the embedded "
+            "model server only, gym style)",
+            default=(),
+        ),
     ),
     doc="policy server options",
 )

@@ -30,6 +30,7 @@ stack:
     ready_delay_s: 0         # the policy answers /health only after this long
     # replicas: 2            # policy servers behind the model server (default: the run's)
     # seed: 7                # the tiny policy's sampling seeds for this scenario (default: the session's)
+    # stop: ["</tool_call>"] # stop strings every generation ends at, kept in its text
 
 workload:
   rows_per_task: 4

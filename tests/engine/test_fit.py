@@ -4,6 +4,7 @@ one policy replica counts as the policy); and which invariants do not apply to t
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import ClassVar
 
@@ -21,6 +22,7 @@ from pytest_rollout_chaos.engine.fit import collector_unfit, inapplicable, unrea
 from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario, load_scenario
 from tests._unstarted_stack import unstarted_stack
+from tests.catalog._verdicts import CATALOG
 
 REACH = {"policy": ("/v1/completions",), "calculator_agent": None}
 
@@ -186,3 +188,23 @@ def test_every_adapter_keeps_its_trainers_own_concurrency_and_says_what_it_is() 
     assert set(collectors) == set(targets.ADAPTERS)
     for name, collector in collectors.items():
         assert list(inapplicable(collector)) == ["concurrency_bounded"], name
+
+
+def test_stop_strings_run_where_the_model_server_generates_and_skip_elsewhere_saying_why(
+    tmp_path: Path,
+) -> None:
+    """``stack.policy.stop`` is set in our model server: native style and a collector whose own loop
+    generates without it cannot have it (the catalog's ``turn-ends-at-tool-call``)."""
+    scenario = load_scenario(CATALOG / "turn-ends-at-tool-call.chaos.yaml")
+    assert scenario.stack.policy.stop == ("</tool_call>",)
+    stack = unstarted_stack(tmp_path)
+    assert why_not(scenario, stack, ReferenceCollector, run_replicas=1) is None
+    assert collector_unfit(scenario, NemoGymCollector) is None
+    skyrl = collector_unfit(scenario, SkyRLCollector)
+    assert skyrl is not None
+    assert skyrl.startswith("stack.policy.stop=['</tool_call>'] cannot reach the collector under test")
+    native = dataclasses.replace(scenario, workload=dataclasses.replace(scenario.workload, style="native"))
+    assert why_not(native, stack, ReferenceCollector, run_replicas=1) == (
+        "stack.policy.stop=['</tool_call>'] is set in the Gym model server, and native style generates "
+        "from the policy without it"
+    )

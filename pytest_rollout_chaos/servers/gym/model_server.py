@@ -13,6 +13,11 @@ earlier call's token ids, the prompt is spliced at the last end-of-turn token
 trainers' patched vLLM servers do. Off, every call re-renders the conversation through the
 chat template, so retokenization drift happens for real.
 
+Extra sampling fields (``/_gym/extra_body``), as ``vllm_model``'s ``extra_body`` setting: merged
+into every generation request until ``/_gym/reset``, the request's own fields winning. A deployment
+sets stop strings there (``stop`` with ``include_stop_str_in_output``) to end a turn at its tool
+call, as SkyRL's and verl's multi-turn agents do at ``</tool_call>``: such a turn ends without EOS.
+
 Several policy replicas (``--policy-url`` given once per replica) share the calls as NeMo Gym's
 ``vllm_model`` shares them over its list of base URLs: round robin, here per model call (every
 request of one call, ``/tokenize`` and the generation, goes to the same replica). ``/_gym/replicas``
@@ -71,6 +76,7 @@ class ModelState:
     splice: bool = True  # switchable per test (``/_gym/splice``); ``/_gym/reset`` restores the config's
     replicas: int = 0  # how many of the policy URLs are in use (``/_gym/replicas``); 0: all
     calls: itertools.count[int] = dataclasses.field(default_factory=itertools.count)
+    extra_body: dict[str, Any] = dataclasses.field(default_factory=dict)  # ``/_gym/extra_body``
 
     def next_policy_url(self) -> str:
         """The policy replica the next model call goes to: round robin over those in use."""
@@ -97,6 +103,7 @@ def build_app(config: ModelConfig) -> web.Application:
     app.router.add_post("/_gym/splice", loopback_only(set_splice))
     app.router.add_post("/_gym/reset", loopback_only(reset))
     app.router.add_post("/_gym/replicas", loopback_only(set_replicas))
+    app.router.add_post("/_gym/extra_body", loopback_only(set_extra_body))
     close_session_on_cleanup(app, STATE_KEY)
     return app
 
@@ -126,11 +133,25 @@ async def set_replicas(request: web.Request) -> web.Response:
     return web.json_response({"replicas": count})
 
 
+async def set_extra_body(request: web.Request) -> web.Response:
+    """``{"extra_body": {...}}``: fields merged into every generation request (``vllm_model``'s
+    ``extra_body``), e.g. stop strings; the request's own fields win."""
+    state = request.app[STATE_KEY]
+    body = await json_object(request)
+    extra = body.get("extra_body")
+    if not isinstance(extra, dict):
+        raise web.HTTPBadRequest(text=f"extra_body: expected an object, got {extra!r}")
+    state.extra_body = dict(extra)
+    return web.json_response({"extra_body": state.extra_body})
+
+
 async def reset(request: web.Request) -> web.Response:
-    """Per-test state back to the configuration: splicing as started, every policy replica in use."""
+    """Per-test state back to the configuration: splicing as started, every policy replica in use,
+    no extra sampling fields."""
     state = request.app[STATE_KEY]
     state.splice = state.config.splice
     state.replicas = 0
+    state.extra_body = {}
     return web.json_response({"splice": state.splice, "replicas": len(state.config.policy_urls)})
 
 
@@ -182,7 +203,7 @@ async def _chat(
     chat_tools: list[dict[str, Any]],
 ) -> convert.Generation:
     """Vanilla path: chat completion, then ``/tokenize`` for the prompt ids (NeMo Gym 0.4.0)."""
-    payload: dict[str, Any] = {
+    payload: dict[str, Any] = state.extra_body | {
         "model": state.config.model,
         "messages": messages,
         "logprobs": True,
@@ -236,7 +257,7 @@ async def _spliced(
     template_prefix = await _tokenize(state, plain[: prefix_index + 1], chat_tools, generation_prompt=False)
     assert state.config.eos_token_id is not None  # build_app refuses splicing without it
     prompt_ids = tokens.splice_prefix(model_prefix, template_prefix, template_ids, state.config.eos_token_id)
-    payload = {
+    payload = state.extra_body | {
         "model": state.config.model,
         "prompt": prompt_ids,
         "logprobs": 1,

@@ -218,6 +218,10 @@ class GymStack:
         """Splice earlier turns' token ids (on) or re-render them (off, vanilla) until the next reset."""
         self._control(MODEL_NAME, "/_gym/splice", {"enabled": enabled})
 
+    def set_model_extra_body(self, extra_body: Mapping[str, Any]) -> None:
+        """Merge ``extra_body`` into every generation request of the model server until the next reset."""
+        self._control(MODEL_NAME, "/_gym/extra_body", {"extra_body": dict(extra_body)})
+
     def set_rescore_bonus(self, bonus: float) -> None:
         """Score each row ``bonus`` higher each time it is scored again, until the next reset."""
         self._control(RESOURCES_NAME, "/_gym/rescore", {"bonus": bonus})

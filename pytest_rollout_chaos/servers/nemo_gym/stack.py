@@ -37,7 +37,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from pytest_rollout_chaos.errors import ChaosError
 from pytest_rollout_chaos.servers import readiness
@@ -106,6 +106,14 @@ class NemoGymStack(GymStack):
         """Our environment server spreads rewards; real ``equivalence_rule`` scores by the answer
         alone (``engine.fit`` skips gym style)."""
         self._control(ENV_NAME, "/_gym/spread", {"spread": spread})
+
+    def set_model_extra_body(self, extra_body: Mapping[str, Any]) -> None:
+        """Real ``vllm_model`` takes its ``extra_body`` from its config at start only (``engine.fit``
+        skips what would need it changed)."""
+        raise BackendFeatureError(
+            f"extra sampling fields {sorted(extra_body)} per test are a feature of the embedded model "
+            "server; real vllm_model reads its extra_body from its config at start"
+        )
 
     def set_splice(self, enabled: bool) -> None:
         """Real ``vllm_model`` never splices (vanilla re-rendering): only that can be asked for."""

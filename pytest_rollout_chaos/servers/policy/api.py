@@ -135,6 +135,7 @@ class PolicyApi:
             stop_token_ids=frozenset(token_id_list(stop_ids, "stop_token_ids", self.tokenizer.vocab_size)),
             top_logprobs=top_logprobs,
             ignore_eos=flag(body, "ignore_eos"),
+            include_stop_str_in_output=flag(body, "include_stop_str_in_output"),
         )
 
     async def _generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:

@@ -48,6 +48,9 @@ class SamplingParams:
     min_tokens: int = 0
     """Before this many tokens, EOS and ``stop_token_ids`` cannot be sampled (vLLM masks their
     logits; the reported logprobs stay the raw ones)."""
+    include_stop_str_in_output: bool = False
+    """Keep the stop string that ended the generation in its text (multi-turn agents that stop at
+    ``</tool_call>`` need the closing tag to parse the call)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +280,8 @@ class Engine:
         else:
             hit = min(((text.find(stop), stop) for stop in params.stop if stop in text), default=None)
             if hit is not None:
-                text = text[: hit[0]]
+                kept = len(hit[1]) if params.include_stop_str_in_output else 0
+                text = text[: hit[0] + kept]
                 result = ("stop", hit[1])
             elif len(request.token_ids) >= params.max_tokens or request.length + 1 >= self.max_model_len:
                 result = ("length", None)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos.servers.gym import convert, tasks
 from pytest_rollout_chaos.servers.policy.engine import Engine, SamplingParams
 from pytest_rollout_chaos.servers.policy.model import LlamaConfig, TinyLlama
 from pytest_rollout_chaos.servers.policy.tokenization import PolicyTokenizer
@@ -96,3 +97,23 @@ def test_config_rejects_other_architectures(tmp_path: Path) -> None:
     target.write_text(path.read_text().replace('"model_type": "llama"', '"model_type": "gpt2"'))
     with pytest.raises(ValueError, match="model_type 'gpt2' is not supported"):
         LlamaConfig.from_json(target)
+
+
+@pytest.mark.asyncio
+async def test_a_stop_string_is_kept_in_the_text_only_when_asked(
+    engine: Engine, tokenizer: PolicyTokenizer
+) -> None:
+    """A turn that stops at ``</tool_call>`` keeps its token ids, ending without EOS; its text keeps
+    the closing tag only with ``include_stop_str_in_output`` (vLLM's rule)."""
+    prompt = tokenizer.render_chat(
+        [{"role": "user", "content": "What is 12 + 7?"}],
+        tools=convert.tools_to_chat([tasks.CALCULATOR_TOOL]),
+    )
+    asked = {"max_tokens": 60, "temperature": 0.0, "stop": ("</tool_call>",)}
+    cut = await engine.generate(prompt, SamplingParams(**asked))  # type: ignore[arg-type]
+    kept = await engine.generate(prompt, SamplingParams(**asked, include_stop_str_in_output=True))  # type: ignore[arg-type]
+    assert (cut.finish_reason, cut.stop_reason) == ("stop", "</tool_call>")
+    assert cut.token_ids == kept.token_ids
+    assert cut.token_ids[-1] != tokenizer.eos_token_id
+    assert not cut.text.endswith("</tool_call>")
+    assert kept.text == cut.text + "</tool_call>"
