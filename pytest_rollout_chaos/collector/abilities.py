@@ -17,7 +17,9 @@ A collector (or its class, or its factory) may declare, as attributes:
   own loop that does the same job, with why (``engine.retarget`` applies them before the fit step,
   and the History records each move); a fault no retarget moves keeps its target;
 - ``unmoved``: ``{fault kind or target: why}``, why a fault the collector's loop never meets has no
-  counterpart there to move it to; a skip by reach then says so;
+  counterpart there to move it to; a skip by reach then says so. A key naming a stack setting
+  (``STACK_SETTINGS``) says why the collector's loop never meets what that setting changes: a
+  scenario that sets it skips, saying so;
 - ``honours_max_concurrency = True``: it keeps at most ``CollectorSettings.max_concurrency`` rows
   in flight, which ``concurrency_bounded`` then holds it to; or ``own_concurrency``: why it keeps
   another limit or none (a trainer's own setting, every row at once), so that invariant does not
@@ -198,23 +200,39 @@ def declared_retargets(collector: object) -> tuple[Retarget, ...]:
     return declared
 
 
+STACK_SETTINGS: Final = ("stack.policy.splice_prefix", "stack.rescore_bonus")
+"""The stack settings an ``unmoved`` key may name: each changes what one server answers."""
+
+
 def unmoved_why(collector: object, kind: str, target: str) -> str | None:
     """Why ``collector`` moves no fault of ``kind`` on ``target`` (its ``unmoved``, by kind first,
     then target; a policy replica as ``policy``), or None when it declares nothing for them."""
+    declared = _unmoved(collector)
+    for key in (kind, target, replica_of(target)[0]):
+        if key in declared:
+            return declared[key]
+    return None
+
+
+def unmoved_setting_why(collector: object, setting: str) -> str | None:
+    """Why ``collector``'s loop never meets what the stack ``setting`` (``STACK_SETTINGS``) changes,
+    or None when it declares nothing for it."""
+    return _unmoved(collector).get(setting)
+
+
+def _unmoved(collector: object) -> Mapping[str, str]:
     declared = getattr(collector, "unmoved", None)
     if declared is None:
-        return None
+        return {}
     if not isinstance(declared, Mapping) or not all(
         isinstance(key, str) and isinstance(why, str) and why for key, why in declared.items()
     ):
         raise CollectorTargetError(
-            f"{_owner(collector)}.unmoved is {declared!r}; valid: a mapping of fault kind or target to "
-            "why the collector's loop has no counterpart for it"
+            f"{_owner(collector)}.unmoved is {declared!r}; valid: a mapping of fault kind, target or "
+            f"stack setting ({', '.join(STACK_SETTINGS)}) to why the collector's loop has no "
+            "counterpart for it"
         )
-    for key in (kind, target, replica_of(target)[0]):
-        if key in declared:
-            return str(declared[key])
-    return None
+    return declared
 
 
 def unreached(reach: Reach, target: str, route: str | None) -> str | None:

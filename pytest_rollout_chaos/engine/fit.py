@@ -11,7 +11,7 @@
   stop strings (``stack.policy.stop``) where our model server does not generate (``stop_unset``).
 - **the collector's declared abilities** (``collector.abilities``): styles, modes, the pairs of
   them it cannot combine, the largest group it takes, whether it numbers the rows itself, the
-  most collections it runs in a row.
+  most collections it runs in a row, the stack settings its loop never meets (``unmoved``).
 - **its reach.** A collector that runs its own loop declares ``reaches``; a fault aimed elsewhere,
   or at a route it never requests, would never fire (``abilities.unreached``), and stop strings
   set in the model server would never reach its generations. Its faults are
@@ -78,6 +78,9 @@ def collector_unfit(scenario: Scenario, collector: object) -> str | None:
     )
     if reason is not None:
         return reason
+    reason = setting_unmet(scenario, collector)
+    if reason is not None:
+        return reason
     reach = abilities.declared_reach(collector)
     if reach is None:
         return None
@@ -99,6 +102,21 @@ def collector_unfit(scenario: Scenario, collector: object) -> str | None:
                 f"faults/{index} {step.kind} cannot reach the collector under test: {why}; the "
                 f"collector's own requests go to {calls} only"
             ) + (f"; not moved to them: {unmoved}" if unmoved else "")
+    return None
+
+
+def setting_unmet(scenario: Scenario, collector: object) -> str | None:
+    """Why ``collector``'s loop never meets what a stack setting ``scenario`` changes does (its
+    ``unmoved``, by setting), or None: the model server re-rendering every turn, the verifier
+    scoring a row higher each time it scores it again."""
+    changed = {
+        "stack.policy.splice_prefix": "false" if not scenario.stack.policy.splice_prefix else None,
+        "stack.rescore_bonus": f"{scenario.stack.rescore_bonus:g}" if scenario.stack.rescore_bonus else None,
+    }
+    for setting, value in changed.items():
+        why = abilities.unmoved_setting_why(collector, setting) if value is not None else None
+        if why is not None:
+            return f"{setting}: {value} has no counterpart in the collector under test: {why}"
     return None
 
 

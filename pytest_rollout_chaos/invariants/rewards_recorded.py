@@ -14,7 +14,10 @@ a completed rollout with no turns and a reward for a row no ``/run`` answered fa
 style the collector sums the rewards ``env.step`` answered for the row, turn by turn: the reward
 must be that sum as the environment recorded its answers (``step_batch_rewards``: each item's row
 and reward), so a reward kept from an attempt thrown away, or an attempt scored and then replaced,
-shows. With no record of rewards at all, there is nothing to hold a reward against: NOT_JUDGED.
+shows. A collector whose environment scores each trajectory by the resources server's ``/verify``
+itself (SkyRL's loop) is held to the rewards those answers carried, as the fault layer recorded
+them on the collector's own link, each tied to its row by the request's ``_rowidx``. With no
+record of rewards at all, there is nothing to hold a reward against: NOT_JUDGED.
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ from pytest_rollout_chaos.invariants.base import (
     verdict,
 )
 from pytest_rollout_chaos.invariants.rules import digests_agree
-from pytest_rollout_chaos.invariants.served import Served, served
+from pytest_rollout_chaos.invariants.served import NATIVE_LINK_PREFIX, Served, served
 
 REWARD_TOLERANCE: Final = 1e-6
+VERIFY_OP: Final = "POST /verify"
 
 
 class RewardsRecorded:
@@ -88,7 +92,8 @@ class RewardsRecorded:
             return not_judged(
                 self.name,
                 "native style: the environment's record ties no reward to a row (no step_batch_rewards "
-                "with each item's row), so the collector's sum of env.step answers has nothing to match",
+                "with each item's row, no /verify answer on the collector's link), so the collector's sum "
+                "of env.step answers has nothing to match",
             )
         problems = []
         for rollout in claimed:
@@ -121,19 +126,26 @@ class RewardsRecorded:
 
 
 def _env_rewards(history: History) -> dict[int, list[float]] | None:
-    """The rewards the environment answered, by row, in order; None when none is tied to a row."""
+    """The rewards the environment answered, by row, in order: its ``/step_batch`` answers, else
+    the ``/verify`` answers on the collector's own link; None when none is tied to a row."""
     found: dict[int, list[float]] = {}
-    tied = False
     for event in history.events(source="resources", op="step_batch_rewards"):
         rows, rewards = event.data.get("rows"), event.data.get("rewards")
         if not isinstance(rows, list) or not isinstance(rewards, list):
             continue
         for row, reward in zip(rows, rewards, strict=False):
-            value = _number(reward)
-            if isinstance(row, int) and not isinstance(row, bool) and value is not None:
-                tied = True
-                found.setdefault(row, []).append(value)
-    return found if tied else None
+            _tie(found, row, reward)
+    if not found:
+        for event in history.events(kind="ok", op=VERIFY_OP):
+            if str(event.data.get("link", "")).startswith(NATIVE_LINK_PREFIX):
+                _tie(found, event.data.get("row"), event.data.get("reward"))
+    return found or None
+
+
+def _tie(found: dict[int, list[float]], row: object, reward: object) -> None:
+    value = _number(reward)
+    if isinstance(row, int) and not isinstance(row, bool) and value is not None:
+        found.setdefault(row, []).append(value)
 
 
 def _number(value: object) -> float | None:

@@ -140,7 +140,7 @@ def test_an_unmoved_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
     class Wrong:
         unmoved: ClassVar = {"agent": ""}
 
-    with pytest.raises(CollectorTargetError, match="a mapping of fault kind or target to why"):
+    with pytest.raises(CollectorTargetError, match="a mapping of fault kind, target or stack setting"):
         unmoved_why(Wrong, "kill", "agent")
     assert unmoved_why(SkyRLCollector, "kill", "calculator_agent") == skyrl_adapter.UNMOVED["agent"]
     assert unmoved_why(SkyRLCollector, "latency", "collector->policy") is None

@@ -101,3 +101,22 @@ def test_native_rewards_with_no_environment_record_tied_to_rows_are_not_judged()
     result = RewardsRecorded().check(observe(2, [rollout(0), rollout(1)], history=untied))
     assert result.status is Status.NOT_JUDGED
     assert "native style" in result.summary
+
+
+def test_native_rewards_are_held_to_the_verify_answers_on_the_collectors_own_link() -> None:
+    """SkyRL's environment scores each trajectory by ``/verify`` itself: the layer's record of those
+    answers, tied to rows by ``_rowidx``, is what the environment answered; an agent's are not."""
+    history = native_answered([])
+    for link, row, reward in (("collector->resources", 0, 1.0), ("collector->resources", 1, 0.25)):
+        facts = {"link": link, "server": "resources", "row": row, "status": 200, "reward": reward}
+        history.append("resources", "ok", "POST /verify", facts)
+    history.append("resources", "ok", "POST /verify", {"link": "agent->resources", "row": 1, "reward": 9.0})
+    kept = [rollout(0, reward=1.0), rollout(1, reward=0.25)]
+    result = RewardsRecorded().check(observe(2, kept, history=history))
+    assert result.status is Status.PASS, result.summary
+    swapped = [rollout(0, reward=0.25), rollout(1, reward=1.0)]
+    result = RewardsRecorded().check(observe(2, swapped, history=history))
+    assert result.status is Status.FAIL
+    assert result.evidence[0] == (
+        "row 0: reward 0.25, but the environment answered the row rewards [1.0] (sum 1.0)"
+    )

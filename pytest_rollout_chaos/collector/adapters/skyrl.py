@@ -60,7 +60,9 @@ the policy's chat route is that generate route. Not moved, and skipping by reach
 agents' processes (SkyRL has none: killing, freezing or partitioning one has no counterpart), the
 model server's own answers, ``prefix_drift`` (SkyRL keeps its token ids itself: no answer carries
 prompt ids to drift), the ``/run`` answer's own fields (``malformed_json`` styles) and the Gym
-client; validation-mode scenarios skip too.
+client; so do the stack settings SkyRL's loop never meets (the model server's re-rendering,
+``splice_prefix: false``; the verifier's rescoring of an attempt thrown away, ``rescore_bonus``);
+validation-mode scenarios skip too.
 """
 
 from __future__ import annotations
@@ -205,6 +207,15 @@ UNMOVED: Final = {
     **dict.fromkeys(("agent", *AGENT_FOR_TASK.values()), _NO_AGENT),
     "model": _NO_MODEL_SERVER,
     "model->policy": _NO_MODEL_SERVER,
+    "stack.policy.splice_prefix": "it makes NeMo Gym's model server re-render every earlier turn through "
+    "the chat template, so that prompt ids drift; SkyRL's agent_loop keeps each trajectory's token ids "
+    "itself and asks the policy token in, token out, with no model server between, so no prompt of its "
+    "is re-rendered (its own re-tokenizing paths, a custom generator.chat_template or "
+    "step_wise_trajectories, are off by default)",
+    "stack.rescore_bonus": "it makes the verifier score a row higher each time it scores it again, to "
+    "tell a kept attempt's reward from a thrown-away one's; SkyRL's environment verifies each trajectory "
+    "once, at its end, and its RemoteInferenceClient re-sends a generate whose answer it cannot parse "
+    "(a NaN logprob) before the environment sees it, so no attempt of a row is scored and thrown away",
 }
 """Why the catalog's other faults are not moved (``abilities.unmoved``): their skips say so."""
 SOURCE: Final = "collector"

@@ -96,6 +96,7 @@ from pytest_rollout_chaos.collector.adapters.slime_settings import KNOWN, settin
 from pytest_rollout_chaos.collector.adapters.slime_train_data import (
     STOOD_IN,
     CrashLog,
+    loss_reduction,
     read_train_data,
     train_manager,
 )
@@ -237,7 +238,8 @@ class SlimeCollector:
     def read(self, args: Namespace, finished: list[list[Any]], crashes: CrashLog) -> list[Rollout]:
         """The Rollouts of the step: read from the train data slime makes of the groups."""
         fan_out = slime_trajectory.uses_manager(importlib.import_module(TRAJECTORY_MODULE))
-        return read_train_data(self.train_data(args, finished), finished, crashes, fan_out=fan_out)
+        data = self.train_data(args, finished)
+        return read_train_data(data, finished, crashes, reduction=loss_reduction(args), fan_out=fan_out)
 
     def train_data(self, args: Namespace, finished: list[list[Any]]) -> dict[str, Any]:
         """slime's ``RolloutManager.generate`` on the groups, to the train data it would hand its

@@ -125,6 +125,8 @@ _SLIME_DEFAULTS: Final[tuple[tuple[str, Any], ...]] = (
     ("use_rollout_routing_replay", False),
     ("ci_test", False),
     ("custom_rm_path", None),
+    ("calculate_per_token_loss", False),
 )
 """slime's parser defaults of the arguments this path reads (the hook ignores the sampling ones:
-the agent samples; they still reach ``GenerateState``'s sampling params as slime builds them)."""
+the agent samples; they still reach ``GenerateState``'s sampling params as slime builds them), and
+``calculate_per_token_loss``, how slime's loss weighs each sample (the Rollouts' ``loss_reduction``)."""

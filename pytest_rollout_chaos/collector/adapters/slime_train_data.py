@@ -12,7 +12,10 @@ back as it is. The arguments it reads are ``slime_settings``'s. Whatever slime r
 is what ``collect`` raises.
 
 **Reading the train data back** (one Rollout per row, in row order, each ``in_train_batch``):
-the tokens, response length, loss mask and rollout logprobs are the train data's; the reward is
+the tokens, response length, loss mask and rollout logprobs are the train data's, and the loss
+mask is handed on as the Rollout's ``loss_mask`` as slime holds it (a row slime trains as several
+samples has no one mask: None), with ``loss_reduction`` naming ``--calculate-per-token-loss``
+(``loss_reduction``: neither setting leaves an all-zero mask out of the divisor); the reward is
 its ``raw_reward`` (its ``rewards`` are the normalized advantages); ``truncated`` makes a
 completed row truncated. The status, which the train data does not carry, is the sample's own:
 ``COMPLETED`` is completed, ``TRUNCATED`` truncated, ``ABORTED`` aborted with
@@ -43,7 +46,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from pytest_rollout_chaos.collector.adapters.slime_imports import MANAGER_MODULE, ROLLOUT_MODULE, TYPES_MODULE
-from pytest_rollout_chaos.collector.protocol import Rollout, RolloutStatus, Turn
+from pytest_rollout_chaos.collector.protocol import LossReduction, Rollout, RolloutStatus, Turn
 
 STOOD_IN: Final = (
     "RolloutManager.__init__ (no Ray actor, no SGLang servers, router, data source or tracking: the "
@@ -114,14 +117,39 @@ def _first(group: list[Any]) -> Any:
     return group[0][0] if isinstance(group[0], list) else group[0]
 
 
+def loss_reduction(args: Namespace) -> LossReduction:
+    """How slime's loss weighs a sample (``slime/backends/megatron_utils/loss.py``, ``cp_utils.py``),
+    by ``args.calculate_per_token_loss``. Off (slime's default), each sample's masked mean is summed
+    and divided by the step's global batch size, so every sample counts; on, the divisor is the
+    step's loss-mask tokens with each sample counted as at least one (``torch.clamp_min(
+    loss_mask.sum(), 1)``): an all-zero mask still adds one. Per token in neither sense."""
+    if args.calculate_per_token_loss:
+        return LossReduction(
+            per_token=False,
+            setting="--calculate-per-token-loss on (each sample counts at least one token in the "
+            "divisor: torch.clamp_min(loss_mask.sum(), 1))",
+        )
+    return LossReduction(
+        per_token=False,
+        setting="--calculate-per-token-loss off, slime's default (a mean per sample, divided by the "
+        "step's global batch size)",
+    )
+
+
 def read_train_data(
-    data: dict[str, Any], finished: list[list[Any]], crashes: CrashLog, *, fan_out: bool = False
+    data: dict[str, Any],
+    finished: list[list[Any]],
+    crashes: CrashLog,
+    *,
+    reduction: LossReduction | None = None,
+    fan_out: bool = False,
 ) -> list[Rollout]:
     """One Rollout per row of slime's train data, read from it: the tokens, response length,
     loss mask and rollout logprobs the trainer gets, the raw reward (``rewards`` holds the
     normalized advantages), truncation; the status and abort reason are the sample's own (the
-    train data carries none). Each is marked in the train batch; a row slime handed back but left
-    out of the train data comes back aborted, out of it.
+    train data carries none). Each is marked in the train batch with its loss mask as the train
+    data holds it (None for a row trained as several samples) and ``reduction``; a row slime
+    handed back but left out of the train data comes back aborted, out of it.
 
     ``fan_out``: the generate hook returns each row as a ``list[Sample]`` (slime's
     ``TrajectoryManager``), so a list is that row's samples, one per chain, each trained: the row's
@@ -157,11 +185,14 @@ def read_train_data(
             one = read_back([trained] if placeholder else trained, crashes)
             if data["truncated"][position] and one.status == "completed":
                 one = replace(one, status="truncated")
-            made.append(one)
+            made.append(replace(one, loss_mask=trained.loss_mask))
         if made:
             worst = min(made, key=lambda one: _SEVERITY.index(one.status))
             turns = [turn for one in made for turn in one.turns]
-            rollouts.append(replace(worst, turns=turns, in_train_batch=True))
+            mask = made[0].loss_mask if len(made) == 1 else None
+            rollouts.append(
+                replace(worst, turns=turns, in_train_batch=True, loss_mask=mask, loss_reduction=reduction)
+            )
             continue
         left = read_back(element if placeholder or not isinstance(element, list) else members[0], crashes)
         error = f"slime left row {index} out of the train data" + (f": {left.error}" if left.error else "")

@@ -108,6 +108,10 @@ def _defaults(module: ast.Module) -> Iterator[tuple[str, Any]]:
     for node in ast.walk(module):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             yield from _call_default(node)
+        elif isinstance(node, ast.Call) and _name(node.func) == "reset_arg" and len(node.args) >= 2:
+            # slime's reset_arg(parser, "--name", ...): Megatron's argument declared again, slime's default
+            redeclared = ast.Call(ast.Attribute(node.args[0], "add_argument"), node.args[1:], node.keywords)
+            yield from _call_default(redeclared)
         elif isinstance(node, ast.Call) and _name(node.func) == "getattr" and len(node.args) == 3:
             name, value = _literal(node.args[1]), _literal(node.args[2])
             if isinstance(name, str) and value is not _NONE:

@@ -124,7 +124,7 @@ PAIRS = {
         ),
         regressions=frozenset(),
         needs=_skyrl_trees.SKYRL_DEPENDENCIES,
-        controls=frozenset({"baseline", "retokenization-drift"}),
+        controls=frozenset({"baseline", "workload-out-of-order"}),
         by_chance=frozenset({"policy-503-storm"}),  # its 503s fall on requests at random
         python=_skyrl_trees.PYTHON,
     ),

@@ -23,6 +23,7 @@ import enum
 import importlib.util
 import sys
 import textwrap
+from argparse import Namespace
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,12 @@ from typing import Any
 import pytest
 
 from pytest_rollout_chaos.collector.adapters import slime, slime_imports, slime_train_data
+from pytest_rollout_chaos.invariants.base import Status as Judged
+from pytest_rollout_chaos.invariants.train_batch_sound import TrainBatchSound
 from tests.catalog._verdicts import run_catalog
 from tests.collector.adapters import _slime_trees as trees
 from tests.collector.adapters._trees import REPO
+from tests.invariants._builders import observe
 
 
 # -- hand-made samples: what the adapter reads back --------------------------------------------------
@@ -169,6 +173,7 @@ def test_rollouts_are_read_from_the_train_data_with_the_raw_reward_in_the_train_
         (1, "truncated", 0.5, True),
     ]
     assert [len(r.turns) for r in rollouts] == [2, 1]
+    assert [r.loss_mask for r in rollouts] == [[1, 1, 0, 1], [1, 0, 0, 0]]
 
 
 def test_a_placeholder_in_the_train_data_is_an_aborted_sample_in_the_train_batch() -> None:
@@ -188,6 +193,29 @@ def test_a_placeholder_in_the_train_data_is_an_aborted_sample_in_the_train_batch
     )
     assert rollout.error is not None
     assert "1-element list[Sample]" in rollout.error
+
+
+@pytest.mark.parametrize("per_token_flag", [False, True])
+def test_a_placeholder_carries_slimes_loss_mask_and_loss_reduction_to_train_batch_sound(
+    per_token_flag: bool,
+) -> None:
+    """PR #2078's placeholder trains on loss mask ``[0]``, but slime's loss counts it in its divisor
+    either way (the global batch size; or at least one token): the verdict names the setting."""
+    placeholder = FakeSample(
+        index=0, tokens=[0, 0], response_length=1, loss_mask=[0], rollout_log_probs=[0.0], reward=0.0
+    )
+    placeholder.status = Status.ABORTED
+    reduction = slime_train_data.loss_reduction(Namespace(calculate_per_token_loss=per_token_flag))
+    (rollout,) = slime_train_data.read_train_data(
+        train_data(placeholder), [[[placeholder]]], slime_train_data.CrashLog(), reduction=reduction
+    )
+    assert (rollout.loss_mask, rollout.loss_reduction) == ([0], reduction)
+    assert reduction.setting.startswith(f"--calculate-per-token-loss {'on' if per_token_flag else 'off'}")
+    verdict = TrainBatchSound().check(observe(1, [rollout]))
+    assert verdict.status is Judged.FAIL
+    (problem,) = verdict.evidence
+    assert f"{reduction.setting} counts it in the loss's divisor" in str(problem), problem
+    assert "loss mask trains" not in str(problem), problem
 
 
 def test_a_row_slime_left_out_of_the_train_data_is_aborted_out_of_the_batch() -> None:
