@@ -21,8 +21,9 @@ would still shift its siblings' advantages. native style lives in ``collector.na
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -142,7 +143,7 @@ class ReferenceCollector:
         reason = ""
         while attempts < self.settings.max_logprob_attempts:
             attempts += 1
-            async with limit:
+            async with _row_permit(limit):
                 outcome = await self._run_once(row, index)
             if isinstance(outcome, str):
                 return results.aborted(index, outcome, attempts=attempts)
@@ -271,3 +272,19 @@ def _discard(awaitable: object) -> None:
         awaitable.close()
     elif isinstance(awaitable, asyncio.Future):
         awaitable.cancel()
+
+
+@contextlib.asynccontextmanager
+async def _row_permit(limit: asyncio.Semaphore) -> AsyncIterator[None]:
+    """One row's permit, given back when its ``/run`` ends; kept on a short count, where the Gym client
+    started the row's ``/run`` and handed back nothing to await: the request may still be running,
+    and the failing batch must not start a sibling in its place (``concurrency_bounded``)."""
+    await limit.acquire()
+    try:
+        yield
+    except ShortCountError:
+        raise
+    except BaseException:
+        limit.release()
+        raise
+    limit.release()

@@ -69,7 +69,7 @@ class ConcurrencyBounded:
                 ),
                 expected=f"at most {limit} rows in flight at any moment, retries included",
             ),
-            [_describe(span) for span in at[:SHOWN]],
+            [_describe(span, observation.history.t0) for span in at[:SHOWN]],
         )
 
 
@@ -93,7 +93,7 @@ def _end(span: Span, request_timeout_s: float | None) -> float:
     return min(span.ended, span.began + request_timeout_s - GIVE_UP_SLACK_S)
 
 
-def _describe(span: Span) -> str:
+def _describe(span: Span, t0: float) -> str:
     row = f"row {span.row}" if span.row is not None else "row ?"
     ended = f"answered {span.status}" if span.answered else "no answer"
-    return f"t={span.began:.3f}s {span.link} {span.op} ({row}, {ended})"
+    return f"t={span.began - t0:.3f}s {span.link} {span.op} ({row}, {ended})"

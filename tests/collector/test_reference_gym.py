@@ -73,6 +73,16 @@ async def test_short_count_raises_at_once_naming_requested_and_returned() -> Non
             await ReferenceCollector(context(gym)).collect(rows(3), mode="train")
 
 
+async def test_a_short_count_keeps_its_rows_permit_so_no_sibling_starts_in_its_place() -> None:
+    # the real Gym client started row 0's /run before it handed back nothing to await: that request
+    # may still run, so its permit is not given to row 2 while the batch fails
+    gym = FakeGym(delay_s=5.0)
+    gym.short_by = 1
+    with pytest.raises(ShortCountError):
+        await ReferenceCollector(context(gym, max_concurrency=2)).collect(rows(4), mode="train")
+    assert sorted(gym.calls) == [1]
+
+
 async def test_unreachable_agent_fails_fast() -> None:
     gym = FakeGym({2: ["refused"]}, delay_s=0.0)
     ctx = context(gym)
