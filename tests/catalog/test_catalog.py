@@ -63,6 +63,7 @@ CAUGHT_BY = {
     "observation_dropped": ("native-row-failures", "conversation_carried"),
     "policy_lost_per_row": ("native-policy-killed", "no_empty_epoch"),
     "deadline_split_over_attempts": ("one-row-hangs", "row_deadline_kept"),
+    "eos_appended_at_stop": ("turn-ends-at-tool-call", "turns_generated"),
 }
 # The scenarios that run two policy replicas -> (a known-bug collector they catch, the invariant
 # that must judge FAIL); that collector's own scenario is in CAUGHT_BY.

@@ -72,7 +72,8 @@ FAULTS: dict[str, tuple[Mapping[int, Sequence[str]], int, str]] = {
 # (permit_leaked_on_failure: next-step-after-failed-rows, tests/engine/test_next_steps.py, and a
 # draw of agent-oom-killed with a second collection in tests/test_fuzz.py), and the one judged
 # against the layer's record of when each /run was given up (deadline_split_over_attempts:
-# one-row-hangs).
+# one-row-hangs), and the one whose bug needs turns that stop at a stop string
+# (eos_appended_at_stop: turn-ends-at-tool-call).
 ELSEWHERE = {
     "per_sample_env",
     "mixed_env_batch",
@@ -96,6 +97,7 @@ ELSEWHERE = {
     "policy_lost_per_row",
     "permit_leaked_on_failure",
     "deadline_split_over_attempts",
+    "eos_appended_at_stop",
 }
 DEADLINE_S = 1.5
 # A collection deadline is noticed late only past ends_promptly's margin (3 s): give it room.

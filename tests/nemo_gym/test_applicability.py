@@ -68,6 +68,9 @@ def test_every_catalog_scenario_runs_on_real_servers(path: Path, tmp_path: Path)
         elif rescored and stack.gym.real_servers:  # real NeMo Gym's verifier scores by the answer alone
             assert reason is not None
             assert "needs our resources server to answer /verify" in reason
+        elif scenario.stack.policy.stop and stack.gym.real_servers:  # vllm_model's extra_body: at start
+            assert reason is not None
+            assert "real NeMo Gym's vllm_model reads its extra_body from its config at start" in reason
         else:
             assert reason is None
 

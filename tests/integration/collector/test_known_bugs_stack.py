@@ -128,7 +128,8 @@ FAULTS: dict[str, tuple[Callable[[], Fault], str, float]] = {
 # logprob-drift-masked; empty_output_completed: a /run answer the layer emptied, run-answer-emptied;
 # observation_dropped: native style, below; policy_lost_per_row: the policy killed in native style,
 # native-policy-killed; permit_leaked_on_failure: a second collection on the same collector,
-# next-step-after-failed-rows; deadline_split_over_attempts: a hung row given up, one-row-hangs).
+# next-step-after-failed-rows; deadline_split_over_attempts: a hung row given up, one-row-hangs;
+# eos_appended_at_stop: turns that stop at a stop string, turn-ends-at-tool-call).
 ELSEWHERE = {
     "observation_dropped",
     "policy_lost_per_row",
@@ -152,6 +153,7 @@ ELSEWHERE = {
     "empty_output_completed",
     "permit_leaked_on_failure",
     "deadline_split_over_attempts",
+    "eos_appended_at_stop",
 }
 
 
