@@ -143,6 +143,12 @@ def skipped_on(settings: ChaosSettings) -> set[str]:
         }
     if settings.gym != "embedded":  # real NeMo Gym's verifier scores every attempt alike
         skipped |= rescored_by_the_verifier()
+        # and its vllm_model reads its extra sampling fields (stop strings) at start only
+        skipped |= {
+            scenario.name
+            for scenario in map(load_scenario, CATALOG.glob("*.chaos.yaml"))
+            if scenario.stack.policy.stop and scenario.workload.style == "gym"
+        }
     # Behind NeMo Gym's legacy_agent relays (0.5 and later) an agent's exit reaches no collector:
     # a scenario judging the collector's answer to one skips there (engine.fit).
     if settings.gym == "nemo-gym" and locate(settings.gym_python).environment_relay:
