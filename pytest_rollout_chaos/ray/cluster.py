@@ -281,8 +281,11 @@ class RayCluster:
         return {**facts, "host": net.netns(slot.index), "address": slot.address, "host_processes": processes}
 
     def restore_host(self, slot: NodeSlot) -> None:
-        """Let host ``slot`` be heard again and boot its node again (an empty ``/tmp``)."""
-        self._net(slot).rejoin(slot.index)
+        """Let host ``slot`` be heard again, its peers' old connections to it closed as a reboot's
+        time would have closed them (``HostNet.forget``), and boot its node again (an empty ``/tmp``)."""
+        net = self._net(slot)
+        net.forget(slot.index)
+        net.rejoin(slot.index)
         self.restore_node(slot)
 
     def cut(self, a: NodeSlot, b: NodeSlot, *, ports_to: dict[int, list[int]]) -> int:

@@ -254,6 +254,18 @@ class HostNet:
         for rule in ISOLATED:
             _ip("-n", self.netns(host), "rule", "add", *rule)
 
+    def forget(self, host: int) -> None:
+        """Close, on the driver and on every other host, each connection to ``host`` (``ss -K``): what
+        their keepalives find while a lost machine reboots, which takes longer than the moment
+        ``restore_host`` takes. Left open, the first packet of such a stream after ``rejoin`` meets
+        the new kernel's RST, and Ray's GCS has been seen to abort on it (``pure virtual method
+        called`` in its syncer) while the restarted node registers, taking the driver with it."""
+        address = self.address(host)
+        _ss_kill("dst", address)
+        for other in range(self.count):
+            if other != host:
+                _ss_kill("dst", address, netns=self.netns(other))
+
     def rejoin(self, host: int) -> None:
         """Undo ``isolate``; idempotent."""
         for rule in ISOLATED:
@@ -314,6 +326,16 @@ def _ip(*args: str, check: bool = True) -> int:
     if check and done.returncode != 0:
         raise HostNetError(f"`ip {shlex.join(args)}` failed: {done.stderr.strip() or done.returncode}")
     return done.returncode
+
+
+def _ss_kill(*selector: str, netns: str | None = None) -> None:
+    """Destroy the TCP sockets ``ss`` selects (in ``netns``, else here); best effort: a kernel without
+    socket destroy leaves them to their keepalives."""
+    argv = ["ss", "-K", *selector]
+    if netns is not None:
+        argv = ["ip", "netns", "exec", netns, *argv]
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run(argv, capture_output=True, text=True, timeout=IP_TIMEOUT_S, check=False)
 
 
 def _addresses_in_use() -> str:

@@ -209,3 +209,58 @@ def netns_list() -> str:
     with contextlib.suppress(OSError):
         return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     return ""
+
+
+HOLDER = textwrap.dedent(
+    """\
+    import socket, sys, time
+    server = socket.create_server((sys.argv[1], 7002))
+    print("ready", flush=True)
+    held = [server.accept()[0] for _ in range(2)]
+    time.sleep(3600)
+    """
+)
+
+
+def test_forgetting_a_lost_host_closes_its_peers_connections_to_it(hosts: HostNet, tmp_path: Path) -> None:
+    argv = hosts.boot_argv(0, [sys.executable, "-c", HOLDER, hosts.address(0)], [tmp_path])
+    holder = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    peer = hosts.boot_argv(1, [sys.executable, "-c", HELD_FROM_A_HOST, hosts.address(0)], [tmp_path])
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "ready"
+        with (
+            socket.create_connection((hosts.address(0), 7002), timeout=PROBE_S) as driver,
+            subprocess.Popen(peer, stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True) as other,
+        ):
+            assert other.stdout is not None
+            assert other.stdin is not None
+            assert other.stdout.readline().strip() == "connected"
+            hosts.isolate(0)  # lost: its peers' streams to it stay open, blackholed
+            hosts.forget(0)
+            with pytest.raises(ConnectionAbortedError):
+                driver.send(b"x")
+            other.stdin.write("send\n")
+            other.stdin.flush()
+            assert other.stdout.readline().strip().startswith("closed")
+    finally:
+        hosts.rejoin(0)
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+
+
+HELD_FROM_A_HOST = textwrap.dedent(
+    """\
+    import socket, sys
+    connection = socket.create_connection((sys.argv[1], 7002), timeout=2)
+    print("connected", flush=True)
+    sys.stdin.readline()
+    try:
+        connection.send(b"x")
+        print("open", flush=True)
+    except OSError as error:
+        print("closed", error, flush=True)
+    """
+)
