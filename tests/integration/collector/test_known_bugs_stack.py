@@ -185,8 +185,13 @@ async def _observe(
 
 
 def two_task_rows(run: Run) -> list[dict[str, Any]]:
-    """Two calculator rows, then two echo rows (single turn: they finish first), ``_rowidx`` 0..3."""
-    rows = greedy_rows(run, 2) + run.stack.gym.rows("echo", 2)
+    """Two calculator rows, then two echo rows (single turn: they finish first), ``_rowidx`` 0..3.
+
+    Every row is sampled greedily, so each earns the same reward on every run."""
+    echo = run.stack.gym.rows("echo", 2)
+    for row in echo:
+        row["responses_create_params"]["temperature"] = 0.0
+    rows = greedy_rows(run, 2) + echo
     return [{**row, "_rowidx": index} for index, row in enumerate(rows)]
 
 
