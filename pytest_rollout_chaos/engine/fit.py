@@ -29,6 +29,7 @@ pytest's scenario item reports as a skip), so the engine runs under any runner.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from pytest_rollout_chaos import acting
@@ -46,26 +47,40 @@ from pytest_rollout_chaos.stack import ChaosStack
 DRIFT_WITNESS: Final = "prompt_ids_drifted"
 
 
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """The fit step's answer: the stack and the faults as the scenario runs with them, or why not."""
+
+    stack: ChaosStack  # narrowed to the scenario's policy replicas
+    retargeted: retarget.Retargeted  # its faults where they act for the collector
+    reason: str | None = None
+
+
 def why_not(scenario: Scenario, stack: ChaosStack, collector: object, *, run_replicas: int) -> str | None:
     """Why ``scenario`` cannot run on ``stack`` with ``collector`` (its factory, its class or the
     collector built), or None. ``run_replicas`` is the run's ``--rollout-chaos-policy-replicas``."""
-    return fitted(scenario, stack, collector, run_replicas=run_replicas)[1]
+    return fitted(scenario, stack, collector, run_replicas=run_replicas).reason
 
 
-def fitted(
-    scenario: Scenario, stack: ChaosStack, collector: object, *, run_replicas: int
-) -> tuple[ChaosStack, str | None]:
-    """``why_not``, with the stack the scenario runs on: ``stack`` narrowed to its policy replicas."""
+def fitted(scenario: Scenario, stack: ChaosStack, collector: object, *, run_replicas: int) -> Fit:
+    """``why_not``, with what the scenario runs with: ``stack`` narrowed to its policy replicas, and
+    its faults moved where they act for ``collector`` (worked out once, here)."""
+    moved = retarget.retarget(scenario, collector)
     narrowed, reason = with_replicas(scenario, stack, run_replicas)
-    acting_here = retarget.retargeted(scenario, collector)
-    return narrowed, reason or not_applicable(acting_here, narrowed) or collector_unfit(scenario, collector)
+    reason = reason or not_applicable(moved.scenario, narrowed) or unfit(moved.scenario, collector)
+    return Fit(narrowed, moved, reason)
 
 
 def collector_unfit(scenario: Scenario, collector: object) -> str | None:
     """Why ``collector`` cannot run ``scenario`` by what it declares, or None (no stack needed: a
     scenario the collector cannot express says so before the stack starts). Its faults are judged
     where the collector's ``retargets`` move them."""
-    scenario = retarget.retargeted(scenario, collector)
+    acting_here = retarget.retargeted(scenario, collector)
+    return unfit(acting_here, collector)
+
+
+def unfit(scenario: Scenario, collector: object) -> str | None:
+    """``collector_unfit`` of a scenario whose faults the collector's retargets have moved already."""
     workload = scenario.workload
     aimed = [retarget.aimed_route(step) for step in scenario.faults]  # the registry's default where not given
     reason = abilities.unsupported(

@@ -4,17 +4,18 @@ A collector that runs its own loop in place of part of the Gym stack (SkyRL's ge
 trajectory itself: no NeMo Gym agent, no model server) declares ``retargets``
 (``collector.abilities.Retarget``): a fault the catalog aims at the part it replaces acts on the
 request of its loop that does that part's job, so the scenario is judged on it instead of
-skipping. ``retargeted`` rewrites the steps (target, route) and nothing else: kind, trigger,
-duration, parameters and the expectations stay the scenario's. The fit step and the schedule both
-see the rewritten steps, so a moved fault must still reach the collector and act there (a step
-that touches nothing fails the scenario), and ``record`` writes each move into the History, for
-the story. A scenario file is never changed.
+skipping. ``retarget`` rewrites the steps (target, route) and nothing else: kind, trigger,
+duration, parameters and the expectations stay the scenario's. The fit step works it out once and
+the schedule gets the same ``Retargeted``, so a moved fault must still reach the collector and act
+there (a step that touches nothing fails the scenario), and its ``record`` writes each move into
+the History, for the story. A scenario file is never changed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import types
+from dataclasses import dataclass
 from typing import Any, Final
 
 from pytest_rollout_chaos.collector import abilities
@@ -26,16 +27,58 @@ SOURCE: Final = "engine"
 EVENT: Final = "retargeted"
 
 
+@dataclass(frozen=True, slots=True)
+class Moved:
+    """One fault step a retarget moved: the scenario's ``faults[index]``, where it acts, and why."""
+
+    index: int
+    step: FaultStep
+    now: FaultStep
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Retargeted:
+    """A scenario's faults as they act for one collector, worked out once: the scenario with its
+    moved steps, and each move (for the History)."""
+
+    scenario: Scenario
+    moved: tuple[Moved, ...] = ()
+
+    def record(self, history: History) -> None:
+        """One History event per moved fault: where the scenario aimed it, where it acts, and why."""
+        for move in self.moved:
+            data = {
+                "step": move.index,
+                "kind": move.step.kind,
+                "from": _where(move.step.target, aimed_route(move.step)),
+                "to": _where(move.now.target, aimed_route(move.now)),
+                "why": move.why,
+            }
+            history.append(SOURCE, "info", EVENT, data)
+
+
+def retarget(scenario: Scenario, collector: object) -> Retargeted:
+    """``scenario`` with each fault a declared retarget of ``collector`` moves, moved (the same
+    scenario object when none moves), and the moves."""
+    moves = abilities.declared_retargets(collector)
+    if not moves:
+        return Retargeted(scenario)
+    steps = [moved(step, moves) for step in scenario.faults]
+    done = tuple(
+        Moved(index, step, now, move.why)
+        for index, (step, (now, move)) in enumerate(zip(scenario.faults, steps, strict=True))
+        if move is not None
+    )
+    if not done:
+        return Retargeted(scenario)
+    return Retargeted(dataclasses.replace(scenario, faults=tuple(now for now, _ in steps)), done)
+
+
 def retargeted(scenario: Scenario, collector: object) -> Scenario:
     """``scenario`` with each fault a declared retarget of ``collector`` moves, moved; the same
     object when none moves."""
-    moves = abilities.declared_retargets(collector)
-    if not moves:
-        return scenario
-    steps = tuple(moved(step, moves)[0] for step in scenario.faults)
-    if steps == tuple(scenario.faults):
-        return scenario
-    return dataclasses.replace(scenario, faults=steps)
+    return retarget(scenario, collector).scenario
 
 
 def moved(
@@ -50,27 +93,6 @@ def moved(
                 params["route"] = move.to_route
             return dataclasses.replace(step, target=move.to, params=types.MappingProxyType(params)), move
     return step, None
-
-
-def record(scenario: Scenario, collector: object, history: History) -> None:
-    """One History event per moved fault: where the scenario aimed it, where it acts, and why."""
-    moves = abilities.declared_retargets(collector)
-    for index, step in enumerate(scenario.faults):
-        now, move = moved(step, moves)
-        if move is None:
-            continue
-        history.append(
-            SOURCE,
-            "info",
-            EVENT,
-            {
-                "step": index,
-                "kind": step.kind,
-                "from": _where(step.target, aimed_route(step)),
-                "to": _where(now.target, aimed_route(now)),
-                "why": move.why,
-            },
-        )
 
 
 def aimed_route(step: FaultStep) -> str | None:

@@ -66,9 +66,10 @@ def run_on(
     collector declines it, from its factory or from ``collect`` before running anything. A runner
     reports either as a skip (``scenario_items``), never as a verdict.
     """
-    stack, reason = fit.fitted(scenario, stack, factory, run_replicas=settings.policy_replicas)
-    if reason is not None:
-        raise CannotRunHere(reason)
+    fitting = fit.fitted(scenario, stack, factory, run_replicas=settings.policy_replicas)
+    if fitting.reason is not None:
+        raise CannotRunHere(fitting.reason)
+    stack = fitting.stack
     stack.reset(
         env_latency_ms_per_call=scenario.stack.env_latency_ms_per_call,
         env_latency_ms_per_item=scenario.stack.env_latency_ms_per_item,
@@ -77,32 +78,35 @@ def run_on(
     if not scenario.stack.policy.splice_prefix:
         stack.gym.set_splice(False)  # vanilla re-rendering: retokenization drift happens for real
     if scenario.stack.policy.stop:
-        stack.gym.set_model_extra_body(_stop_body(scenario.stack.policy.stop))
+        stack.gym.set_stop(scenario.stack.policy.stop)
     if scenario.stack.rescore_bonus:
         stack.gym.set_rescore_bonus(scenario.stack.rescore_bonus)
     if scenario.stack.reward_spread:
         stack.gym.set_reward_spread(scenario.stack.reward_spread)
-    result = run_once(scenario, stack, factory, settings.seed, target=settings.target)
+    result = run_once(
+        scenario, stack, factory, settings.seed, target=settings.target, retargeted=fitting.retargeted
+    )
     if isinstance(result.raised, NotJudgedError):  # collect declined it before running anything
         raise result.raised
     verdicts.judge(result)
     return result
 
 
-def _stop_body(stop: tuple[str, ...]) -> dict[str, Any]:
-    """``stack.policy.stop`` as the model server's extra sampling fields: the stop string is kept in
-    the text, or the agent could not parse the tool call it closes."""
-    return {"stop": list(stop), "include_stop_str_in_output": True}
-
-
 def run_once(
-    scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, seed: int, *, target: str | None = None
+    scenario: Scenario,
+    stack: ChaosStack,
+    factory: CollectorFactory,
+    seed: int,
+    *,
+    target: str | None = None,
+    retargeted: retarget.Retargeted | None = None,
 ) -> ScenarioResult:
     """Run ``scenario`` once (not judged) in a private event loop, closed even if the collector
     ignores cancellation."""
     loop = asyncio.new_event_loop()
     try:
-        return loop.run_until_complete(execute(scenario, stack, factory, seed=seed, target=target))
+        running = execute(scenario, stack, factory, seed=seed, target=target, retargeted=retargeted)
+        return loop.run_until_complete(running)
     finally:
         pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
         for task in pending:
@@ -129,15 +133,25 @@ def leftovers() -> list[str]:
 
 
 async def execute(
-    scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, *, seed: int, target: str | None = None
+    scenario: Scenario,
+    stack: ChaosStack,
+    factory: CollectorFactory,
+    *,
+    seed: int,
+    target: str | None = None,
+    retargeted: retarget.Retargeted | None = None,
 ) -> ScenarioResult:
     """Collect once under the fault schedule; heal everything; collect again on the same collector
     as often as ``workload.collections`` asks (``engine.next_steps``); return what happened (no
     judging).
 
     A collector that breaks its contract (``collector.contract``) raises ``CollectorContractError``
-    naming ``target`` (the factory's own name when not given), after every fault is healed.
+    naming ``target`` (the factory's own name when not given), after every fault is healed. Its
+    faults act where ``retargeted`` (the fit step's ``engine.retarget``) moved them, worked out
+    here when not given.
     """
+    if retargeted is None:
+        retargeted = retarget.retarget(scenario, factory)
     # What the collector is handed, made once before the trial opens; the fault layer learns the rows.
     settings = collector_settings(scenario)
     rows = build_rows(scenario.workload, stack.gym)
@@ -152,14 +166,13 @@ async def execute(
         )
         # Building the schedule builds every fault: a bad parameter fails before anything is touched.
         # Each acts where the collector's retargets move it (``engine.retarget``), recorded as moved.
-        acting_here = retarget.retargeted(scenario, factory)
-        retarget.record(scenario, factory, history)
+        retargeted.record(history)
         schedule = Schedule(
-            [(step, stack.expand_target(step.target)) for step in acting_here.faults], trial.faults
+            [(step, stack.expand_target(step.target)) for step in retargeted.scenario.faults], trial.faults
         )
         who = contract.describe(factory, target or f"{factory.__module__}:{factory.__qualname__}")
         collector = contract.build_collector(factory, trial.collector, who=who)
-        unfit = fit.collector_unfit(scenario, collector)  # what the collector built declares
+        unfit = fit.unfit(retargeted.scenario, collector)  # what the collector built declares
         if unfit is not None:
             raise CannotRunHere(unfit)
         result.not_applicable = fit.inapplicable(collector)

@@ -156,7 +156,7 @@ def failure_text(result: ScenarioResult) -> str:
         lines += [*vacuity.section(result.vacuous), ""]
     lines += settings_section(result.history)
     lines.append("timeline (faults, process exits, collection):")
-    lines.append(_indent(timeline(result.history)))
+    lines += [f"  {line}" for line in timeline(result.history).splitlines()]
     return "\n".join(lines)
 
 
@@ -164,12 +164,7 @@ def settings_section(history: History) -> list[str]:
     """What an adapter gave the trainer's code (every setting, and why), when the collector is one,
     and what of the trainer's path it stood in for (each upstream call it recorded with a list), and
     the faults its retargets moved (``engine.retarget``)."""
-    lines = []
-    for entry in trainer_settings.recorded(history):
-        facts = ", ".join(f"{key} {entry[key]}" for key in ("mode", "variant") if entry.get(key))
-        lines.append(f"settings given to {entry.get('trainer')}{f' ({facts})' if facts else ''}:")
-        lines += [f"  {line}" for line in trainer_settings.describe(entry)]
-        lines.append("")
+    lines = trainer_settings.section(history)
     stood_in: dict[str, list[str]] = {}
     for event in history.events(source="collector", kind="invoke", op="upstream"):
         if event.data.get("stood_in"):
@@ -200,7 +195,3 @@ def timeline(history: History, *, limit: int = 40) -> str:
         or (event.source == "engine" and event.op == "collection")
     ]
     return history.timeline(wanted, limit=limit) or "(no fault or collection events recorded)"
-
-
-def _indent(text: str) -> str:
-    return "\n".join("  " + line for line in text.splitlines())

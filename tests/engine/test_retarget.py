@@ -79,7 +79,7 @@ def test_the_fit_step_judges_a_scenario_where_its_faults_will_act(tmp_path: Path
 
 def test_each_move_is_recorded_with_where_it_was_aimed_and_why() -> None:
     history = History()
-    retarget.record(load_scenario(CATALOG / "collection-cancelled.chaos.yaml"), _OwnLoop, history)
+    retarget.retarget(load_scenario(CATALOG / "collection-cancelled.chaos.yaml"), _OwnLoop).record(history)
     [event] = [event for event in history.events() if event.op == retarget.EVENT]
     assert event.data == {
         "step": 0,
@@ -148,7 +148,8 @@ def test_an_unmoved_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
 
 def test_the_story_says_which_faults_moved_where_and_why() -> None:
     history = History()
-    retarget.record(load_scenario(CATALOG / "trajectory-exception-isolated.chaos.yaml"), _OwnLoop, history)
+    isolated = load_scenario(CATALOG / "trajectory-exception-isolated.chaos.yaml")
+    retarget.retarget(isolated, _OwnLoop).record(history)
     assert settings_section(history) == [
         "faults moved onto the collector's own requests (its retargets):",
         "  faults/0 trajectory_exception: agent /run -> resources /seed_session: its environment's init",

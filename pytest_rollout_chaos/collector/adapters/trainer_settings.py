@@ -126,6 +126,18 @@ def recorded(history: History) -> list[dict[str, Any]]:
     return [dict(event.data) for event in history.events(source=SOURCE, kind="info", op=EVENT)]
 
 
+def section(history: History) -> list[str]:
+    """Every recorded event of ``history`` as a story tells it: a header naming the trainer (with
+    the event's mode and variant), one indented line per setting, then a blank line."""
+    lines = []
+    for entry in recorded(history):
+        facts = ", ".join(f"{key} {entry[key]}" for key in ("mode", "variant") if entry.get(key))
+        lines.append(f"settings given to {entry.get('trainer')}{f' ({facts})' if facts else ''}:")
+        lines += [f"  {line}" for line in describe(entry)]
+        lines.append("")
+    return lines
+
+
 def describe(data: Mapping[str, Any]) -> list[str]:
     """One line per setting of a recorded event: ``nemo_rl: key = value (source: where)``."""
     lines = []

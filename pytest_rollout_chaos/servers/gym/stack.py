@@ -222,6 +222,11 @@ class GymStack:
         """Merge ``extra_body`` into every generation request of the model server until the next reset."""
         self._control(MODEL_NAME, "/_gym/extra_body", {"extra_body": dict(extra_body)})
 
+    def set_stop(self, stop: Sequence[str]) -> None:
+        """Stop every generation of the model server at ``stop`` until the next reset, the stop string
+        kept in the text, or the agent could not parse the tool call it closes."""
+        self.set_model_extra_body({"stop": list(stop), "include_stop_str_in_output": True})
+
     def set_rescore_bonus(self, bonus: float) -> None:
         """Score each row ``bonus`` higher each time it is scored again, until the next reset."""
         self._control(RESOURCES_NAME, "/_gym/rescore", {"bonus": bonus})
