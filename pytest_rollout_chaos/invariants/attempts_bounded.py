@@ -6,8 +6,11 @@ row: the rollout's ``attempts`` is at most ``max_attempts`` (``CollectorSettings
 .max_logprob_attempts``), and in gym style the ``/run`` answers the servers gave for that row
 (the fault layer's record; a request cut before any answer does not count, since NeMo Gym's
 transport resends those by itself) are at most ``attempts``, and at most ``max_attempts`` also
-when the collector raised. Whether a completed row was answered at all is ``corroborated``'s.
-With no rollout handed back and no ``/run`` answer on record, there is nothing to count: NOT_JUDGED.
+when the collector raised. In native style the same holds per turn: the model calls the policy
+answered for one turn of a row (the collector's own calls, placed by row and by the assistant
+messages they carry, as ``retry_faithful`` places them) are that turn's attempts. Whether a
+completed row was answered at all is ``corroborated``'s. With no rollout handed back and no
+answer on record, there is nothing to count: NOT_JUDGED.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from pytest_rollout_chaos.invariants.base import (
     story,
     verdict,
 )
-from pytest_rollout_chaos.invariants.served import Served, served
+from pytest_rollout_chaos.invariants.sends import collector_sends, spans
+from pytest_rollout_chaos.invariants.served import MODEL_CALL_OPS, Served, served
 
 
 class AttemptsBounded:
@@ -37,7 +41,10 @@ class AttemptsBounded:
         if isinstance(rollouts, Verdict):
             return rollouts
         record = served(observation.history)
-        answered = _answered(record) if record.style == "gym" else {}
+        if record.style == "gym":
+            answered, what = _answered(record), "/run requests for it"
+        else:
+            answered, what = _answered_per_turn(observation), "model calls for one of its turns"
         handed = [rollout for rollout in rollouts if rollout is not None]
         if not handed and not answered:
             return not_judged(
@@ -45,7 +52,7 @@ class AttemptsBounded:
                 "nothing to count: no rollout came back and the record holds no answered /run",
             )
         problems = [
-            f"row {row}: the servers answered {count} /run requests for it, above max_attempts={limit}"
+            f"row {row}: the servers answered {count} {what}, above max_attempts={limit}"
             for row, count in sorted(answered.items())
             if count > limit
         ]
@@ -57,11 +64,14 @@ class AttemptsBounded:
                 problems.append(f"row {row}: attempts={attempts}; every rollout was tried at least once")
             elif answered.get(row, 0) > attempts:
                 problems.append(
-                    f"row {row}: attempts={attempts}, but the servers answered {answered[row]} /run "
-                    "requests for it"
+                    f"row {row}: attempts={attempts}, but the servers answered {answered[row]} {what}"
                 )
         if not problems:
-            tried = f"; the servers answered {sum(answered.values())} /run requests" if answered else ""
+            tried = ""
+            if answered and record.style == "gym":
+                tried = f"; the servers answered {sum(answered.values())} /run requests"
+            elif answered:
+                tried = f"; the policy answered at most {max(answered.values())} model calls for a row's turn"
             summary = f"every row was tried at most max_attempts={limit} times{tried}"
             return verdict(self.name, Status.PASS, summary)
         return verdict(
@@ -86,3 +96,18 @@ def _answered(record: Served) -> dict[int, int]:
         for row, calls in record.by_row.items()
         if (count := sum(1 for call in calls if call.status is not None))
     }
+
+
+def _answered_per_turn(observation: Observation) -> dict[int, int]:
+    """Per row, the most model calls the policy answered for one of its turns (native style)."""
+    calls = [span for span in spans(observation.history) if span.op in MODEL_CALL_OPS]
+    per_turn: dict[tuple[int, int], int] = {}
+    for span in collector_sends(calls):
+        turn = span.invoke.data.get("turn")
+        if span.row is None or not span.answered or not isinstance(turn, int) or isinstance(turn, bool):
+            continue  # a call that cannot be placed in a row's turn, or that no server answered
+        per_turn[span.row, turn] = per_turn.get((span.row, turn), 0) + 1
+    most: dict[int, int] = {}
+    for (row, _), count in per_turn.items():
+        most[row] = max(most.get(row, 0), count)
+    return most

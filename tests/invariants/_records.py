@@ -3,13 +3,18 @@ logprob digests, the reward) and the model calls the invariants hold a collector
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pytest_rollout_chaos.collector.protocol import Turn
 from pytest_rollout_chaos.history import History, fingerprint, logprob_digest
+from pytest_rollout_chaos.servers.faultlayer.asked import asked
 from tests.invariants._builders import turns
 
 LINK = "collector->agent:calculator_agent"
+CHAT = "POST /v1/chat/completions"
+_ids = itertools.count(1)
 
 
 def run_answered(
@@ -75,3 +80,33 @@ def generated(rows: int) -> History:
     for row in range(rows):
         run_generated(history, row, [turn.generation_token_ids for turn in turns()])
     return history
+
+
+def sent(
+    history: History,
+    body: Mapping[str, Any],
+    *,
+    op: str = "POST /run",
+    link: str = LINK,
+    status: int | None = 200,
+) -> None:
+    """What the layer writes for one request: invoke with what it asked for, then its outcome
+    (``None``: cut with no answer, as a transport then resends it)."""
+    rid = f"req-{next(_ids)}"
+    index = body.get("_rowidx", 1)
+    facts = {"link": link, "server": link.partition("->")[2], "row": index}
+    history.append("agent", "invoke", op, {**facts, **asked(body)}, request_id=rid)
+    if status is None:
+        history.append("agent", "info", op, {**facts, "error": "cut"}, request_id=rid)
+    else:
+        history.append(
+            "agent", "ok" if status < 400 else "fail", op, {**facts, "status": status}, request_id=rid
+        )
+
+
+def chat(index: int, turn: int, **sampling: Any) -> dict[str, Any]:
+    """A native collector's model call for row ``index`` at ``turn`` (its assistant messages)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": f"What is {index} + 2?"}]
+    for done in range(turn):
+        messages += [{"role": "assistant", "content": f"call {done}"}, {"role": "tool", "content": "4"}]
+    return {"model": "m", "messages": messages, "max_tokens": 64, "_rowidx": index, **sampling}

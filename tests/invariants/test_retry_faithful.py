@@ -5,19 +5,13 @@ and the prompt of the attempt it replaces; with no retry there is nothing to jud
 from __future__ import annotations
 
 import copy
-import itertools
-from collections.abc import Mapping
 from typing import Any
 
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.invariants.base import Status, Verdict
 from pytest_rollout_chaos.invariants.retry_faithful import RetryFaithful
-from pytest_rollout_chaos.servers.faultlayer.asked import asked
 from tests.invariants._builders import observe, rollout
-
-RUN_LINK = "collector->agent:calculator_agent"
-CHAT = "POST /v1/chat/completions"
-_ids = itertools.count(1)
+from tests.invariants._records import CHAT, LINK, chat, sent
 
 
 def row(index: int, **sampling: Any) -> dict[str, Any]:
@@ -31,28 +25,6 @@ def row(index: int, **sampling: Any) -> dict[str, Any]:
         "agent_ref": {"name": "calculator_agent"},
         "_rowidx": index,
     }
-
-
-def sent(
-    history: History,
-    body: Mapping[str, Any],
-    *,
-    op: str = "POST /run",
-    link: str = RUN_LINK,
-    status: int | None = 200,
-) -> None:
-    """What the layer writes for one request: invoke with what it asked for, then its outcome
-    (``None``: cut with no answer, as a transport then resends it)."""
-    rid = f"req-{next(_ids)}"
-    index = body.get("_rowidx", 1)
-    facts = {"link": link, "server": link.partition("->")[2], "row": index}
-    history.append("agent", "invoke", op, {**facts, **asked(body)}, request_id=rid)
-    if status is None:
-        history.append("agent", "info", op, {**facts, "error": "cut"}, request_id=rid)
-    else:
-        history.append(
-            "agent", "ok" if status < 400 else "fail", op, {**facts, "status": status}, request_id=rid
-        )
 
 
 def judged(history: History) -> Verdict:
@@ -167,19 +139,11 @@ def test_a_resend_that_changed_what_it_asked_for_still_fails() -> None:
 
 def test_a_request_recorded_without_what_it_asked_for_is_left_out() -> None:
     history = History()
-    facts = {"link": RUN_LINK, "server": "agent:calculator_agent", "row": 1}
+    facts = {"link": LINK, "server": "agent:calculator_agent", "row": 1}
     for rid in ("a", "b"):  # a record from before the layer wrote what a request asks for
         history.append("agent", "invoke", "POST /run", facts, request_id=rid)
         history.append("agent", "ok", "POST /run", {**facts, "status": 200}, request_id=rid)
     assert judged(history).status is Status.NOT_JUDGED
-
-
-def chat(index: int, turn: int, **sampling: Any) -> dict[str, Any]:
-    """A native collector's model call for row ``index`` at ``turn`` (its assistant messages)."""
-    messages: list[dict[str, Any]] = [{"role": "user", "content": f"What is {index} + 2?"}]
-    for done in range(turn):
-        messages += [{"role": "assistant", "content": f"call {done}"}, {"role": "tool", "content": "4"}]
-    return {"model": "m", "messages": messages, "max_tokens": 64, "_rowidx": index, **sampling}
 
 
 def test_native_the_next_turn_is_no_retry_and_a_retry_of_a_turn_is_judged() -> None:
