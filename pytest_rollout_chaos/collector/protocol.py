@@ -187,6 +187,10 @@ class TooManyAbortedError(CollectionError):
     """More rollouts were aborted than the configured bound allows."""
 
 
+class EmptyTrainBatchError(CollectionError):
+    """Rollouts completed, but none is left to train on: each is in a group left out whole."""
+
+
 def supported_styles(collector: object) -> tuple[Style, ...]:
     """The styles ``collector`` (or its class, or its factory) declares in ``styles``; all by default.
 

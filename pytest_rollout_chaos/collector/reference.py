@@ -4,7 +4,8 @@ gym style: the agents own the loop; one ``/run`` per row through the Gym client,
 concurrency. Each row's failure stays that row's (an aborted Rollout naming the root cause);
 what makes the whole batch meaningless fails the collection at once: fewer results than rows
 (``ShortCountError``), an agent that dropped its answer (``InfrastructureError``), too many
-aborted rows (``TooManyAbortedError``), or the collection deadline. The Gym client, like NeMo
+aborted rows (``TooManyAbortedError``), nothing left to train on (``EmptyTrainBatchError``: every
+GRPO group dropped), or the collection deadline. The Gym client, like NeMo
 Gym's, has no deadline and retries a dead agent forever, so every ``/run`` is awaited under
 this collector's own ``request_timeout_s``: a dead, frozen or cut-off agent shows up as rows
 past that deadline. There the collector asks the agent itself (``collector.outage``): one that
@@ -36,6 +37,7 @@ from pytest_rollout_chaos.collector.protocol import (
     CollectionError,
     Collector,
     CollectorContext,
+    EmptyTrainBatchError,
     InfrastructureError,
     Mode,
     Rollout,
@@ -108,7 +110,8 @@ class ReferenceCollector:
     def _drop_broken_groups(self, rows: Sequence[Row], rollouts: list[Rollout]) -> list[Rollout]:
         """Leave every group with an aborted member out of the train batch, whole: a placeholder
         kept in its group, loss-masked or not, still enters the siblings' advantage baseline. Each
-        dropped group is recorded (its rows and why); its rollouts keep their own status."""
+        dropped group is recorded (its rows and why); its rollouts keep their own status. Where that
+        leaves nothing to train on, ``EmptyTrainBatchError``."""
         by_row = {rollout.row_index: rollout for rollout in rollouts}
         for positions in prompt_groups(rows):
             members = [by_row[row_index(rows[position], position)] for position in positions]
@@ -127,7 +130,9 @@ class ReferenceCollector:
                     "errors": [member.error for member in failed],
                 },
             )
-        return [by_row[rollout.row_index] for rollout in rollouts]
+        kept = [by_row[rollout.row_index] for rollout in rollouts]
+        _check_not_empty(kept)
+        return kept
 
     async def _collect_gym(self, rows: Sequence[Row], indices: list[int]) -> list[Rollout]:
         limit = asyncio.Semaphore(self.settings.max_concurrency)
@@ -258,13 +263,29 @@ def _checked_indices(rows: Sequence[Row]) -> list[int]:
 def _check_aborted_share(rollouts: Sequence[Rollout], bound: float) -> None:
     failed = [rollout for rollout in rollouts if rollout.status == "aborted"]
     if rollouts and len(failed) / len(rollouts) > bound:
-        reasons = Counter(rollout.error or "?" for rollout in failed).most_common(3)
-        listed = "; ".join(f"{count}x {reason}" for reason, count in reasons)
         raise TooManyAbortedError(
             f"{len(failed)} of {len(rollouts)} rollouts aborted "
             f"(rows {sorted(rollout.row_index for rollout in failed)}), "
-            f"above max_aborted_fraction={bound}: {listed}"
+            f"above max_aborted_fraction={bound}: {_causes(failed)}"
         )
+
+
+def _check_not_empty(rollouts: Sequence[Rollout]) -> None:
+    """Rollouts that did not abort, yet each in a group left out whole: the step has nothing to
+    train on (an all-aborted batch is the aborted share's to judge)."""
+    failed = [rollout for rollout in rollouts if rollout.status == "aborted"]
+    if len(failed) < len(rollouts) and not any(rollout.in_train_batch for rollout in rollouts):
+        raise EmptyTrainBatchError(
+            f"nothing to train on: every GRPO group has an aborted member (rows "
+            f"{sorted(rollout.row_index for rollout in failed)}) and is left out whole, so the "
+            f"{len(rollouts) - len(failed)} rollouts that did not abort are too: {_causes(failed)}"
+        )
+
+
+def _causes(failed: Sequence[Rollout]) -> str:
+    """The three commonest reasons the rows aborted, with how often each."""
+    reasons = Counter(rollout.error or "?" for rollout in failed).most_common(3)
+    return "; ".join(f"{count}x {reason}" for reason, count in reasons)
 
 
 def _discard(awaitable: object) -> None:

@@ -93,6 +93,9 @@ def draw(original: Scenario, text: str, *, seed: int, index: int) -> Draw:
         except DrawError as error:  # the format refused this combination: draw again
             refused = str(error)
             continue
+        if _rows(made.scenario) > max(MAX_ROWS, _rows(original)):  # more rows and a larger group
+            refused = f"{_rows(made.scenario)} rows, above {MAX_ROWS}"
+            continue
         return made if next_steps is None else _with_edit(made, text, next_steps)
     raise DrawError(f"{original.name}: {ATTEMPTS} draws in a row refused by the format, the last: {refused}")
 
@@ -195,6 +198,7 @@ def _group_dimensions(scenario: Scenario, rng: random.Random) -> Iterator[list[E
         for size in GROUP_SIZES
         if size != workload.generations_per_prompt
         and -(-rows // size) * size * len(workload.tasks) <= MAX_ROWS
+        and _a_group_trains(scenario, size, groups=-(-rows // size) * len(workload.tasks))
     ]
     if sizes:
         size = rng.choice(sizes)
@@ -203,6 +207,21 @@ def _group_dimensions(scenario: Scenario, rng: random.Random) -> Iterator[list[E
         yield group if per_task == workload.rows_per_task else [*group, (ROWS_PATH, per_task)]
     if not scenario.stack.reward_spread:
         yield [("stack.reward_spread", REWARD_SPREAD)]
+
+
+def _rows(scenario: Scenario) -> int:
+    workload = scenario.workload
+    return workload.rows_per_task * len(workload.tasks) * workload.generations_per_prompt
+
+
+def _a_group_trains(scenario: Scenario, size: int, *, groups: int) -> bool:
+    """Whether a scenario that expects its rollouts back keeps, at groups of ``size``, a group with
+    none of the rows it expects aborted: were every group to hold one, every group would be left
+    out of the train batch, and a sound collector must then raise (``no_empty_epoch``)."""
+    conditions = scenario.expect.rollouts
+    if conditions is None or not conditions.aborted_rows:
+        return True
+    return len({row // size for row in conditions.aborted_rows}) < groups
 
 
 def _layout_free(scenario: Scenario) -> bool:

@@ -9,6 +9,7 @@ import pytest
 from pytest_rollout_chaos.collector import abilities
 from pytest_rollout_chaos.collector.protocol import (
     CollectionError,
+    EmptyTrainBatchError,
     InfrastructureError,
     ShortCountError,
     TooManyAbortedError,
@@ -63,6 +64,22 @@ async def test_a_group_with_an_aborted_member_is_left_out_of_training_whole() ->
     assert dropped.data["rows"] == [4, 5, 6, 7]
     assert dropped.data["failed"] == [5]
     assert "HTTP 500" in dropped.data["errors"][0]
+
+
+async def test_every_group_left_out_is_an_empty_step_and_fails_the_collection() -> None:
+    """Two groups of four, one aborted member each: 2 of 8 is under the aborted bound, yet nothing
+    is left to train on (a fuzz draw of ``run-answers-unreadable`` found the reference returning it)."""
+    grouped = [
+        {**row, "_rowidx": 4 * prompt + member} for prompt, row in enumerate(rows(2)) for member in range(4)
+    ]
+    ctx = context(FakeGym({1: ["error"], 6: ["error"]}))
+    with pytest.raises(
+        EmptyTrainBatchError,
+        match=r"nothing to train on: every GRPO group has an aborted member \(rows \[1, 6\]\).*6 rollouts"
+        r".*1x .*HTTP 500: ValueError\(.row 1.\)",
+    ):
+        await ReferenceCollector(ctx).collect(grouped, mode="train")
+    assert len(ctx.history.events(source="collector", op="group_dropped")) == 2
 
 
 async def test_short_count_raises_at_once_naming_requested_and_returned() -> None:

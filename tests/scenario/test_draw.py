@@ -45,6 +45,10 @@ def test_every_catalog_scenario_draws_valid_variants_that_keep_what_it_expects(p
         rows = workload.rows_per_task * len(workload.tasks) * workload.generations_per_prompt
         before = original.rows_per_task * len(original.tasks) * original.generations_per_prompt
         assert before <= rows <= max(24, before)  # every row the scenario names still exists
+        aborted = scenario.expect.rollouts.aborted_rows if scenario.expect.rollouts else None
+        if aborted:  # a group with no expected abort still trains, so the rollouts can come back
+            size = workload.generations_per_prompt
+            assert len({row // size for row in aborted}) < rows // size, one.edits
         # a next step or two, only where the scenario runs one collection
         assert workload.collections in ({1, 2, 3} if original.collections == 1 else {original.collections})
         assert one.scenario.stack.policy.seed is not None
@@ -133,6 +137,16 @@ def test_a_grouped_scenario_draws_other_group_sizes_and_a_reward_spread_and_shri
     assert ("workload.rows_per_task", 2) in pair.edits  # 2 prompts of 2 keep rows 0..7
     undone = [d for d in smaller(pair, text) if d.scenario.workload.generations_per_prompt == 4]
     assert [d.scenario.workload.rows_per_task for d in undone] == [1]
+
+
+def test_no_group_size_is_drawn_that_leaves_every_group_with_an_expected_abort() -> None:
+    """``run-answers-unreadable`` expects rows 1, 3 and 6 aborted in four groups of two over two
+    tasks: at groups of four (eight rows) both groups would hold one, nothing would be left to
+    train on and a sound collector must raise, against its ``expect.rollouts``."""
+    _, _, made = _draws(CATALOG / "run-answers-unreadable.chaos.yaml", count=40)
+    sizes = {one.scenario.workload.generations_per_prompt for one in made}
+    assert 4 not in sizes, sizes
+    assert sizes & {3, 5}, sizes  # other sizes are still drawn
 
 
 def test_now_and_then_a_draw_runs_two_or_three_collections_and_shrinks_back_to_one() -> None:
