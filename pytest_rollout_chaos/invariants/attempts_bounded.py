@@ -49,7 +49,8 @@ class AttemptsBounded:
         if not handed and not answered:
             return not_judged(
                 self.name,
-                "nothing to count: no rollout came back and the record holds no answered /run",
+                "nothing to count: no rollout came back and the record holds no answered /run "
+                "or model call of a row",
             )
         problems = [
             f"row {row}: the servers answered {count} {what}, above max_attempts={limit}"

@@ -21,7 +21,8 @@ index (the same draw on every machine):
 A draw is a list of edits to the scenario's YAML document, so the format's own reader validates
 it (a draw the format refuses is never run) and a failing draw is written back as a file the user
 keeps. The scenario's ``expect:`` holds for every draw: the layout is not drawn where the scenario
-names rows by id (a fault's ``row``, ``expect.rollouts.aborted_rows``). The collections come from
+names rows by id (a fault's ``row``, ``expect.rollouts.aborted_rows``), nor a group size at which
+every group holds a row it expects aborted (nothing would be left to train on). The collections come from
 a stream of their own and go last, left out where the format refuses them (a fault that leaves
 its server down), so they change no other dimension's draw. ``smaller`` undoes one edit at a
 time (never the seed, which the failure may need), which is how a failing draw shrinks: undoing the
