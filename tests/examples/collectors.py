@@ -145,7 +145,7 @@ class NativeCollector:
         if tools := chat_tools(sample.row):  # the environment reads tool calls from the text
             body |= {"tools": tools, "tool_choice": "none"}
         for attempt in range(1, settings.max_logprob_attempts + 1):
-            sample.attempts = attempt
+            sample.attempts = max(sample.attempts, attempt)  # the most tries one turn took
             try:
                 async with http.post(url, json=body) as response:
                     if response.status >= 400:
