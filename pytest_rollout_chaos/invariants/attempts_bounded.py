@@ -26,7 +26,7 @@ from pytest_rollout_chaos.invariants.base import (
     story,
     verdict,
 )
-from pytest_rollout_chaos.invariants.sends import collector_sends, spans
+from pytest_rollout_chaos.invariants.sends import collector_sends, spans, turn_of
 from pytest_rollout_chaos.invariants.served import MODEL_CALL_OPS, Served, served
 
 
@@ -104,10 +104,10 @@ def _answered_per_turn(observation: Observation) -> dict[int, int]:
     calls = [span for span in spans(observation.history) if span.op in MODEL_CALL_OPS]
     per_turn: dict[tuple[int, int], int] = {}
     for span in collector_sends(calls):
-        turn = span.invoke.data.get("turn")
-        if span.row is None or not span.answered or not isinstance(turn, int) or isinstance(turn, bool):
+        placed = turn_of(span)
+        if placed is None or not span.answered:
             continue  # a call that cannot be placed in a row's turn, or that no server answered
-        per_turn[span.row, turn] = per_turn.get((span.row, turn), 0) + 1
+        per_turn[placed] = per_turn.get(placed, 0) + 1
     most: dict[int, int] = {}
     for (row, _), count in per_turn.items():
         most[row] = max(most.get(row, 0), count)

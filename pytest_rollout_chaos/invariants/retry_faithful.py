@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from pytest_rollout_chaos.invariants.base import Observation, Status, Verdict, not_judged, story, verdict
-from pytest_rollout_chaos.invariants.sends import Span, collector_sends, spans
+from pytest_rollout_chaos.invariants.sends import Span, collector_sends, spans, turn_of
 from pytest_rollout_chaos.invariants.served import MODEL_CALL_OPS, RUN_OP
 
 _ABSENT: Final = object()  # a parameter or part one of the two requests did not send
@@ -107,10 +107,7 @@ def _attempt_of(span: Span, *, native: bool) -> tuple[int, int | None] | None:
     data = span.invoke.data
     if span.row is None or not isinstance(data.get("prompt"), Mapping):
         return None  # not recorded with what it asked for
-    if not native:
-        return span.row, None
-    turn = data.get("turn")
-    return (span.row, turn) if isinstance(turn, int) and not isinstance(turn, bool) else None
+    return turn_of(span) if native else (span.row, None)
 
 
 def _differences(before: object, after: object) -> Sequence[tuple[str, object, object]]:

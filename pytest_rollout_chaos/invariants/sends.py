@@ -137,5 +137,14 @@ def sent_after(history: History, moment: float) -> list[Sent]:
     return sorted(found, key=lambda sent: sent.t)
 
 
+def turn_of(span: Span) -> tuple[int, int] | None:
+    """The row and turn a native model call was sent for: its row, and the assistant messages it
+    carries (``servers.faultlayer.asked``); None for a call that cannot be placed so."""
+    turn = span.invoke.data.get("turn")
+    if span.row is None or not isinstance(turn, int) or isinstance(turn, bool):
+        return None
+    return span.row, turn
+
+
 def _row(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None

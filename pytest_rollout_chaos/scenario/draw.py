@@ -194,16 +194,17 @@ def _group_dimensions(scenario: Scenario, rng: random.Random) -> Iterator[list[E
     row the scenario names still exists); the members scored apart."""
     workload = scenario.workload
     rows = workload.rows_per_task * workload.generations_per_prompt
+    prompts = {size: -(-rows // size) for size in GROUP_SIZES}  # prompts per task, rounded up
     sizes = [
         size
         for size in GROUP_SIZES
         if size != workload.generations_per_prompt
-        and -(-rows // size) * size * len(workload.tasks) <= MAX_ROWS
-        and _a_group_trains(scenario, size, groups=-(-rows // size) * len(workload.tasks))
+        and prompts[size] * size * len(workload.tasks) <= MAX_ROWS
+        and _a_group_trains(scenario, size, groups=prompts[size] * len(workload.tasks))
     ]
     if sizes:
         size = rng.choice(sizes)
-        per_task = -(-rows // size)  # prompts per task, rounded up
+        per_task = prompts[size]
         group = [(GROUP_PATH, size)]
         yield group if per_task == workload.rows_per_task else [*group, (ROWS_PATH, per_task)]
     if not scenario.stack.reward_spread:

@@ -12,6 +12,7 @@ from xml.etree import ElementTree
 
 REPO = Path(__file__).resolve().parents[2]
 CATALOG = REPO / "scenarios"
+CATALOG_NAMES = sorted(path.name.removesuffix(".chaos.yaml") for path in CATALOG.glob("*.chaos.yaml"))
 
 
 @dataclass
