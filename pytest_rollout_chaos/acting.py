@@ -3,8 +3,10 @@
 Before a fault is injected, ``cannot_act`` reads what its class needs (``Fault.needs``) and says
 why this run lacks it: a process fault on a server this run did not start (an external policy),
 a Ray fault on a server not in a Ray actor, or on a node that cannot be removed, a fault between
-hosts without ``hosts:N``, a fault that reads ``/proc`` on a server on another machine. A scenario then
-skips with the reason, and ``chaos_faults`` refuses the inject. The needs every plugin run has
+hosts without ``hosts:N``, a fault that reads ``/proc`` on a server on another machine. What each
+server lacks is gathered for every need at once (``lacks``), the facts the fit step
+(``engine.fit``) reads too: a scenario then skips with the reason, and ``chaos_faults`` refuses
+the inject. The needs every plugin run has
 (a Toxiproxy link, the fault layer, the Gym client, the collection) are left to the fault's own
 preflight, which says what is missing when a hand-built stack lacks one.
 
@@ -35,19 +37,41 @@ SETTLE_POLL_S: Final = 0.02
 _ON_A_PROCESS: Final = (Need.PROCESS, Need.RAY_ACTOR, Need.RAY_NODE, Need.HOST, Need.HERE)
 
 
+class Lacks(dict[str, Mapping[Need, str]]):
+    """What each server of a stack lacks of the needs a fault may have (``Need``), with why, by
+    scenario server name: facts about the stack, gathered before any fault is named. A name no
+    process of this run answers to lacks what ``elsewhere`` says."""
+
+    def __init__(self, by_server: Mapping[str, Mapping[Need, str]], elsewhere: Mapping[Need, str]) -> None:
+        super().__init__(by_server)
+        self.elsewhere = elsewhere
+
+    def __missing__(self, server: str) -> Mapping[Need, str]:
+        return self.elsewhere
+
+
+def lacks(stack: ChaosStack) -> Lacks:
+    """What each server of ``stack`` lacks, for every need."""
+    servers, unmanaged = stack.servers(), stack.unmanaged()
+    return Lacks(
+        {name: _lacked(servers.get(name), unmanaged.get(name)) for name in {*servers, *unmanaged}},
+        _lacked(None, None),
+    )
+
+
 def cannot_act(stack: ChaosStack, kind: str, target: str) -> str | None:
     """Why a ``kind`` fault on ``target`` (each server it stands for) cannot act on ``stack``, or None."""
     needs = registry.fault_class(kind).needs
-    servers, unmanaged = stack.servers(), stack.unmanaged()
     try:
         names = stack.expand_target(target)
     except ValueError as error:  # ``policy[i]`` beyond the replicas this stack runs
         return str(error)
-    for name in names:
-        for need in needs:
-            if (reason := _lacks(need, servers.get(name), unmanaged.get(name))) is not None:
-                return reason
-    return None
+    lacked = lacks(stack)
+    return next((lacked[name][need] for name in names for need in needs if need in lacked[name]), None)
+
+
+def _lacked(process: ManagedProcess | None, unmanaged: str | None) -> dict[Need, str]:
+    return {need: why for need in Need if (why := _lacks(need, process, unmanaged)) is not None}
 
 
 def _lacks(need: Need, process: ManagedProcess | None, unmanaged: str | None) -> str | None:

@@ -139,8 +139,8 @@ def _run_one(scenario: Scenario, builder: StackBuilder, settings: ChaosSettings)
     outcome: ItemOutcome = "passed"
     message = ""
     try:
-        factory = run.collector_for(scenario, settings.target)
-        result = run.run_on(scenario, builder.stack, factory, settings)
+        loaded = run.collector_for(scenario, settings.target)
+        result = run.run_on(scenario, builder.stack, loaded, settings)
         story.raise_for(result)
     except CollectorTargetError as error:  # a declaration of the wrong shape, say
         outcome, message = "error", f"{type(error).__name__}: {error}"

@@ -142,9 +142,9 @@ def run_scenario(scenario: Scenario, request: pytest.FixtureRequest) -> None:
 
     settings: ChaosSettings = request.getfixturevalue("chaos_settings")
     try:
-        factory = run.collector_for(scenario, settings.target)
+        loaded = run.collector_for(scenario, settings.target)
         stack: ChaosStack = request.getfixturevalue("chaos_stack")
-        result = run.run_on(scenario, stack, factory, settings)
+        result = run.run_on(scenario, stack, loaded, settings)
     except CannotRunHere as reason:  # the fit step: nothing judged, said why
         pytest.skip(str(reason))
     except NotJudgedError as declined:  # the collector declined the scenario

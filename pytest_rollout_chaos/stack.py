@@ -127,24 +127,12 @@ class ChaosStack:
         return {"policy": reason} if reason is not None else {}
 
     def expand_target(self, target: str) -> tuple[str, ...]:
-        """``agent`` and ``collector->agent`` stand for every agent instance, ``policy`` and
-        ``model->policy`` for every policy replica in use, ``policy[i]`` for that replica's own
-        name (``policy`` when only one was started); others for themselves."""
-        if target == AGENTS_ALIAS:
-            return self.agent_names
-        if target == COLLECTOR_TO_AGENT:
-            return tuple(f"{COLLECTOR_TO_AGENT}:{agent}" for agent in self.agent_names)
-        base, index = replica_of(target)
-        head, arrow, end = base.rpartition("->")
-        if end != POLICY:
-            return (target,)
-        names = self.policy_names()
-        if index is None:
-            return tuple(f"{head}{arrow}{name}" for name in names)
-        if index >= len(names):
-            valid = ", ".join((POLICY, *indexed_names(len(names))))
-            raise ValueError(f"{target!r}: this stack runs {len(names)} policy replica(s) (valid: {valid})")
-        return (f"{head}{arrow}{names[index]}",)
+        """The server names ``target`` stands for (``Targets.expand``)."""
+        return self.targets().expand(target)
+
+    def targets(self) -> Targets:
+        """The names this stack's target aliases stand for: its agents, its policy replicas in use."""
+        return Targets(self.agent_names, self.policy_names())
 
     def events_files(self) -> list[Path]:
         """Every server's History events file, and the fault layer's."""
@@ -193,6 +181,38 @@ class ChaosStack:
         await asyncio.to_thread(process.stop)
         history.append("process", "info", "loading", {"server": process.name, "ready_delay_s": ready_delay_s})
         return asyncio.create_task(asyncio.to_thread(process.restart, ready_delay_s=ready_delay_s))
+
+
+@dataclass(frozen=True, slots=True)
+class Targets:
+    """What a stack's target aliases stand for: ``agent`` and ``collector->agent`` every agent
+    instance, ``policy`` and ``model->policy`` every policy replica in use, ``policy[i]`` that
+    replica's own name (``policy`` when only one was started); others themselves."""
+
+    agents: tuple[str, ...]
+    policies: tuple[str, ...]
+
+    def expand(self, target: str) -> tuple[str, ...]:
+        """The server names ``target`` stands for; ``ValueError`` for a replica beyond them."""
+        if target == AGENTS_ALIAS:
+            return self.agents
+        if target == COLLECTOR_TO_AGENT:
+            return tuple(f"{COLLECTOR_TO_AGENT}:{agent}" for agent in self.agents)
+        base, index = replica_of(target)
+        head, arrow, end = base.rpartition("->")
+        if end != POLICY:
+            return (target,)
+        names = self.policies
+        if index is None:
+            return tuple(f"{head}{arrow}{name}" for name in names)
+        if index >= len(names):
+            valid = ", ".join((POLICY, *indexed_names(len(names))))
+            raise ValueError(f"{target!r}: this stack runs {len(names)} policy replica(s) (valid: {valid})")
+        return (f"{head}{arrow}{names[index]}",)
+
+    def using(self, replicas: int) -> Targets:
+        """These targets with only the first ``replicas`` policy replicas in use."""
+        return dataclasses.replace(self, policies=self.policies[:replicas])
 
 
 def _unique(processes: Iterable[ManagedProcess]) -> list[ManagedProcess]:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos import bundled
-from pytest_rollout_chaos.engine.fit import not_applicable, with_replicas
+from pytest_rollout_chaos.collector.abilities import declared
+from pytest_rollout_chaos.engine.fit import Fit, fitted, not_applicable, stack_facts
 from pytest_rollout_chaos.scenario.model import Scenario, parse_scenario
 from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME
 from pytest_rollout_chaos.servers.links import link_server
@@ -74,13 +75,12 @@ def _scenario(replicas: int | None) -> Scenario:
 
 def test_the_engine_gives_a_scenario_its_own_count_or_the_runs(tmp_path: Path) -> None:
     stack = _stack(2, tmp_path)
-    same, reason = with_replicas(_scenario(2), stack, 1)
-    assert reason is None
-    assert same is stack
-    fewer, reason = with_replicas(_scenario(None), stack, 1)
-    assert reason is None
-    assert fewer.policy_names() == ("policy[0]",)
-    _, reason = with_replicas(_scenario(3), stack, 1)
+    same = _fitted(_scenario(2), stack)
+    assert (same.replicas, same.reason) == (2, None)
+    fewer = _fitted(_scenario(None), stack)
+    assert (fewer.replicas, fewer.reason) == (1, None)
+    assert stack.using(fewer.replicas).policy_names() == ("policy[0]",)
+    reason = _fitted(_scenario(3), stack).reason
     assert reason == (
         "the scenario needs 3 policy replica(s) (stack.policy.replicas); this run started 2 "
         "(--rollout-chaos-policy-replicas=3 starts them)"
@@ -89,7 +89,7 @@ def test_the_engine_gives_a_scenario_its_own_count_or_the_runs(tmp_path: Path) -
 
 def test_real_nemo_gym_cannot_narrow_its_base_urls_so_the_scenario_skips(tmp_path: Path) -> None:
     stack = _stack(2, tmp_path, real=frozenset({MODEL_NAME}))
-    _, reason = with_replicas(_scenario(None), stack, 1)
+    reason = _fitted(_scenario(None), stack).reason
     assert reason is not None
     assert "real NeMo Gym's model server was given all their base URLs at start" in reason
     assert "--rollout-chaos-policy-replicas=1" in reason
@@ -107,7 +107,7 @@ def test_an_external_policy_is_one_server_so_a_scenario_asking_for_two_skips(tmp
         collector_policy_url=external.base_url,
     )
     assert stack.servers().get("policy") is None
-    _, reason = with_replicas(_scenario(2), stack, 1)
+    reason = _fitted(_scenario(2), stack).reason
     assert reason is not None
     assert reason.startswith("the scenario needs 2 policy replica(s) (stack.policy.replicas); the policy is ")
     assert "--rollout-chaos-policy-url=http://127.0.0.1:9/v1" in reason
@@ -126,3 +126,8 @@ def test_a_fault_on_a_replica_the_stack_does_not_run_is_a_reason_not_a_crash(tmp
         "faults/0 kill on 'policy[1]': 'policy[1]': this stack runs 1 policy replica(s) "
         "(valid: policy, policy[0])"
     )
+
+
+def _fitted(scenario: Scenario, stack: ChaosStack) -> Fit:
+    """The fit step's answer for a collector that declares nothing, the run asking for one replica."""
+    return fitted(scenario, stack_facts(stack), declared(object), run_replicas=1)

@@ -29,9 +29,11 @@ A collector (or its class, or its factory) may declare, as attributes:
   trainer that does): the workload's own ids never reach the servers, so a scenario that numbers
   its rows otherwise (``workload.row_ids``) cannot be judged on it.
 
-The fit step (``engine.fit``) asks ``unsupported`` and ``unreached`` before the collection starts,
-so a collector never skips from inside ``collect`` after the faults are armed. A declaration of the
-wrong shape is a ``CollectorTargetError`` saying what is valid.
+``declared`` reads them all at once into ``Abilities``, the facts about the collector that the fit
+step's rules (``engine.fit``) judge a scenario by before the collection starts, so a collector never
+skips from inside ``collect`` after the faults are armed. This module says what was declared, never
+whether a scenario fits. A declaration of the wrong shape is a ``CollectorTargetError`` saying what
+is valid.
 """
 
 from __future__ import annotations
@@ -50,62 +52,55 @@ from pytest_rollout_chaos.collector.protocol import (
     supported_styles,
 )
 from pytest_rollout_chaos.errors import CollectorTargetError
-from pytest_rollout_chaos.servers.policy.replicas import replica_of
 
 Reach = Mapping[str, tuple[str, ...] | None]
 COMBINE_EXAMPLE: Final = 'cannot_combine = {("native", "train"): "why"}'
 
 
-def unsupported(
-    collector: object,
-    *,
-    style: Style,
-    mode: Mode,
-    group_size: int,
-    row_ids: str = "positions",
-    collections: int = 1,
-) -> str | None:
-    """Why ``collector`` cannot run a workload of ``style``, ``mode``, groups of ``group_size``
-    rows, ``_rowidx`` numbered by ``row_ids`` and ``collections`` in a row, from what it declares;
-    None when it can (or declares nothing)."""
-    styles = supported_styles(collector)
-    if style not in styles:
-        return (
-            f"{style}-style scenario; the collector under test supports only {', '.join(styles)} style "
-            f"(its styles = {styles!r})"
-        )
-    modes = supported_modes(collector)
-    if mode not in modes:
-        return (
-            f"{mode}-mode scenario; the collector under test supports only {', '.join(modes)} mode "
-            f"(its modes = {modes!r})"
-        )
-    refused = cannot_combine(collector).get((style, mode))
-    if refused is not None:
-        return refused
-    largest = getattr(collector, "max_group_size", None)
-    if largest is not None and group_size > largest:
-        why = getattr(collector, "max_group_size_why", "") or "its max_group_size"
-        return f"groups of {group_size} generations per prompt; the collector takes at most {largest}: {why}"
-    most = getattr(collector, "max_collections", None)
-    if most is not None and collections > most:
-        why = getattr(collector, "max_collections_why", "") or "its max_collections"
-        return (
-            f"{collections} collections in a row (workload.collections); the collector runs at most "
-            f"{most}: {why}"
-        )
+@dataclass(frozen=True, slots=True)
+class Abilities:
+    """Everything a collector declares, read and checked once: what the fit step's rules read."""
+
+    styles: tuple[Style, ...]
+    modes: tuple[Mode, ...]
+    cannot_combine: Mapping[tuple[Style, Mode], str]
+    max_group_size: int | None
+    max_group_size_why: str
+    max_collections: int | None
+    max_collections_why: str
+    numbers_rows: str | None  # where it stamps each row's ``_rowidx`` itself, or None
+    reach: Reach | None  # None: every row goes through the Gym stack
+    retargets: tuple[Retarget, ...]
+    unmoved: Mapping[str, str]
+    own_concurrency: str | None
+
+
+def declared(collector: object) -> Abilities:
+    """What ``collector`` (its factory, its class or the collector built) declares, checked."""
+    return Abilities(
+        styles=supported_styles(collector),
+        modes=supported_modes(collector),
+        cannot_combine=cannot_combine(collector),
+        max_group_size=getattr(collector, "max_group_size", None),
+        max_group_size_why=getattr(collector, "max_group_size_why", "") or "its max_group_size",
+        max_collections=getattr(collector, "max_collections", None),
+        max_collections_why=getattr(collector, "max_collections_why", "") or "its max_collections",
+        numbers_rows=_numbers_rows(collector),
+        reach=declared_reach(collector),
+        retargets=declared_retargets(collector),
+        unmoved=_unmoved(collector),
+        own_concurrency=own_concurrency(collector),
+    )
+
+
+def _numbers_rows(collector: object) -> str | None:
     renumbers = getattr(collector, "numbers_rows", None)
-    if row_ids != "positions" and renumbers is not None:
-        if not isinstance(renumbers, str) or not renumbers:
-            raise CollectorTargetError(
-                f"{_owner(collector)}.numbers_rows is {renumbers!r}; valid: a non-empty string saying "
-                "where it stamps each row's _rowidx with its position"
-            )
-        return (
-            f"rows numbered {row_ids} (workload.row_ids); the collector numbers every row by its "
-            f"position itself, so these ids never reach the servers: {renumbers}"
+    if renumbers is not None and (not isinstance(renumbers, str) or not renumbers):
+        raise CollectorTargetError(
+            f"{_owner(collector)}.numbers_rows is {renumbers!r}; valid: a non-empty string saying "
+            "where it stamps each row's _rowidx with its position"
         )
-    return None
+    return renumbers
 
 
 def cannot_combine(collector: object) -> Mapping[tuple[Style, Mode], str]:
@@ -204,22 +199,6 @@ STACK_SETTINGS: Final = ("stack.policy.splice_prefix", "stack.rescore_bonus")
 """The stack settings an ``unmoved`` key may name: each changes what one server answers."""
 
 
-def unmoved_why(collector: object, kind: str, target: str) -> str | None:
-    """Why ``collector`` moves no fault of ``kind`` on ``target`` (its ``unmoved``, by kind first,
-    then target; a policy replica as ``policy``), or None when it declares nothing for them."""
-    declared = _unmoved(collector)
-    for key in (kind, target, replica_of(target)[0]):
-        if key in declared:
-            return declared[key]
-    return None
-
-
-def unmoved_setting_why(collector: object, setting: str) -> str | None:
-    """Why ``collector``'s loop never meets what the stack ``setting`` (``STACK_SETTINGS``) changes,
-    or None when it declares nothing for it."""
-    return _unmoved(collector).get(setting)
-
-
 def _unmoved(collector: object) -> Mapping[str, str]:
     declared = getattr(collector, "unmoved", None)
     if declared is None:
@@ -233,30 +212,6 @@ def _unmoved(collector: object) -> Mapping[str, str]:
             "counterpart for it"
         )
     return declared
-
-
-def unreached(reach: Reach, target: str, route: str | None) -> str | None:
-    """Why a fault on ``target`` (``route`` when it names one) cannot reach a collector with
-    ``reach``, or None; one policy replica (``policy[0]``) counts as ``policy``."""
-    requested = {
-        name: routes is None or route is None or any(_requests(route, given) for given in routes)
-        for name, routes in reach.items()
-    }
-    reached = target if target in reach else replica_of(target)[0]
-    if reached not in reach:
-        return f"it acts on {target!r}"
-    if requested[reached]:
-        return None
-    return f"it acts on {target!r} route {route}, which the collector never requests there"
-
-
-def _requests(route: str, requested: str) -> bool:
-    """A fault route (exact, or a prefix ending in ``/`` or ``*``) matches a requested path."""
-    if route.endswith("*"):
-        return requested.startswith(route[:-1])
-    if route.endswith("/"):
-        return requested.startswith(route)
-    return requested == route
 
 
 def _owner(collector: object) -> str:

@@ -1,22 +1,28 @@
-"""The fit step: can this scenario run on this stack with this collector? One function answers it.
+"""The fit step: can this scenario run on this stack with this collector? Facts first, then rules.
 
-``why_not`` returns why not (or None) from three kinds of fact, all known before anything runs:
+Every fact the answer needs is gathered before any scenario is looked at, and nothing below this
+module is asked anything about the scenario:
 
-- **the stack.** The policy replicas the scenario asks for (``with_replicas``); what each fault
-  needs of its target (``acting.cannot_act``: a process fault needs a server this run started, a
-  Ray fault an actor); real NeMo Gym's resources server scoring by the answer alone
-  (``stack.rescore_bonus``, ``stack.reward_spread``); a server exit that cannot reach the
-  collector (``hidden_exit``); the model's own drift that real vLLM's strict tool calling prevents
-  (``drift_prevented``); a policy restart (``ready_delay_s``) on a policy this run did not start;
-  stop strings (``stack.policy.stop``) where our model server does not generate (``stop_unset``).
-- **the collector's declared abilities** (``collector.abilities``): styles, modes, the pairs of
-  them it cannot combine, the largest group it takes, whether it numbers the rows itself, the
-  most collections it runs in a row, the stack settings its loop never meets (``unmoved``).
-- **its reach.** A collector that runs its own loop declares ``reaches``; a fault aimed elsewhere,
-  or at a route it never requests, would never fire (``abilities.unreached``), and stop strings
-  set in the model server would never reach its generations. Its faults are
-  first moved as the collector's ``retargets`` say (``engine.retarget``): what is checked, here
-  and against the stack, is where each fault will act.
+- **the collector's declared abilities** (``abilities.declared``): styles, modes, the pairs of them
+  it cannot combine, the largest group it takes, whether it numbers the rows itself, the most
+  collections it runs in a row, its reach, its retargets and what it does not move (``unmoved``);
+- **the stack** (``StackFacts``): the policy replicas started, what its target aliases stand for
+  (``stack.Targets``), what each server lacks of the needs a fault may have (``acting.lacks``: a
+  process fault needs a server this run started, a Ray fault an actor), which servers are real
+  NeMo Gym's, its relays, whether real vLLM pins tool calls, what this run did not start.
+
+The rules then read only those facts and the scenario, all here: the styles and modes, groups,
+collections and row numbering the collector takes (``unsupported``); the stack settings its loop
+never meets (``setting_unmet``); its reach (a collector running its own loop declares what it
+requests: a fault aimed elsewhere, or at a route it never requests, would never fire, and stop
+strings set in the model server never reach its generations); the policy replicas the scenario
+asks for (``replicas_unmet``); what each fault needs of its target; real NeMo Gym's resources
+server scoring by the answer alone (``stack.rescore_bonus``, ``stack.reward_spread``); a server
+exit that cannot reach the collector (``hidden_exit``); the model's own drift that real vLLM's
+strict tool calling prevents (``drift_prevented``); stop strings where our model server does not
+generate (``stop_unset``); a policy restart on a policy this run did not start. A scenario's faults
+are first moved as the collector's ``retargets`` say (``engine.retarget``): what is checked is where
+each fault will act.
 
 One finer answer leaves the scenario running: ``inapplicable`` names the invariants that do not
 apply to the collector by what it declares (``concurrency_bounded`` to one keeping its own
@@ -29,12 +35,14 @@ pytest's scenario item reports as a skip), so the engine runs under any runner.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import abilities
-from pytest_rollout_chaos.collector.abilities import Reach
+from pytest_rollout_chaos.collector.abilities import Abilities, Reach
+from pytest_rollout_chaos.collector.protocol import Mode, Style
 from pytest_rollout_chaos.engine import retarget
 from pytest_rollout_chaos.faults import registry as faults
 from pytest_rollout_chaos.invariants import registry as invariants
@@ -42,16 +50,46 @@ from pytest_rollout_chaos.invariants.concurrency_bounded import ConcurrencyBound
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario
 from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME, RESOURCES_NAME
 from pytest_rollout_chaos.servers.nemo_gym.stack import NemoGymStack
-from pytest_rollout_chaos.stack import ChaosStack
+from pytest_rollout_chaos.servers.policy.replicas import replica_of
+from pytest_rollout_chaos.stack import ChaosStack, Targets
 
 DRIFT_WITNESS: Final = "prompt_ids_drifted"
 
 
 @dataclass(frozen=True, slots=True)
-class Fit:
-    """The fit step's answer: the stack and the faults as the scenario runs with them, or why not."""
+class StackFacts:
+    """What the rules read of a stack, gathered once (``stack_facts``)."""
 
-    stack: ChaosStack  # narrowed to the scenario's policy replicas
+    started_replicas: int
+    targets: Targets  # every policy replica started in use
+    lacks: acting.Lacks
+    unmanaged: Mapping[str, str]  # servers this run did not start -> why
+    real_servers: frozenset[str]  # process names of real NeMo Gym servers
+    relays: Mapping[str, str]  # agent -> its NeMo Gym legacy_agent relay (NeMo Gym 0.5 on)
+    nemo_gym_version: str | None  # None: the embedded Gym servers
+    pins_tool_calls: bool  # a started replica is real vLLM forcing each tool call's envelope
+
+
+def stack_facts(stack: ChaosStack) -> StackFacts:
+    """What the rules read of ``stack``."""
+    gym = stack.gym
+    return StackFacts(
+        started_replicas=len(stack.started_replicas),
+        targets=Targets(stack.agent_names, stack.policy_names(in_use=False)),
+        lacks=acting.lacks(stack),
+        unmanaged=stack.unmanaged(),
+        real_servers=gym.real_servers,
+        relays=gym.relays if isinstance(gym, NemoGymStack) else {},
+        nemo_gym_version=gym.nemo_gym_version if isinstance(gym, NemoGymStack) else None,
+        pins_tool_calls=any(replica.pins_tool_calls for replica in stack.started_replicas),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """The fit step's answer: the policy replicas and the faults the scenario runs with, or why not."""
+
+    replicas: int  # the policy replicas it uses (``ChaosStack.using``)
     retargeted: retarget.Retargeted  # its faults where they act for the collector
     reason: str | None = None
 
@@ -59,60 +97,60 @@ class Fit:
 def why_not(scenario: Scenario, stack: ChaosStack, collector: object, *, run_replicas: int) -> str | None:
     """Why ``scenario`` cannot run on ``stack`` with ``collector`` (its factory, its class or the
     collector built), or None. ``run_replicas`` is the run's ``--rollout-chaos-policy-replicas``."""
-    return fitted(scenario, stack, collector, run_replicas=run_replicas).reason
+    return fitted(
+        scenario, stack_facts(stack), abilities.declared(collector), run_replicas=run_replicas
+    ).reason
 
 
-def fitted(scenario: Scenario, stack: ChaosStack, collector: object, *, run_replicas: int) -> Fit:
-    """``why_not``, with what the scenario runs with: ``stack`` narrowed to its policy replicas, and
-    its faults moved where they act for ``collector`` (worked out once, here)."""
-    moved = retarget.retarget(scenario, collector)
-    narrowed, reason = with_replicas(scenario, stack, run_replicas)
-    reason = reason or not_applicable(moved.scenario, narrowed) or unfit(moved.scenario, collector)
-    return Fit(narrowed, moved, reason)
+def fitted(scenario: Scenario, stack: StackFacts, declared: Abilities, *, run_replicas: int) -> Fit:
+    """``why_not`` from the facts, with what the scenario runs with: its policy replicas, and its
+    faults moved where they act for the collector (worked out once, here)."""
+    moved = retarget.retarget(scenario, declared.retargets)
+    wanted = scenario.stack.policy.replicas or run_replicas
+    reason = (
+        replicas_unmet(scenario, stack, wanted)
+        or stack_unfit(moved.scenario, stack, stack.targets.using(wanted))
+        or unfit(moved.scenario, declared)
+    )
+    return Fit(wanted, moved, reason)
 
 
-def collector_unfit(scenario: Scenario, collector: object) -> str | None:
-    """Why ``collector`` cannot run ``scenario`` by what it declares, or None (no stack needed: a
-    scenario the collector cannot express says so before the stack starts). Its faults are judged
-    where the collector's ``retargets`` move them."""
-    acting_here = retarget.retargeted(scenario, collector)
-    return unfit(acting_here, collector)
+def collector_unfit(scenario: Scenario, declared: Abilities) -> str | None:
+    """Why a collector that declares ``declared`` cannot run ``scenario``, or None (no stack needed:
+    a scenario the collector cannot express says so before the stack starts). Its faults are
+    judged where the collector's ``retargets`` move them."""
+    return unfit(retarget.retargeted(scenario, declared.retargets), declared)
 
 
-def unfit(scenario: Scenario, collector: object) -> str | None:
+def unfit(scenario: Scenario, declared: Abilities) -> str | None:
     """``collector_unfit`` of a scenario whose faults the collector's retargets have moved already."""
     workload = scenario.workload
-    aimed = [retarget.aimed_route(step) for step in scenario.faults]  # the registry's default where not given
-    reason = abilities.unsupported(
-        collector,
+    reason = unsupported(
+        declared,
         style=workload.style,
         mode=workload.mode,
         group_size=workload.generations_per_prompt,
         row_ids=workload.row_ids,
         collections=workload.collections,
-    )
-    if reason is not None:
+    ) or setting_unmet(scenario, declared)
+    reach = declared.reach
+    if reason is not None or reach is None:
         return reason
-    reason = setting_unmet(scenario, collector)
-    if reason is not None:
-        return reason
-    reach = abilities.declared_reach(collector)
-    if reach is None:
-        return None
     stop = scenario.stack.policy.stop
-    if stop and abilities.unreached(reach, "model", None) is not None:  # the scenarios' name for it
+    if stop and "model" not in reach:  # the scenarios' name for the Gym model server
         return (
             f"stack.policy.stop={list(stop)!r} cannot reach the collector under test: it is set in the "
             "Gym model server, and the collector's own loop generates without it (its requests go to "
             f"{', '.join(reach)} only)"
         )
-    for index, (step, route) in enumerate(zip(scenario.faults, aimed, strict=True)):
-        why = abilities.unreached(reach, step.target, route)
+    servers = [replica_of(step.target)[0] for step in scenario.faults]  # a policy replica as ``policy``
+    for index, (step, server) in enumerate(zip(scenario.faults, servers, strict=True)):
+        why = unreached(reach, step.target, retarget.aimed_route(step), server=server)
         if why is not None:
             calls = ", ".join(
                 target + (f" ({', '.join(routes)})" if routes else "") for target, routes in reach.items()
             )
-            unmoved = abilities.unmoved_why(collector, step.kind, step.target)
+            unmoved = unmoved_why(declared, step.kind, step.target, server=server)
             return (
                 f"faults/{index} {step.kind} cannot reach the collector under test: {why}; the "
                 f"collector's own requests go to {calls} only"
@@ -120,8 +158,53 @@ def unfit(scenario: Scenario, collector: object) -> str | None:
     return None
 
 
-def setting_unmet(scenario: Scenario, collector: object) -> str | None:
-    """Why ``collector``'s loop never meets what a stack setting ``scenario`` changes does (its
+def unsupported(
+    declared: Abilities,
+    *,
+    style: Style,
+    mode: Mode,
+    group_size: int,
+    row_ids: str = "positions",
+    collections: int = 1,
+) -> str | None:
+    """Why a collector that declares ``declared`` cannot run a workload of ``style``, ``mode``,
+    groups of ``group_size`` rows, ``_rowidx`` numbered by ``row_ids`` and ``collections`` in a
+    row; None when it can (or declares nothing)."""
+    styles, modes = declared.styles, declared.modes
+    if style not in styles:
+        return (
+            f"{style}-style scenario; the collector under test supports only {', '.join(styles)} style "
+            f"(its styles = {styles!r})"
+        )
+    if mode not in modes:
+        return (
+            f"{mode}-mode scenario; the collector under test supports only {', '.join(modes)} mode "
+            f"(its modes = {modes!r})"
+        )
+    if (style, mode) in declared.cannot_combine:
+        return declared.cannot_combine[style, mode]
+    largest = declared.max_group_size
+    if largest is not None and group_size > largest:
+        return (
+            f"groups of {group_size} generations per prompt; the collector takes at most {largest}: "
+            f"{declared.max_group_size_why}"
+        )
+    most = declared.max_collections
+    if most is not None and collections > most:
+        return (
+            f"{collections} collections in a row (workload.collections); the collector runs at most "
+            f"{most}: {declared.max_collections_why}"
+        )
+    if row_ids != "positions" and declared.numbers_rows is not None:
+        return (
+            f"rows numbered {row_ids} (workload.row_ids); the collector numbers every row by its "
+            f"position itself, so these ids never reach the servers: {declared.numbers_rows}"
+        )
+    return None
+
+
+def setting_unmet(scenario: Scenario, declared: Abilities) -> str | None:
+    """Why the collector's loop never meets what a stack setting ``scenario`` changes does (its
     ``unmoved``, by setting), or None: the model server re-rendering every turn, the verifier
     scoring a row higher each time it scores it again."""
     changed = {
@@ -129,16 +212,51 @@ def setting_unmet(scenario: Scenario, collector: object) -> str | None:
         "stack.rescore_bonus": f"{scenario.stack.rescore_bonus:g}" if scenario.stack.rescore_bonus else None,
     }
     for setting, value in changed.items():
-        why = abilities.unmoved_setting_why(collector, setting) if value is not None else None
-        if why is not None:
+        if value is not None and setting in declared.unmoved:
+            why = declared.unmoved[setting]
             return f"{setting}: {value} has no counterpart in the collector under test: {why}"
     return None
 
 
-def inapplicable(collector: object) -> dict[str, str]:
-    """The invariants that do not apply to ``collector`` (the collector built) by what it declares,
-    each with why; empty when all do."""
-    own = abilities.own_concurrency(collector)
+def unmoved_why(declared: Abilities, kind: str, target: str, *, server: str) -> str | None:
+    """Why the collector moves no fault of ``kind`` on ``target`` (its ``unmoved``, by kind first,
+    then target, then the ``server`` it is one of: ``policy`` for a replica), or None when it
+    declares nothing for them."""
+    return next((declared.unmoved[key] for key in (kind, target, server) if key in declared.unmoved), None)
+
+
+def unreachable(step: FaultStep, reach: Reach) -> str | None:
+    """Why ``step`` cannot reach a collector with ``reach``, or None (``unreached`` with the
+    step's route)."""
+    return unreached(reach, step.target, retarget.aimed_route(step), server=replica_of(step.target)[0])
+
+
+def unreached(reach: Reach, target: str, route: str | None, *, server: str) -> str | None:
+    """Why a fault on ``target`` (``route`` when it names one) cannot reach a collector with
+    ``reach``, or None; ``server``: what ``target`` is one of (``policy`` for ``policy[0]``),
+    which counts as ``target`` itself."""
+    reached = target if target in reach else server
+    if reached not in reach:
+        return f"it acts on {target!r}"
+    routes = reach[reached]
+    if routes is None or route is None or any(_requests(route, given) for given in routes):
+        return None
+    return f"it acts on {target!r} route {route}, which the collector never requests there"
+
+
+def _requests(route: str, requested: str) -> bool:
+    """A fault route (exact, or a prefix ending in ``/`` or ``*``) matches a requested path."""
+    if route.endswith("*"):
+        return requested.startswith(route[:-1])
+    if route.endswith("/"):
+        return requested.startswith(route)
+    return requested == route
+
+
+def inapplicable(declared: Abilities) -> dict[str, str]:
+    """The invariants that do not apply to a collector that declares ``declared``, each with why;
+    empty when all do."""
+    own = declared.own_concurrency
     if own is None:
         return {}
     return {
@@ -149,47 +267,63 @@ def inapplicable(collector: object) -> dict[str, str]:
     }
 
 
-def with_replicas(scenario: Scenario, stack: ChaosStack, run_replicas: int) -> tuple[ChaosStack, str | None]:
-    """The stack with the policy replicas ``scenario`` runs with (its ``stack.policy.replicas``, else
-    the run's ``run_replicas``), or why it cannot have them.
+def replicas_unmet(scenario: Scenario, stack: StackFacts, wanted: int) -> str | None:
+    """Why ``stack`` cannot run ``wanted`` policy replicas (``scenario``'s ``stack.policy.replicas``,
+    else the run's), or None.
 
     The embedded model server can spread its calls over fewer replicas than were started; real
     NeMo Gym was given its list of base URLs at start, and an external policy is one server.
     """
-    wanted = scenario.stack.policy.replicas or run_replicas
-    started = len(stack.started_replicas)
+    started = stack.started_replicas
     if wanted == started:
-        return stack, None
+        return None
     source = "stack.policy.replicas" if scenario.stack.policy.replicas else "--rollout-chaos-policy-replicas"
     asked = f"{wanted} policy replica(s) ({source})"
-    if "policy" in stack.unmanaged():
-        return stack, f"the scenario needs {asked}; {stack.unmanaged()['policy']}, and only it"
+    if "policy" in stack.unmanaged:
+        return f"the scenario needs {asked}; {stack.unmanaged['policy']}, and only it"
     if wanted > started:
-        return stack, (
+        return (
             f"the scenario needs {asked}; this run started {started} "
             f"(--rollout-chaos-policy-replicas={wanted} starts them)"
         )
-    if MODEL_NAME in stack.gym.real_servers:
-        return stack, (
+    if MODEL_NAME in stack.real_servers:
+        return (
             f"the scenario needs {asked}; this run started {started}, and real NeMo Gym's model server "
-            "was given all their base URLs at start (run it with --rollout-chaos-policy-replicas="
-            f"{wanted})"
+            f"was given all their base URLs at start (run it with --rollout-chaos-policy-replicas={wanted})"
         )
-    return stack.using(wanted), None
+    return None
 
 
 def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
-    """Why ``scenario`` cannot run on ``stack``, whatever the collector, or None.
+    """Why ``scenario`` cannot run on ``stack`` (its replicas in use), whatever the collector, or None."""
+    return stack_unfit(scenario, stack_facts(stack), stack.targets())
+
+
+def stack_unfit(scenario: Scenario, stack: StackFacts, targets: Targets) -> str | None:
+    """Why ``scenario`` cannot run on a stack with ``stack``'s facts and ``targets`` in use,
+    whatever the collector, or None.
 
     Semantic faults act from the fault layer in front of every server and the layer records
     every request, so no scenario needs anything inside a server. What a fault needs is its
-    class's to say (``Fault.needs``, checked by ``acting.cannot_act``).
+    class's to say (``Fault.needs``).
     """
+    servers: dict[str, tuple[str, ...]] = {}
     for index, step in enumerate(scenario.faults):
-        reason = acting.cannot_act(stack, step.kind, step.target)
-        if reason is not None:
-            return f"faults/{index} {step.kind} on {step.target!r}: {reason}"
-    if scenario.workload.style == "gym" and RESOURCES_NAME in stack.gym.real_servers:
+        try:
+            servers[step.target] = targets.expand(step.target)
+        except ValueError as error:  # ``policy[i]`` beyond the replicas in use
+            return f"faults/{index} {step.kind} on {step.target!r}: {error}"
+    for index, step in enumerate(scenario.faults):
+        needs = faults.FAULTS[step.kind].needs
+        lacked = [
+            stack.lacks[name][need]
+            for name in servers[step.target]
+            for need in needs
+            if need in stack.lacks[name]
+        ]
+        if lacked:
+            return f"faults/{index} {step.kind} on {step.target!r}: {lacked[0]}"
+    if scenario.workload.style == "gym" and RESOURCES_NAME in stack.real_servers:
         if scenario.stack.rescore_bonus:
             return (
                 f"stack.rescore_bonus={scenario.stack.rescore_bonus:g} needs our resources server to answer "
@@ -200,20 +334,21 @@ def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
                 f"stack.reward_spread={scenario.stack.reward_spread:g} needs our resources server to answer "
                 "/verify; real NeMo Gym's (equivalence_rule) scores by the answer alone"
             )
-    hidden = hidden_exit(scenario, stack) or drift_prevented(scenario, stack)
-    if hidden is not None:
-        return hidden
-    stop = stop_unset(scenario, stack)
-    if stop is not None:
-        return stop
+    reason = (
+        hidden_exit(scenario, stack, servers)
+        or drift_prevented(scenario, stack)
+        or stop_unset(scenario, stack)
+    )
+    if reason is not None:
+        return reason
     delay_s = scenario.stack.policy.ready_delay_s
-    unmanaged = stack.unmanaged()
-    if delay_s > 0 and "policy" in unmanaged:
-        return f"stack.policy.ready_delay_s={delay_s:g} stops and restarts the policy: {unmanaged['policy']}"
+    if delay_s > 0 and "policy" in stack.unmanaged:
+        why = stack.unmanaged["policy"]
+        return f"stack.policy.ready_delay_s={delay_s:g} stops and restarts the policy: {why}"
     return None
 
 
-def stop_unset(scenario: Scenario, stack: ChaosStack) -> str | None:
+def stop_unset(scenario: Scenario, stack: StackFacts) -> str | None:
     """Why the stop strings ``scenario`` asks for (``stack.policy.stop``) cannot be set on ``stack``,
     or None. The embedded model server adds them to the generations of gym style's agents; the native
     style generates from the policy itself, and real NeMo Gym's ``vllm_model`` reads its
@@ -226,7 +361,7 @@ def stop_unset(scenario: Scenario, stack: ChaosStack) -> str | None:
             f"stack.policy.stop={list(stop)!r} is set in the Gym model server, and native style "
             "generates from the policy without it"
         )
-    if MODEL_NAME in stack.gym.real_servers:
+    if MODEL_NAME in stack.real_servers:
         return (
             f"stack.policy.stop={list(stop)!r} needs our model server to take extra sampling fields per "
             "test; real NeMo Gym's vllm_model reads its extra_body from its config at start"
@@ -234,8 +369,9 @@ def stop_unset(scenario: Scenario, stack: ChaosStack) -> str | None:
     return None
 
 
-def hidden_exit(scenario: Scenario, stack: ChaosStack) -> str | None:
-    """Why a server exit ``scenario`` judges the collector's answer to cannot reach it, or None.
+def hidden_exit(scenario: Scenario, stack: StackFacts, servers: Mapping[str, tuple[str, ...]]) -> str | None:
+    """Why a server exit ``scenario`` judges the collector's answer to cannot reach it, or None
+    (``servers``: what each fault's target stands for).
 
     An invariant that judges how the collector answers a server going down (``judges_exits``:
     ``outage_fails_collection``) judges something only where that exit reaches the collector. From
@@ -243,24 +379,22 @@ def hidden_exit(scenario: Scenario, stack: ChaosStack) -> str | None:
     retries a refused agent without limit (``nemo_gym.server_utils``, ``_internal=True``): a killed
     agent then looks to any collector exactly like a frozen one.
     """
-    gym = stack.gym
-    relays = gym.relays if isinstance(gym, NemoGymStack) else {}
+    relays = stack.relays
     judging = [
         name
         for name in scenario.expect.invariants
-        if getattr(invariants.BY_NAME.get(name), "judges_exits", False)
+        if getattr(invariants.BY_NAME[name], "judges_exits", False)
     ]
-    if not isinstance(gym, NemoGymStack) or not relays or not judging:
+    if not relays or not judging:
         return None
-    version = gym.nemo_gym_version
     for index, step in enumerate(scenario.faults):
-        if not getattr(faults.fault_class(step.kind), "terminates_target", False):
+        if not getattr(faults.FAULTS[step.kind], "terminates_target", False):
             continue
-        for server in stack.expand_target(step.target):
+        for server in servers[step.target]:
             if server in relays:
                 return (
                     f"faults/{index} {step.kind} on {server!r}: {', '.join(judging)} judges how the "
-                    f"collector answers {server}'s exit, and on NeMo Gym {version} "
+                    f"collector answers {server}'s exit, and on NeMo Gym {stack.nemo_gym_version} "
                     f"the collector reaches {server} only through its legacy_agent relay "
                     f"{relays[server]!r}, which retries a dead agent without limit: the exit reaches "
                     "no collector, and the outage looks like a hang (run it on the embedded servers "
@@ -269,7 +403,7 @@ def hidden_exit(scenario: Scenario, stack: ChaosStack) -> str | None:
     return None
 
 
-def drift_prevented(scenario: Scenario, stack: ChaosStack) -> str | None:
+def drift_prevented(scenario: Scenario, stack: StackFacts) -> str | None:
     """Why the model's own drift that ``scenario`` waits for cannot happen on ``stack``, or None.
 
     A scenario with no fault that re-renders prompts (``stack.policy.splice_prefix: false``) and
@@ -285,9 +419,7 @@ def drift_prevented(scenario: Scenario, stack: ChaosStack) -> str | None:
         and not scenario.stack.policy.splice_prefix
         and DRIFT_WITNESS in scenario.expect.witness
     )
-    if not waits_for_the_model or not isinstance(stack.gym, NemoGymStack):
-        return None
-    if not any(replica.pins_tool_calls for replica in stack.started_replicas):
+    if not waits_for_the_model or stack.nemo_gym_version is None or not stack.pins_tool_calls:
         return None
     return (
         f"expect.witness {DRIFT_WITNESS} waits for the model's own tool-call JSON to drift, and real vLLM's "
@@ -295,9 +427,3 @@ def drift_prevented(scenario: Scenario, stack: ChaosStack) -> str | None:
         "behind NeMo Gym's vllm_model it almost never does (set VLLM_ENFORCE_STRICT_TOOL_CALLING=0 for the "
         "policy to run it; policy-tokenize-drift drifts prompts on this stack)"
     )
-
-
-def unreachable(step: FaultStep, reach: Reach) -> str | None:
-    """Why ``step`` cannot reach a collector with ``reach``, or None (``abilities.unreached`` with
-    the step's route)."""
-    return abilities.unreached(reach, step.target, retarget.aimed_route(step))

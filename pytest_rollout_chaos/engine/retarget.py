@@ -58,10 +58,9 @@ class Retargeted:
             history.append(SOURCE, "info", EVENT, data)
 
 
-def retarget(scenario: Scenario, collector: object) -> Retargeted:
-    """``scenario`` with each fault a declared retarget of ``collector`` moves, moved (the same
-    scenario object when none moves), and the moves."""
-    moves = abilities.declared_retargets(collector)
+def retarget(scenario: Scenario, moves: tuple[abilities.Retarget, ...]) -> Retargeted:
+    """``scenario`` with each fault one of ``moves`` (a collector's declared ``retargets``) moves,
+    moved (the same scenario object when none moves), and the moves."""
     if not moves:
         return Retargeted(scenario)
     steps = [moved(step, moves) for step in scenario.faults]
@@ -75,10 +74,9 @@ def retarget(scenario: Scenario, collector: object) -> Retargeted:
     return Retargeted(dataclasses.replace(scenario, faults=tuple(now for now, _ in steps)), done)
 
 
-def retargeted(scenario: Scenario, collector: object) -> Scenario:
-    """``scenario`` with each fault a declared retarget of ``collector`` moves, moved; the same
-    object when none moves."""
-    return retarget(scenario, collector).scenario
+def retargeted(scenario: Scenario, moves: tuple[abilities.Retarget, ...]) -> Scenario:
+    """``scenario`` with each fault one of ``moves`` moves, moved; the same object when none moves."""
+    return retarget(scenario, moves).scenario
 
 
 def moved(
@@ -100,7 +98,7 @@ def aimed_route(step: FaultStep) -> str | None:
     given: Any = step.params.get("route")
     if isinstance(given, str):
         return given
-    default: Any = getattr(faults.fault_class(step.kind), "default_route", None)
+    default: Any = getattr(faults.FAULTS[step.kind], "default_route", None)  # a kind the scenario checked
     return default if isinstance(default, str) else None
 
 

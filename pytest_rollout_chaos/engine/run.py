@@ -20,6 +20,7 @@ import gc
 import logging
 import time
 import warnings
+from dataclasses import dataclass
 from typing import Any, Final, cast
 
 from pytest_rollout_chaos import acting
@@ -46,30 +47,38 @@ READY_GRACE_S: Final = 60.0
 SETTLE_S: Final = 2.0
 
 
-def collector_for(scenario: Scenario, target: str) -> CollectorFactory:
-    """The factory of the collector under test (``--rollout-chaos-target``); ``CannotRunHere`` when
-    what it declares (``collector.abilities``: a collector class is its own factory) leaves this
-    scenario out, before anything starts."""
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """The collector under test as loaded: its factory and what it declares (``collector.abilities``)."""
+
+    factory: CollectorFactory
+    declared: abilities.Abilities
+
+
+def collector_for(scenario: Scenario, target: str) -> Loaded:
+    """The collector under test (``--rollout-chaos-target``); ``CannotRunHere`` when what it declares
+    (a collector class is its own factory) leaves this scenario out, before anything starts."""
     factory = load_factory(target)
-    reason = fit.collector_unfit(scenario, factory)
+    declared = abilities.declared(factory)
+    reason = fit.collector_unfit(scenario, declared)
     if reason is not None:
         raise CannotRunHere(reason)
-    return factory
+    return Loaded(factory, declared)
 
 
-def run_on(
-    scenario: Scenario, stack: ChaosStack, factory: CollectorFactory, settings: ChaosSettings
-) -> ScenarioResult:
-    """Run ``scenario`` on the session's ``stack`` and judge it.
+def run_on(scenario: Scenario, stack: ChaosStack, loaded: Loaded, settings: ChaosSettings) -> ScenarioResult:
+    """Run ``scenario`` on the session's ``stack`` with the ``loaded`` collector and judge it.
 
     ``CannotRunHere`` when it cannot run there (``engine.fit``); ``NotJudgedError`` when the
     collector declines it, from its factory or from ``collect`` before running anything. A runner
     reports either as a skip (``scenario_items``), never as a verdict.
     """
-    fitting = fit.fitted(scenario, stack, factory, run_replicas=settings.policy_replicas)
+    fitting = fit.fitted(
+        scenario, fit.stack_facts(stack), loaded.declared, run_replicas=settings.policy_replicas
+    )
     if fitting.reason is not None:
         raise CannotRunHere(fitting.reason)
-    stack = fitting.stack
+    stack = stack.using(fitting.replicas)
     stack.reset(
         env_latency_ms_per_call=scenario.stack.env_latency_ms_per_call,
         env_latency_ms_per_item=scenario.stack.env_latency_ms_per_item,
@@ -84,7 +93,7 @@ def run_on(
     if scenario.stack.reward_spread:
         stack.gym.set_reward_spread(scenario.stack.reward_spread)
     result = run_once(
-        scenario, stack, factory, settings.seed, target=settings.target, retargeted=fitting.retargeted
+        scenario, stack, loaded.factory, settings.seed, target=settings.target, retargeted=fitting.retargeted
     )
     if isinstance(result.raised, NotJudgedError):  # collect declined it before running anything
         raise result.raised
@@ -98,8 +107,8 @@ def run_once(
     factory: CollectorFactory,
     seed: int,
     *,
-    target: str | None = None,
-    retargeted: retarget.Retargeted | None = None,
+    target: str | None,
+    retargeted: retarget.Retargeted,
 ) -> ScenarioResult:
     """Run ``scenario`` once (not judged) in a private event loop, closed even if the collector
     ignores cancellation."""
@@ -138,8 +147,8 @@ async def execute(
     factory: CollectorFactory,
     *,
     seed: int,
-    target: str | None = None,
-    retargeted: retarget.Retargeted | None = None,
+    target: str | None,
+    retargeted: retarget.Retargeted,
 ) -> ScenarioResult:
     """Collect once under the fault schedule; heal everything; collect again on the same collector
     as often as ``workload.collections`` asks (``engine.next_steps``); return what happened (no
@@ -147,11 +156,8 @@ async def execute(
 
     A collector that breaks its contract (``collector.contract``) raises ``CollectorContractError``
     naming ``target`` (the factory's own name when not given), after every fault is healed. Its
-    faults act where ``retargeted`` (the fit step's ``engine.retarget``) moved them, worked out
-    here when not given.
+    faults act where ``retargeted`` (the fit step's ``engine.retarget``) moved them.
     """
-    if retargeted is None:
-        retargeted = retarget.retarget(scenario, factory)
     # What the collector is handed, made once before the trial opens; the fault layer learns the rows.
     settings = collector_settings(scenario)
     rows = build_rows(scenario.workload, stack.gym)
@@ -172,10 +178,11 @@ async def execute(
         )
         who = contract.describe(factory, target or f"{factory.__module__}:{factory.__qualname__}")
         collector = contract.build_collector(factory, trial.collector, who=who)
-        unfit = fit.unfit(retargeted.scenario, collector)  # what the collector built declares
+        declared = abilities.declared(collector)  # the collector built may declare more
+        unfit = fit.unfit(retargeted.scenario, declared)
         if unfit is not None:
             raise CannotRunHere(unfit)
-        result.not_applicable = fit.inapplicable(collector)
+        result.not_applicable = fit.inapplicable(declared)
         result.concurrency_limit = abilities.concurrency_limit(collector, settings)
         started = time.monotonic()
         loading = await stack.policy_loading(scenario.stack.policy.ready_delay_s, history)

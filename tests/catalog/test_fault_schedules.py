@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 
 from pytest_rollout_chaos.collector import reference
 from pytest_rollout_chaos.collector.protocol import CollectionError
+from pytest_rollout_chaos.engine import retarget
 from pytest_rollout_chaos.engine.run import run_once
 from pytest_rollout_chaos.engine.verdicts import judge
 from pytest_rollout_chaos.errors import ChaosError
@@ -46,7 +47,8 @@ def test_reference_collector_under_any_single_fault(
         faults=tuple(schedule),
     )
     chaos_stack.reset()
-    result = run_once(scenario, chaos_stack, reference.factory, seed=0)
+    unmoved = retarget.Retargeted(scenario)  # the reference moves no fault
+    result = run_once(scenario, chaos_stack, reference.factory, seed=0, target=None, retargeted=unmoved)
     judge(result)
     step = schedule[0].describe()
     assert not result.fault_errors, f"{step}: the harness could not apply it: {result.fault_errors}"

@@ -11,7 +11,7 @@ from typing import ClassVar
 import pytest
 
 from pytest_rollout_chaos import targets
-from pytest_rollout_chaos.collector.abilities import unsupported
+from pytest_rollout_chaos.collector.abilities import declared
 from pytest_rollout_chaos.collector.adapters.nemo_gym import NemoGymCollector
 from pytest_rollout_chaos.collector.adapters.nemo_rl import NemoRLCollector
 from pytest_rollout_chaos.collector.adapters.skyrl import SkipFailedRolloutsCollector, SkyRLCollector
@@ -91,10 +91,10 @@ def test_a_collector_declaring_only_some_modes_is_turned_away_from_the_others(tm
     class TrainOnly:
         modes = ("train",)
 
-    assert collector_unfit(_scenario(tmp_path, mode="validation"), TrainOnly) == (
+    assert collector_unfit(_scenario(tmp_path, mode="validation"), declared(TrainOnly)) == (
         "validation-mode scenario; the collector under test supports only train mode (its modes = ('train',))"
     )
-    assert collector_unfit(_scenario(tmp_path, mode="validation"), object()) is None
+    assert collector_unfit(_scenario(tmp_path, mode="validation"), declared(object())) is None
 
 
 def test_a_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
@@ -104,7 +104,7 @@ def test_a_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
     with pytest.raises(
         CollectorTargetError, match=r"Wrong.cannot_combine is .*valid: a mapping of \(style, mode\)"
     ):
-        unsupported(Wrong, style="gym", mode="train", group_size=1)
+        declared(Wrong)
 
 
 def test_a_collector_that_numbers_rows_itself_is_not_judged_on_ids_that_never_reach_the_servers(
@@ -113,18 +113,18 @@ def test_a_collector_that_numbers_rows_itself_is_not_judged_on_ids_that_never_re
     class Renumbers:
         numbers_rows = "its trainer stamps row['_rowidx'] = position"
 
-    assert collector_unfit(_scenario(tmp_path), Renumbers) is None
-    assert collector_unfit(_scenario(tmp_path, row_ids="sparse"), Renumbers) == (
+    assert collector_unfit(_scenario(tmp_path), declared(Renumbers)) is None
+    assert collector_unfit(_scenario(tmp_path, row_ids="sparse"), declared(Renumbers)) == (
         "rows numbered sparse (workload.row_ids); the collector numbers every row by its position "
         "itself, so these ids never reach the servers: its trainer stamps row['_rowidx'] = position"
     )
-    assert collector_unfit(_scenario(tmp_path, row_ids="offset"), _Declares) is None
+    assert collector_unfit(_scenario(tmp_path, row_ids="offset"), declared(_Declares)) is None
 
     class Wrong:
         numbers_rows = True
 
     with pytest.raises(CollectorTargetError, match=r"Wrong.numbers_rows is True; valid: a non-empty string"):
-        collector_unfit(_scenario(tmp_path, row_ids="offset"), Wrong)
+        collector_unfit(_scenario(tmp_path, row_ids="offset"), declared(Wrong))
 
 
 def test_a_collector_that_runs_one_collection_is_turned_away_from_next_steps(tmp_path: Path) -> None:
@@ -132,12 +132,12 @@ def test_a_collector_that_runs_one_collection_is_turned_away_from_next_steps(tmp
         max_collections = 1
         max_collections_why = "its actor ends with each collection"
 
-    assert collector_unfit(_scenario(tmp_path), OneStep) is None
-    assert collector_unfit(_scenario(tmp_path, collections=2), OneStep) == (
+    assert collector_unfit(_scenario(tmp_path), declared(OneStep)) is None
+    assert collector_unfit(_scenario(tmp_path, collections=2), declared(OneStep)) == (
         "2 collections in a row (workload.collections); the collector runs at most 1: its actor ends "
         "with each collection"
     )
-    assert collector_unfit(_scenario(tmp_path, collections=4), _Declares) is None
+    assert collector_unfit(_scenario(tmp_path, collections=4), declared(_Declares)) is None
 
 
 def test_concurrency_bounded_does_not_apply_to_a_collector_keeping_its_own_concurrency() -> None:
@@ -147,17 +147,17 @@ def test_concurrency_bounded_does_not_apply_to_a_collector_keeping_its_own_concu
     class Honours:
         honours_max_concurrency = True
 
-    assert inapplicable(OwnLimit) == {
+    assert inapplicable(declared(OwnLimit)) == {
         "concurrency_bounded": (
             "not applicable: the collector under test keeps its own concurrency, not "
             "settings.max_concurrency (workload.max_concurrency): its trainer's rollout semaphore (its "
             "own_concurrency)"
         )
     }
-    assert inapplicable(Honours) == {}
+    assert inapplicable(declared(Honours)) == {}
     # declaring nothing is no excuse: the invariant stays, and a scenario listing it is vacuous
-    assert inapplicable(object()) == {}
-    assert inapplicable(ReferenceCollector) == {}
+    assert inapplicable(declared(object())) == {}
+    assert inapplicable(declared(ReferenceCollector)) == {}
 
 
 def test_a_concurrency_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
@@ -169,9 +169,9 @@ def test_a_concurrency_declaration_of_the_wrong_shape_says_what_is_valid() -> No
         own_concurrency = "its trainer's"
 
     with pytest.raises(CollectorTargetError, match=r"Empty.own_concurrency is ''; valid: a non-empty string"):
-        inapplicable(Empty)
+        inapplicable(declared(Empty))
     with pytest.raises(CollectorTargetError, match=r"Both declares both honours_max_concurrency"):
-        inapplicable(Both)
+        inapplicable(declared(Both))
 
 
 def test_every_adapter_keeps_its_trainers_own_concurrency_and_says_what_it_is() -> None:
@@ -187,7 +187,7 @@ def test_every_adapter_keeps_its_trainers_own_concurrency_and_says_what_it_is() 
     }
     assert set(collectors) == set(targets.ADAPTERS)
     for name, collector in collectors.items():
-        assert list(inapplicable(collector)) == ["concurrency_bounded"], name
+        assert list(inapplicable(declared(collector))) == ["concurrency_bounded"], name
 
 
 def test_stop_strings_run_where_the_model_server_generates_and_skip_elsewhere_saying_why(
@@ -199,8 +199,8 @@ def test_stop_strings_run_where_the_model_server_generates_and_skip_elsewhere_sa
     assert scenario.stack.policy.stop == ("</tool_call>",)
     stack = unstarted_stack(tmp_path)
     assert why_not(scenario, stack, ReferenceCollector, run_replicas=1) is None
-    assert collector_unfit(scenario, NemoGymCollector) is None
-    skyrl = collector_unfit(scenario, SkyRLCollector)
+    assert collector_unfit(scenario, declared(NemoGymCollector)) is None
+    skyrl = collector_unfit(scenario, declared(SkyRLCollector))
     assert skyrl is not None
     assert skyrl.startswith("stack.policy.stop=['</tool_call>'] cannot reach the collector under test")
     native = dataclasses.replace(scenario, workload=dataclasses.replace(scenario.workload, style="native"))

@@ -9,11 +9,11 @@ from typing import ClassVar
 
 import pytest
 
-from pytest_rollout_chaos.collector.abilities import Retarget, declared_retargets, unmoved_why
+from pytest_rollout_chaos.collector.abilities import Retarget, declared, declared_retargets
 from pytest_rollout_chaos.collector.adapters import skyrl as skyrl_adapter
 from pytest_rollout_chaos.collector.adapters.skyrl import SkyRLCollector
 from pytest_rollout_chaos.engine import retarget
-from pytest_rollout_chaos.engine.fit import collector_unfit, why_not
+from pytest_rollout_chaos.engine.fit import collector_unfit, unmoved_why, why_not
 from pytest_rollout_chaos.engine.story import settings_section
 from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.history import History
@@ -70,16 +70,18 @@ def test_a_fault_no_retarget_moves_stays_where_the_scenario_aims_it(step: FaultS
 
 def test_the_fit_step_judges_a_scenario_where_its_faults_will_act(tmp_path: Path) -> None:
     isolated = load_scenario(CATALOG / "trajectory-exception-isolated.chaos.yaml")
-    assert collector_unfit(isolated, _OwnLoop) is None
+    assert collector_unfit(isolated, declared(_OwnLoop)) is None
     assert why_not(isolated, unstarted_stack(tmp_path), _OwnLoop, run_replicas=1) is None
     frozen = load_scenario(CATALOG / "agent-frozen.chaos.yaml")
-    assert retarget.retargeted(frozen, _OwnLoop) is frozen
-    assert "it acts on 'agent'" in (collector_unfit(frozen, _OwnLoop) or "")
+    assert retarget.retargeted(frozen, declared_retargets(_OwnLoop)) is frozen
+    assert "it acts on 'agent'" in (collector_unfit(frozen, declared(_OwnLoop)) or "")
 
 
 def test_each_move_is_recorded_with_where_it_was_aimed_and_why() -> None:
     history = History()
-    retarget.retarget(load_scenario(CATALOG / "collection-cancelled.chaos.yaml"), _OwnLoop).record(history)
+    retarget.retarget(
+        load_scenario(CATALOG / "collection-cancelled.chaos.yaml"), declared_retargets(_OwnLoop)
+    ).record(history)
     [event] = [event for event in history.events() if event.op == retarget.EVENT]
     assert event.data == {
         "step": 0,
@@ -111,7 +113,7 @@ def test_skyrls_retargets_move_the_agents_faults_onto_its_loops_requests_and_lea
     None
 ):
     moved = {
-        name: collector_unfit(load_scenario(CATALOG / f"{name}.chaos.yaml"), SkyRLCollector)
+        name: collector_unfit(load_scenario(CATALOG / f"{name}.chaos.yaml"), declared(SkyRLCollector))
         for name in (
             "trajectory-exception-isolated",  # /run -> the environment's /seed_session
             "one-row-hangs",
@@ -131,7 +133,7 @@ def test_skyrls_retargets_move_the_agents_faults_onto_its_loops_requests_and_lea
         "prefix-drift",
         "resources-down",  # nothing of SkyRL's records the connections a link down refuses
     ):
-        reason = collector_unfit(load_scenario(CATALOG / f"{name}.chaos.yaml"), SkyRLCollector)
+        reason = collector_unfit(load_scenario(CATALOG / f"{name}.chaos.yaml"), declared(SkyRLCollector))
         assert "cannot reach the collector under test" in (reason or ""), name
         assert "; not moved to them: it " in (reason or ""), name  # and why SkyRL has no counterpart
 
@@ -141,15 +143,21 @@ def test_an_unmoved_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
         unmoved: ClassVar = {"agent": ""}
 
     with pytest.raises(CollectorTargetError, match="a mapping of fault kind, target or stack setting"):
-        unmoved_why(Wrong, "kill", "agent")
-    assert unmoved_why(SkyRLCollector, "kill", "calculator_agent") == skyrl_adapter.UNMOVED["agent"]
-    assert unmoved_why(SkyRLCollector, "latency", "collector->policy") is None
+        declared(Wrong)
+    assert (
+        unmoved_why(declared(SkyRLCollector), "kill", "calculator_agent", server="calculator_agent")
+        == skyrl_adapter.UNMOVED["agent"]
+    )
+    assert (
+        unmoved_why(declared(SkyRLCollector), "latency", "collector->policy", server="collector->policy")
+        is None
+    )
 
 
 def test_the_story_says_which_faults_moved_where_and_why() -> None:
     history = History()
     isolated = load_scenario(CATALOG / "trajectory-exception-isolated.chaos.yaml")
-    retarget.retarget(isolated, _OwnLoop).record(history)
+    retarget.retarget(isolated, declared_retargets(_OwnLoop)).record(history)
     assert settings_section(history) == [
         "faults moved onto the collector's own requests (its retargets):",
         "  faults/0 trajectory_exception: agent /run -> resources /seed_session: its environment's init",

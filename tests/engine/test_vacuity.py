@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_rollout_chaos.collector.abilities import declared
 from pytest_rollout_chaos.collector.protocol import Rollout, Turn
 from pytest_rollout_chaos.engine import fit, story, verdicts
 from pytest_rollout_chaos.engine.result import ScenarioResult
@@ -46,7 +47,7 @@ def judged(
         rollouts=list(rollouts),
         elapsed_s=0.5,
         concurrency_limit=limit,
-        not_applicable=fit.inapplicable(collector),
+        not_applicable=fit.inapplicable(declared(collector)),
     )
     verdicts.judge(result)
     return result

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos.collector import readiness
+from pytest_rollout_chaos.collector.abilities import declared
 from pytest_rollout_chaos.collector.target import load_factory
+from pytest_rollout_chaos.engine import retarget
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.engine.run import run_once
 from pytest_rollout_chaos.engine.verdicts import judge
@@ -37,7 +39,9 @@ def _run(stack: ChaosStack, scenario_name: str, target: str) -> ScenarioResult:
     stack.reset()
     if not scenario.stack.policy.splice_prefix:
         stack.gym.set_splice(False)
-    result = run_once(scenario, stack, load_factory(target), seed=0)
+    factory = load_factory(target)
+    moved = retarget.retarget(scenario, declared(factory).retargets)
+    result = run_once(scenario, stack, factory, seed=0, target=target, retargeted=moved)
     judge(result)
     return result
 

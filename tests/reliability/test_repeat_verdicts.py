@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from pytest_rollout_chaos import bundled
+from pytest_rollout_chaos.collector.abilities import declared
 from pytest_rollout_chaos.collector.target import load_factory
+from pytest_rollout_chaos.engine import retarget
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.engine.run import execute
 from pytest_rollout_chaos.engine.verdicts import judge
@@ -38,7 +40,10 @@ def _run_once(name: str, stack: ChaosStack, settings: ChaosSettings) -> Scenario
         env_latency_ms_per_call=scenario.stack.env_latency_ms_per_call,
         env_latency_ms_per_item=scenario.stack.env_latency_ms_per_item,
     )
-    result = asyncio.run(execute(scenario, stack, load_factory(settings.target), seed=settings.seed))
+    factory = load_factory(settings.target)
+    moved = retarget.retarget(scenario, declared(factory).retargets)
+    running = execute(scenario, stack, factory, seed=settings.seed, target=settings.target, retargeted=moved)
+    result = asyncio.run(running)
     judge(result)
     return result
 

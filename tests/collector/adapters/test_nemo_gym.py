@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_rollout_chaos.collector.abilities import declared
 from pytest_rollout_chaos.collector.adapters import nemo_gym
 from pytest_rollout_chaos.collector.protocol import (
     CollectionError,
@@ -213,5 +214,5 @@ def test_a_cancelled_collection_kills_the_child(
     ],
 )
 def test_what_it_cannot_run_is_skipped_before_anything_starts(scenario: str, reason: str | None) -> None:
-    unfit = fit.collector_unfit(load_scenario(CATALOG / f"{scenario}.chaos.yaml"), nemo_gym.factory)
+    unfit = fit.collector_unfit(load_scenario(CATALOG / f"{scenario}.chaos.yaml"), declared(nemo_gym.factory))
     assert unfit == reason if reason is None else unfit is not None and unfit.startswith(reason)

@@ -23,7 +23,7 @@ import torch
 import yaml
 from aiohttp import web
 
-from pytest_rollout_chaos.collector.abilities import unsupported
+from pytest_rollout_chaos.collector.abilities import declared
 from pytest_rollout_chaos.collector.adapters import nemo_rl_validation as validation
 from pytest_rollout_chaos.collector.adapters.nemo_rl import NemoRLCollector
 from pytest_rollout_chaos.collector.adapters.nemo_rl_interfaces import (
@@ -34,6 +34,7 @@ from pytest_rollout_chaos.collector.adapters.nemo_rl_interfaces import (
     ray_get_resolves,
 )
 from pytest_rollout_chaos.collector.protocol import CollectionError, CollectorContext, CollectorSettings, Turn
+from pytest_rollout_chaos.engine.fit import unsupported
 from pytest_rollout_chaos.history import History
 from tests.catalog._verdicts import CATALOG, ScenarioVerdicts, run_catalog
 from tests.collector.adapters._nemo_rl_val_trees import BASE, HEAD, nemo_rl_tree
@@ -312,9 +313,9 @@ async def test_an_environment_handle_steps_ctx_env_one_call_at_a_time_and_record
 
 
 def test_a_gym_style_validation_scenario_is_turned_away_before_it_runs_saying_why() -> None:
-    why = unsupported(NemoRLCollector, style="gym", mode="validation", group_size=1)
+    why = unsupported(declared(NemoRLCollector), style="gym", mode="validation", group_size=1)
     assert "run_async_nemo_gym_rollout" in str(why)
-    assert unsupported(NemoRLCollector, style="native", mode="validation", group_size=1) is None
+    assert unsupported(declared(NemoRLCollector), style="native", mode="validation", group_size=1) is None
 
 
 class Completions:

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from pytest_rollout_chaos.collector.abilities import declared
 from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_output
 from pytest_rollout_chaos.engine.fit import collector_unfit
 from pytest_rollout_chaos.scenario.model import load_scenario
@@ -126,7 +127,7 @@ def test_a_placeholder_is_an_aborted_row_naming_what_skyrl_logged_for_that_rollo
 )
 def test_only_faults_on_skyrls_own_requests_reach_it(scenario: str, reaches: bool) -> None:
     """Where the adapter's retargets move them (``engine.retarget``)."""
-    why = collector_unfit(load_scenario(CATALOG / f"{scenario}.chaos.yaml"), skyrl.SkyRLCollector)
+    why = collector_unfit(load_scenario(CATALOG / f"{scenario}.chaos.yaml"), declared(skyrl.SkyRLCollector))
     assert (why is None) == reaches, why
 
 

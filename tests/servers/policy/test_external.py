@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos import bundled
-from pytest_rollout_chaos.engine.fit import not_applicable, with_replicas
+from pytest_rollout_chaos.engine.fit import not_applicable, why_not
 from pytest_rollout_chaos.errors import FaultError
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.faults.base import Need
@@ -166,8 +166,8 @@ def test_catalog_scenarios_skip_only_where_they_need_the_policy_process(path: Pa
         return
     if (scenario.stack.policy.replicas or 1) > 1:  # skipped for want of replicas before any fault
         outside, ours = (_stack(tmp_path, external=flag) for flag in (True, False))
-        assert "and only it" in (with_replicas(scenario, outside, 1)[1] or "")
-        assert "this run started 1" in (with_replicas(scenario, ours, 1)[1] or "")
+        assert "and only it" in (why_not(scenario, outside, object, run_replicas=1) or "")
+        assert "this run started 1" in (why_not(scenario, ours, object, run_replicas=1) or "")
         return
     expected = NEEDS_THE_POLICY_PROCESS.get(scenario.name)
     assert not_applicable(scenario, _stack(tmp_path, external=True)) == expected
