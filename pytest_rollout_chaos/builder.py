@@ -212,7 +212,7 @@ class StackBuilder:
             python = locate(self.settings.gym_python)
             self.keeper.summary_lines.append(f"nemo-gym backend: {python.describe()}")
             return start_nemo_gym_stack(
-                self.start,
+                self.ray or self.keeper.start,  # Ray's start tells each server its node's address
                 self.keeper.log_dir,
                 python=python,
                 policy_url=policy_urls,

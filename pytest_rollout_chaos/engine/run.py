@@ -19,9 +19,11 @@ import copy
 import gc
 import logging
 import time
+import traceback
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final, TextIO, cast
 
 from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import abilities, contract
@@ -113,32 +115,79 @@ def run_once(
     """Run ``scenario`` once (not judged) in a private event loop, closed even if the collector
     ignores cancellation."""
     loop = asyncio.new_event_loop()
-    try:
-        running = execute(scenario, stack, factory, seed=seed, target=target, retargeted=retargeted)
-        return loop.run_until_complete(running)
-    finally:
-        pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
-        for task in pending:
-            task.cancel()
-        if pending:
-            with contextlib.suppress(Exception):
-                loop.run_until_complete(asyncio.wait(pending, timeout=CANCEL_GRACE_S))
+    result: ScenarioResult | None = None
+    with finalized() as left:  # the whole collection: a trainer drops what it leaks at any time
+        try:
+            running = execute(scenario, stack, factory, seed=seed, target=target, retargeted=retargeted)
+            result = loop.run_until_complete(running)
+        finally:
+            _close(loop)
+            if result is not None and result.raised is not None:
+                release_frames(result.raised)
+    for text in left:
+        _logger.warning("the collection left %s unclosed", text)
+    return result
+
+
+def _close(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what the collection left running (a trainer's siblings of a raising task), give it
+    ``CANCEL_GRACE_S``, shut the async generators down, close the loop."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
         with contextlib.suppress(Exception):
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
-        for left in leftovers():
-            _logger.warning("the collection left %s open when its event loop closed", left)
+            loop.run_until_complete(asyncio.wait(pending, timeout=CANCEL_GRACE_S))
+    with contextlib.suppress(Exception):
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
 
 
-def leftovers() -> list[str]:
-    """What the collection's loop left unreachable and unclosed (a trainer's detached tasks' HTTP
-    sessions and sockets), finalized now and named, each ResourceWarning's text: left to the
-    garbage collector, they would surface as unraisable warnings in a later scenario's call and
-    fail a scenario that had nothing to do with them."""
-    with warnings.catch_warnings(record=True) as caught:
+def release_frames(error: BaseException) -> None:
+    """Let go of what the frames of ``error`` (and of the errors it was raised from) held: a
+    trainer's HTTP session a raising coroutine had open stays reachable through the traceback the
+    result keeps, and would be finalized only when the result goes (a pytest item's teardown). The
+    traceback keeps its files, lines and functions, all the story shows of it."""
+    seen: set[int] = set()
+    chained: BaseException | None = error
+    while chained is not None and id(chained) not in seen:
+        seen.add(id(chained))
+        with contextlib.suppress(RuntimeError):  # a frame still running: nothing of ours
+            traceback.clear_frames(chained.__traceback__)
+        chained = chained.__cause__ or chained.__context__
+
+
+@contextlib.contextmanager
+def finalized() -> Iterator[list[str]]:
+    """The texts of the ResourceWarnings of what is finalized in the block and by a garbage
+    collection after it, in the list it yields: a trainer's HTTP sessions and sockets, dropped
+    unclosed while its tasks are cancelled or whenever the garbage collector meets them. Left to
+    Python, each would surface as an unraisable warning that pytest reports in the phase of
+    whatever item runs then, failing a scenario, or its teardown, that had nothing to do with it.
+    Other warnings go on as they would."""
+    left: list[str] = []
+    with warnings.catch_warnings():
+        shown = warnings.showwarning
+
+        def keep(  # noqa: PLR0917 - warnings.showwarning's own signature
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
+            if issubclass(category, ResourceWarning):
+                left.append(str(message))
+            else:
+                shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = keep
         warnings.simplefilter("always", ResourceWarning)
-        gc.collect()
-    return [str(item.message) for item in caught if issubclass(item.category, ResourceWarning)]
+        try:
+            yield left
+        finally:
+            gc.collect()
 
 
 async def execute(

@@ -141,10 +141,10 @@ def skyrl_trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def upstream(tree: Path) -> list[str]:
     """The run on ``tree``. SkyRL's own HTTP sessions, which its detached tasks reopen after a step
-    raised or was cancelled (``RemoteInferenceClient._get_session``), can outlive what the adapter
-    closes at the loop's end and be collected in a later scenario: their unclosed-resource warning
-    is upstream's, not that scenario's verdict, so it is not made an error here."""
-    return [f"--rollout-chaos-upstream={tree}", "-W", "ignore::ResourceWarning"]
+    raised or was cancelled (``RemoteInferenceClient._get_session``), are dropped unclosed; the
+    engine logs each as the collection's (``engine.run.finalized``), so none fails a later
+    scenario, and the runs here keep warnings as errors, as a user's run does."""
+    return [f"--rollout-chaos-upstream={tree}"]
 
 
 @pytest.mark.slow
