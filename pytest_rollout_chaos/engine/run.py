@@ -18,6 +18,7 @@ import contextlib
 import copy
 import gc
 import logging
+import re
 import time
 import traceback
 import warnings
@@ -125,7 +126,7 @@ def run_once(
             if result is not None and result.raised is not None:
                 release_frames(result.raised)
     for text in left:
-        _logger.warning("the collection left %s unclosed", text)
+        _logger.warning("the collection left this behind: %s", text)
     return result
 
 
@@ -157,14 +158,19 @@ def release_frames(error: BaseException) -> None:
         chained = chained.__cause__ or chained.__context__
 
 
+NEVER_AWAITED: Final = r"coroutine .* was never awaited"
+"""The RuntimeWarning Python gives a coroutine finalized before it ran: one a trainer abandoned."""
+
+
 @contextlib.contextmanager
 def finalized() -> Iterator[list[str]]:
-    """The texts of the ResourceWarnings of what is finalized in the block and by a garbage
-    collection after it, in the list it yields: a trainer's HTTP sessions and sockets, dropped
-    unclosed while its tasks are cancelled or whenever the garbage collector meets them. Left to
-    Python, each would surface as an unraisable warning that pytest reports in the phase of
-    whatever item runs then, failing a scenario, or its teardown, that had nothing to do with it.
-    Other warnings go on as they would."""
+    """The texts of the warnings of what is finalized in the block and by a garbage collection
+    after it, in the list it yields: a trainer's HTTP sessions and sockets dropped unclosed
+    (ResourceWarning), its coroutines abandoned unawaited (``NEVER_AWAITED``), while its tasks
+    are cancelled or whenever the garbage collector meets them. Left to Python, each would surface
+    as an unraisable warning that pytest reports in the phase of whatever item runs then, failing
+    a scenario, or its teardown, that had nothing to do with it. Other warnings go on as they
+    would."""
     left: list[str] = []
     with warnings.catch_warnings():
         shown = warnings.showwarning
@@ -177,13 +183,14 @@ def finalized() -> Iterator[list[str]]:
             file: TextIO | None = None,
             line: str | None = None,
         ) -> None:
-            if issubclass(category, ResourceWarning):
+            if issubclass(category, ResourceWarning) or re.match(NEVER_AWAITED, str(message)):
                 left.append(str(message))
             else:
                 shown(message, category, filename, lineno, file, line)
 
         warnings.showwarning = keep
         warnings.simplefilter("always", ResourceWarning)
+        warnings.filterwarnings("always", NEVER_AWAITED, RuntimeWarning)
         try:
             yield left
         finally:

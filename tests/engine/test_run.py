@@ -69,3 +69,13 @@ def test_a_resource_warning_in_the_block_is_kept_and_any_other_warning_goes_on()
             warnings.warn("the trainer's own", UserWarning, stacklevel=1)
     assert left == ["unclosed transport <Dropped>"]
     assert [str(item.message) for item in shown] == ["the trainer's own"]
+
+
+async def _abandoned() -> None:
+    """A coroutine a trainer made and never awaited."""
+
+
+def test_a_coroutine_abandoned_unawaited_is_kept_as_the_collections() -> None:
+    with finalized() as left:
+        _abandoned()  # type: ignore[unused-coroutine]  # the point: it is never awaited
+    assert left == ["coroutine '_abandoned' was never awaited"]
