@@ -6,9 +6,9 @@ a Ray fault on a server not in a Ray actor, or on a node that cannot be removed,
 hosts without ``hosts:N``, a fault that reads ``/proc`` on a server on another machine. What each
 server lacks is gathered for every need at once (``lacks``), the facts the fit step
 (``engine.fit``) reads too: a scenario then skips with the reason, and ``chaos_faults`` refuses
-the inject. The needs every plugin run has
-(a Toxiproxy link, the fault layer, the Gym client, the collection) are left to the fault's own
-preflight, which says what is missing when a hand-built stack lacks one.
+the inject. The needs every plugin run has (a Toxiproxy link, the fault layer, the Gym client,
+the collection) are left to the fault's own preflight, which says what is missing when a
+hand-built stack lacks one.
 
 After the collection, ``settle`` waits until the fault layer has recorded the outcome of every
 request (what a fault cut is recorded a moment later), ``touched`` counts what one injected fault
@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final, Literal
 
 from pytest_rollout_chaos.faults import registry
@@ -37,17 +38,22 @@ SETTLE_POLL_S: Final = 0.02
 _ON_A_PROCESS: Final = (Need.PROCESS, Need.RAY_ACTOR, Need.RAY_NODE, Need.HOST, Need.HERE)
 
 
-class Lacks(dict[str, Mapping[Need, str]]):
+@dataclass(frozen=True, slots=True)
+class Lacks:
     """What each server of a stack lacks of the needs a fault may have (``Need``), with why, by
-    scenario server name: facts about the stack, gathered before any fault is named. A name no
-    process of this run answers to lacks what ``elsewhere`` says."""
+    scenario server name: facts about the stack, gathered before any fault is named."""
 
-    def __init__(self, by_server: Mapping[str, Mapping[Need, str]], elsewhere: Mapping[Need, str]) -> None:
-        super().__init__(by_server)
-        self.elsewhere = elsewhere
+    by_server: Mapping[str, Mapping[Need, str]]
+    elsewhere: Mapping[Need, str]  # what a name no process of this run answers to lacks
 
-    def __missing__(self, server: str) -> Mapping[Need, str]:
-        return self.elsewhere
+    def why(self, servers: Iterable[str], needs: Collection[Need]) -> str | None:
+        """Why one of ``servers`` cannot meet ``needs``: the first need the first of them lacks."""
+        for server in servers:
+            lacked = self.by_server.get(server, self.elsewhere)
+            for need in needs:
+                if need in lacked:
+                    return lacked[need]
+        return None
 
 
 def lacks(stack: ChaosStack) -> Lacks:
@@ -66,8 +72,7 @@ def cannot_act(stack: ChaosStack, kind: str, target: str) -> str | None:
         names = stack.expand_target(target)
     except ValueError as error:  # ``policy[i]`` beyond the replicas this stack runs
         return str(error)
-    lacked = lacks(stack)
-    return next((lacked[name][need] for name in names for need in needs if need in lacked[name]), None)
+    return lacks(stack).why(names, needs)
 
 
 def _lacked(process: ManagedProcess | None, unmanaged: str | None) -> dict[Need, str]:

@@ -143,14 +143,13 @@ def unfit(scenario: Scenario, declared: Abilities) -> str | None:
             "Gym model server, and the collector's own loop generates without it (its requests go to "
             f"{', '.join(reach)} only)"
         )
-    servers = [replica_of(step.target)[0] for step in scenario.faults]  # a policy replica as ``policy``
-    for index, (step, server) in enumerate(zip(scenario.faults, servers, strict=True)):
-        why = unreached(reach, step.target, retarget.aimed_route(step), server=server)
+    for index, step in enumerate(scenario.faults):
+        why = unreachable(step, reach)
         if why is not None:
             calls = ", ".join(
                 target + (f" ({', '.join(routes)})" if routes else "") for target, routes in reach.items()
             )
-            unmoved = unmoved_why(declared, step.kind, step.target, server=server)
+            unmoved = unmoved_why(declared, step.kind, step.target)
             return (
                 f"faults/{index} {step.kind} cannot reach the collector under test: {why}; the "
                 f"collector's own requests go to {calls} only"
@@ -218,24 +217,23 @@ def setting_unmet(scenario: Scenario, declared: Abilities) -> str | None:
     return None
 
 
-def unmoved_why(declared: Abilities, kind: str, target: str, *, server: str) -> str | None:
+def unmoved_why(declared: Abilities, kind: str, target: str) -> str | None:
     """Why the collector moves no fault of ``kind`` on ``target`` (its ``unmoved``, by kind first,
-    then target, then the ``server`` it is one of: ``policy`` for a replica), or None when it
-    declares nothing for them."""
-    return next((declared.unmoved[key] for key in (kind, target, server) if key in declared.unmoved), None)
+    then target; a policy replica as ``policy``), or None when it declares nothing for them."""
+    keys = (kind, target, replica_of(target)[0])
+    return next((declared.unmoved[key] for key in keys if key in declared.unmoved), None)
 
 
 def unreachable(step: FaultStep, reach: Reach) -> str | None:
     """Why ``step`` cannot reach a collector with ``reach``, or None (``unreached`` with the
     step's route)."""
-    return unreached(reach, step.target, retarget.aimed_route(step), server=replica_of(step.target)[0])
+    return unreached(reach, step.target, retarget.aimed_route(step))
 
 
-def unreached(reach: Reach, target: str, route: str | None, *, server: str) -> str | None:
+def unreached(reach: Reach, target: str, route: str | None) -> str | None:
     """Why a fault on ``target`` (``route`` when it names one) cannot reach a collector with
-    ``reach``, or None; ``server``: what ``target`` is one of (``policy`` for ``policy[0]``),
-    which counts as ``target`` itself."""
-    reached = target if target in reach else server
+    ``reach``, or None; one policy replica (``policy[0]``) counts as ``policy``."""
+    reached = target if target in reach else replica_of(target)[0]
     if reached not in reach:
         return f"it acts on {target!r}"
     routes = reach[reached]
@@ -313,16 +311,9 @@ def stack_unfit(scenario: Scenario, stack: StackFacts, targets: Targets) -> str 
             servers[step.target] = targets.expand(step.target)
         except ValueError as error:  # ``policy[i]`` beyond the replicas in use
             return f"faults/{index} {step.kind} on {step.target!r}: {error}"
-    for index, step in enumerate(scenario.faults):
-        needs = faults.FAULTS[step.kind].needs
-        lacked = [
-            stack.lacks[name][need]
-            for name in servers[step.target]
-            for need in needs
-            if need in stack.lacks[name]
-        ]
-        if lacked:
-            return f"faults/{index} {step.kind} on {step.target!r}: {lacked[0]}"
+        why = stack.lacks.why(servers[step.target], faults.fault_class(step.kind).needs)
+        if why is not None:
+            return f"faults/{index} {step.kind} on {step.target!r}: {why}"
     if scenario.workload.style == "gym" and RESOURCES_NAME in stack.real_servers:
         if scenario.stack.rescore_bonus:
             return (
@@ -383,12 +374,12 @@ def hidden_exit(scenario: Scenario, stack: StackFacts, servers: Mapping[str, tup
     judging = [
         name
         for name in scenario.expect.invariants
-        if getattr(invariants.BY_NAME[name], "judges_exits", False)
+        if getattr(invariants.BY_NAME.get(name), "judges_exits", False)
     ]
     if not relays or not judging:
         return None
     for index, step in enumerate(scenario.faults):
-        if not getattr(faults.FAULTS[step.kind], "terminates_target", False):
+        if not getattr(faults.fault_class(step.kind), "terminates_target", False):
             continue
         for server in servers[step.target]:
             if server in relays:

@@ -98,7 +98,7 @@ def aimed_route(step: FaultStep) -> str | None:
     given: Any = step.params.get("route")
     if isinstance(given, str):
         return given
-    default: Any = getattr(faults.FAULTS[step.kind], "default_route", None)  # a kind the scenario checked
+    default: Any = getattr(faults.fault_class(step.kind), "default_route", None)
     return default if isinstance(default, str) else None
 
 

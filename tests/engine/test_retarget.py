@@ -144,14 +144,8 @@ def test_an_unmoved_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
 
     with pytest.raises(CollectorTargetError, match="a mapping of fault kind, target or stack setting"):
         declared(Wrong)
-    assert (
-        unmoved_why(declared(SkyRLCollector), "kill", "calculator_agent", server="calculator_agent")
-        == skyrl_adapter.UNMOVED["agent"]
-    )
-    assert (
-        unmoved_why(declared(SkyRLCollector), "latency", "collector->policy", server="collector->policy")
-        is None
-    )
+    assert unmoved_why(declared(SkyRLCollector), "kill", "calculator_agent") == skyrl_adapter.UNMOVED["agent"]
+    assert unmoved_why(declared(SkyRLCollector), "latency", "collector->policy") is None
 
 
 def test_the_story_says_which_faults_moved_where_and_why() -> None:
