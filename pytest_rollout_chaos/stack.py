@@ -79,6 +79,13 @@ class ChaosStack:
     def started_replicas(self) -> tuple[PolicyServer, ...]:
         return self.replicas or (self.policy,)
 
+    @property
+    def samples_reproducibly(self) -> bool:
+        """Whether a rerun of a scenario draws the same tokens: only the tiny policy seeds every
+        unseeded request from the scenario's sequence (``reset``); vLLM and an external server
+        sample from a generator batching reorders."""
+        return all(replica.backend == "tiny" for replica in self.started_replicas)
+
     def policy_names(self, *, in_use: bool = True) -> tuple[str, ...]:
         """The server names of the policy replicas (in use): ``policy`` alone, or ``policy[i]`` each."""
         names = replica_names(len(self.started_replicas))

@@ -49,6 +49,7 @@ class ScenarioResult:
     # invariants of the first read ends (None: at the end, as with one collection)
     follow_ups: list[FollowUp] = field(default_factory=list)
     judged_until: float | None = None
+    earlier_draws: list[str] = field(default_factory=list)  # why each earlier run tested nothing
 
     def judged_history(self) -> History:
         """The History of the first collection: all of it, or up to ``judged_until`` where later

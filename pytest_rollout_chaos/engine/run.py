@@ -30,7 +30,7 @@ from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import abilities, contract
 from pytest_rollout_chaos.collector.protocol import Collector, CollectorFactory, Rollout
 from pytest_rollout_chaos.collector.target import load_factory
-from pytest_rollout_chaos.engine import fit, retarget, verdicts
+from pytest_rollout_chaos.engine import fit, retarget, story, verdicts
 from pytest_rollout_chaos.engine.acted import count_touches, problems
 from pytest_rollout_chaos.engine.next_steps import run_next_steps
 from pytest_rollout_chaos.engine.result import ScenarioResult
@@ -48,6 +48,9 @@ _logger = logging.getLogger(__name__)
 CANCEL_GRACE_S: Final = 5.0
 READY_GRACE_S: Final = 60.0
 SETTLE_S: Final = 2.0
+# more runs of a scenario whose run tested nothing (``story.tested_nothing``), where the policy
+# samples irreproducibly (real vLLM): its tiny model may, say, end no row's turn for a drift to act on
+REDRAWS: Final = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,11 @@ def run_on(scenario: Scenario, stack: ChaosStack, loaded: Loaded, settings: Chao
     ``CannotRunHere`` when it cannot run there (``engine.fit``); ``NotJudgedError`` when the
     collector declines it, from its factory or from ``collect`` before running anything. A runner
     reports either as a skip (``scenario_items``), never as a verdict.
+
+    A run that tested nothing (``story.tested_nothing``) on a policy that samples irreproducibly
+    is drawn again, ``REDRAWS`` times at most: it is no verdict, and another draw of the model's
+    tokens may give the faults and invariants what they need. A verdict is never redrawn; the
+    result lists why each earlier draw did not count (``earlier_draws``).
     """
     fitting = fit.fitted(
         scenario, fit.stack_facts(stack), loaded.declared, run_replicas=settings.policy_replicas
@@ -82,6 +90,27 @@ def run_on(scenario: Scenario, stack: ChaosStack, loaded: Loaded, settings: Chao
     if fitting.reason is not None:
         raise CannotRunHere(fitting.reason)
     stack = stack.using(fitting.replicas)
+    draws = 1 if stack.samples_reproducibly else 1 + REDRAWS
+    earlier: list[str] = []
+    for draw in range(1, draws + 1):
+        result = _draw(scenario, stack, loaded.factory, settings, fitting.retargeted)
+        why = story.tested_nothing(result)
+        if why is None or draw == draws:
+            break
+        _logger.warning("draw %d of %r tested nothing (%s); drawing again", draw, scenario.name, why)
+        earlier.append(why)
+    result.earlier_draws = earlier
+    return result
+
+
+def _draw(
+    scenario: Scenario,
+    stack: ChaosStack,
+    factory: CollectorFactory,
+    settings: ChaosSettings,
+    retargeted: retarget.Retargeted,
+) -> ScenarioResult:
+    """One run of ``scenario`` from a reset ``stack``, judged."""
     stack.reset(
         env_latency_ms_per_call=scenario.stack.env_latency_ms_per_call,
         env_latency_ms_per_item=scenario.stack.env_latency_ms_per_item,
@@ -95,9 +124,7 @@ def run_on(scenario: Scenario, stack: ChaosStack, loaded: Loaded, settings: Chao
         stack.gym.set_rescore_bonus(scenario.stack.rescore_bonus)
     if scenario.stack.reward_spread:
         stack.gym.set_reward_spread(scenario.stack.reward_spread)
-    result = run_once(
-        scenario, stack, loaded.factory, settings.seed, target=settings.target, retargeted=fitting.retargeted
-    )
+    result = run_once(scenario, stack, factory, settings.seed, target=settings.target, retargeted=retargeted)
     if isinstance(result.raised, NotJudgedError):  # collect declined it before running anything
         raise result.raised
     verdicts.judge(result)

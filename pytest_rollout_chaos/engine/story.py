@@ -54,17 +54,45 @@ HINT_OTHER: Final = "see the traceback"
 def raise_for(result: ScenarioResult) -> None:
     """Raise what failed in a judged ``result``: a fault error, an unfired or unacted step, a verdict."""
     __tracebackhide__ = True
+    earlier = earlier_draws_text(result)
     if result.fault_errors:
         raise FaultError("\n".join(str(error) for error in result.fault_errors))
     if result.unfired:
-        raise ScenarioError(unfired_text(result))
+        raise ScenarioError(earlier + unfired_text(result))
     if result.unacted:
-        raise ScenarioError(unacted_text(result))
+        raise ScenarioError(earlier + unacted_text(result))
     if result.passed:
         return
     if result.vacuous and not result.expectation_failures and not _failing(result):
-        raise VacuousScenarioError(vacuous_text(result))
-    raise InvariantViolation(failure_text(result))
+        raise VacuousScenarioError(earlier + vacuous_text(result))
+    raise InvariantViolation(earlier + failure_text(result))
+
+
+def earlier_draws_text(result: ScenarioResult) -> str:
+    """The draws before the last, which tested nothing (``engine.run.run_on``), or ``""``."""
+    if not result.earlier_draws:
+        return ""
+    lines = [
+        f"drawn {len(result.earlier_draws) + 1} times (the policy samples irreproducibly); "
+        "the earlier draws tested nothing:"
+    ]
+    lines += [f"  draw {number}: {why}" for number, why in enumerate(result.earlier_draws, 1)]
+    return "\n".join([*lines, "", ""])
+
+
+def tested_nothing(result: ScenarioResult) -> str | None:
+    """Why the judged ``result`` is no verdict on the collector because the run gave the scenario
+    nothing to judge (a fault unfired or touching nothing, a listed invariant not judged), or
+    None: what ``raise_for`` would raise as a ``ScenarioError`` of the run's own making."""
+    if result.fault_errors or result.passed:
+        return None
+    if result.unfired:
+        return f"fault step at line {result.unfired[0].line} not triggered before the collection ended"
+    if result.unacted:
+        return f"fault touched nothing: {result.unacted[0]}"
+    if result.vacuous and not result.expectation_failures and not _failing(result):
+        return f"vacuous: {result.vacuous[0]}"
+    return None
 
 
 def tell(scenario: Scenario, error: BaseException) -> str:

@@ -50,8 +50,13 @@ def layer_request(event: Event) -> str | None:
 
 
 def rule_hits(events: Sequence[Event], rule: object) -> int:
-    """Requests fault-layer rule ``rule`` hit (its ``hook`` events)."""
-    return sum(1 for event in events if event.op == "hook" and event.data.get("rule") == rule)
+    """Requests fault-layer rule ``rule`` hit (its ``hook`` events), less those whose answer it
+    rewrote in nothing (``changed: 0``: no logprobs, no prompt id to drift, a body it skipped)."""
+    return sum(
+        1
+        for event in events
+        if event.op == "hook" and event.data.get("rule") == rule and event.data.get("changed") != 0
+    )
 
 
 def requests_on_link(events: Sequence[Event], link: str, start: float, end: float) -> int:

@@ -131,6 +131,7 @@ def _result(result: ResultFacts) -> dict[str, Any]:
         "unacted": list(result.unacted),
         "witnesses": list(result.witnesses),
         "vacuous": list(result.vacuous),
+        "earlier_draws": list(result.earlier_draws),
         "trainer_settings": [dict(entry) for entry in result.trainer_settings],
         "upstream_run": dict(result.upstream_run),
         "follow_ups": [asdict(follow_up) for follow_up in result.follow_ups],

@@ -131,6 +131,7 @@ class ResultFacts:
     faults: tuple[FaultFacts, ...] = ()  # the same, as data
     witnesses: tuple[str, ...] = ()  # ``prompt_ids_drifted: seen 3 (at least 1): ...`` per witness
     vacuous: tuple[str, ...] = ()  # listed invariants not judged, witnesses not seen
+    earlier_draws: tuple[str, ...] = ()  # why each run before this one tested nothing (redrawn)
     # What an adapter gave upstream, one entry per collection (``adapters.trainer_settings``):
     # ``{"trainer": ..., "mode": ..., "settings": [{"key", "value", "source", "where"}, ...]}``
     trainer_settings: tuple[Mapping[str, Any], ...] = ()
@@ -180,6 +181,7 @@ class ResultFacts:
             ),
             witnesses=tuple(sighting.describe() for sighting in result.witnesses),
             vacuous=tuple(result.vacuous),
+            earlier_draws=tuple(result.earlier_draws),
             trainer_settings=tuple(recorded(result.history)),
             upstream_run=upstream_calls.summary(result.history),
             follow_ups=tuple(FollowUpFacts.of(follow_up) for follow_up in result.follow_ups),
@@ -298,6 +300,7 @@ def _result_facts(data: Mapping[str, Any]) -> ResultFacts:
         faults=tuple(FaultFacts(**fault) for fault in data.get("faults", ())),
         witnesses=tuple(data.get("witnesses", ())),
         vacuous=tuple(data.get("vacuous", ())),
+        earlier_draws=tuple(data.get("earlier_draws", ())),
         trainer_settings=tuple(data.get("trainer_settings", ())),
         upstream_run=dict(data.get("upstream_run", {})),
         follow_ups=tuple(FollowUpFacts(**follow_up) for follow_up in data.get("follow_ups", ())),

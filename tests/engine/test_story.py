@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_rollout_chaos.engine import story
+from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.errors import FaultError, InvariantViolation, ScenarioError, VacuousScenarioError
+from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.scenario import load_scenario, parse_scenario
 
 DATA = Path(__file__).parent.parent / "scenario" / "data"
@@ -41,4 +43,25 @@ def test_hints_follow_the_error_type() -> None:
         "  (no message)",
         "",
         "hint: see the traceback",
+    ]
+
+
+def test_only_a_run_that_tested_nothing_is_no_verdict() -> None:
+    text = "name: b\ndescription: d\nexpect: {invariants: [bounded], witness: {multi_turn_rows: 2}}\n"
+    result = ScenarioResult(parse_scenario(text, Path("b")), rows=[], history=History())
+    assert story.tested_nothing(result) is None  # nothing failed: a pass
+    result.vacuous = ["multi_turn_rows: NOT_SEEN: 0 rows with two turns"]
+    assert story.tested_nothing(result) == "vacuous: multi_turn_rows: NOT_SEEN: 0 rows with two turns"
+    result.unacted = ["line 9: prefix_drift touched 0"]
+    assert story.tested_nothing(result) == "fault touched nothing: line 9: prefix_drift touched 0"
+    result.unacted = []
+    result.expectation_failures = ["exactly rows [1] aborted; got rows []"]
+    assert story.tested_nothing(result) is None  # a missed expectation is a verdict, never drawn again
+    result.expectation_failures, result.fault_errors = [], [RuntimeError("heal failed")]
+    assert story.tested_nothing(result) is None
+    result.fault_errors, result.earlier_draws = [], ["vacuous: a", "vacuous: b"]
+    assert story.earlier_draws_text(result).splitlines()[:3] == [
+        "drawn 3 times (the policy samples irreproducibly); the earlier draws tested nothing:",
+        "  draw 1: vacuous: a",
+        "  draw 2: vacuous: b",
     ]
