@@ -11,7 +11,7 @@ from pytest_rollout_chaos.collector.protocol import Turn
 from pytest_rollout_chaos.history import History, fingerprint, logprob_digest
 from pytest_rollout_chaos.invariants.base import Status
 from pytest_rollout_chaos.invariants.prompts_sent import PromptsSent
-from pytest_rollout_chaos.servers.faultlayer import rewrite
+from pytest_rollout_chaos.servers.faultlayer import answers
 from tests.invariants._builders import observe, rollout, turns
 
 LINK = "collector->agent:calculator_agent"
@@ -37,13 +37,13 @@ def run_sent(history: History, row: int, sent: Sequence[Turn], *, recorded_ids: 
         "generations": [fingerprint(turn.generation_token_ids) for turn in sent],
         "logprobs": [logprob_digest(turn.generation_log_probs) for turn in sent],
         "reward": 1.0,
-        "prompts": [fingerprint(ids) for ids in rewrite.answer_prompts(document)],
+        "prompts": [fingerprint(ids) for ids in answers.answer_prompts(document)],
     }
-    drifted = rewrite.answer_drift(document)
+    drifted = answers.answer_drift(document)
     if drifted:
         data["drifted"] = drifted
         if recorded_ids:
-            data["prompt_ids"] = rewrite.answer_prompts(document)
+            data["prompt_ids"] = answers.answer_prompts(document)
     history.append("agent", "ok", "POST /run", data)
 
 

@@ -5,7 +5,7 @@ every rule also carries the match keys (``MATCH``). Three readers share this tab
 parameter, its default, bounds, choices and help are written here and nowhere else:
 
 - ``rules`` parses and checks a rule body against it (types, defaults, bounds, choices);
-- ``proxy`` applies a rule's effect in its ``phase``;
+- ``hits`` applies a rule's effect, which ``proxy`` runs in its ``phase``;
 - the semantic faults (``faults/_layer_fault.py`` and one module per kind, a layer above) read
   their parameters' defaults, bounds and help from it, and their choices as the ``Literal``
   aliases below; ``tests/faults/test_layer_effects.py`` checks that each fault's parameters

@@ -18,7 +18,7 @@ decoded; a ``fail`` holds the start of the error answer's body (``body``), what 
 name as its cause. The ``invoke`` of a collector's ``/run`` or model call for a known row holds
 what it asks for (``asked``: its sampling parameters, a digest of its prompt), so a retry can be
 held against the attempt it replaces. Then, in this order, the effects of the rules it hits
-(each effect's phase is declared in ``effects``):
+(each effect's phase is declared in ``effects``, what it does in ``hits``):
 
 - ``delay`` and ``hang`` hold the request before it is forwarded;
 - ``http_error`` and ``trajectory_exception`` answer in the server's place (it never sees it);
@@ -43,27 +43,22 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final
-
-from multidict import CIMultiDict
 
 from pytest_rollout_chaos import json_decode
 from pytest_rollout_chaos.history import EventKind, fingerprint, logprob_digest, text_fingerprint
-from pytest_rollout_chaos.servers.faultlayer import asked, effects, rewrite
+from pytest_rollout_chaos.servers.faultlayer import answers, asked, effects, hits
 from pytest_rollout_chaos.servers.faultlayer.downstream import ClientConnection, Reply, Request
-from pytest_rollout_chaos.servers.faultlayer.rules import Rule
-from pytest_rollout_chaos.servers.faultlayer.state import Decisions, Link, record_hit
+from pytest_rollout_chaos.servers.faultlayer.hits import Hit, OutgoingAnswer
+from pytest_rollout_chaos.servers.faultlayer.state import Decisions, Link
 from pytest_rollout_chaos.servers.faultlayer.upstream import Answer, UpstreamError, UpstreamPool
 
 REQUEST_ID_HEADER: Final = "X-Request-Id"
 COLLECTOR_LINK_PREFIX: Final = "collector->"  # the links whose clients are the collector under test
 ASKING_PATHS: Final = frozenset({"/run", "/v1/chat/completions", "/v1/completions", "/inference/v1/generate"})
-VLLM_500_TEXT: Final = "Internal Server Error"
 # RFC 9110 7.6.1 hop-by-hop fields, plus the framing fields each side sets itself
 _HOP_BY_HOP: Final = frozenset(
     {
@@ -89,33 +84,7 @@ _REWRITE_EFFECTS: Final = effects.in_phase("rewrite")
 # Recorded for a request whose client went away first: the client's doing, not the server's.
 CLIENT_CLOSED: Final = "the client closed the connection"
 
-_JSON: Final = "application/json; charset=utf-8"
-
 _counter = itertools.count(1)
-
-
-@dataclass(slots=True)
-class _Answer:
-    """The upstream's answer as it will leave: status, headers, body, and the body decoded."""
-
-    status: int
-    headers: CIMultiDict[str]
-    raw: bytes
-    document: Any
-    cut_at: int | None = None  # malformed_json cut_off: the bytes sent before the connection closes
-
-
-@dataclass(frozen=True, slots=True)
-class _Hit:
-    """Where a rule fired: the link, the request's path and its row (for recording the hit)."""
-
-    state: Decisions
-    link: Link
-    path: str
-    row: int | None
-
-    def record(self, rule: Rule, **extra: Any) -> None:
-        record_hit(self.state.writer(self.link.source), self.link, rule, self.row, self.path, **extra)
 
 
 class LinkPort:
@@ -155,13 +124,13 @@ async def forward(state: Decisions, link: Link, pool: UpstreamPool, request: Req
     asks = _asks(link, request.path, row, document)
     record = _Record(state, link, request, row=row, asks=asks, document=document)
     try:
-        hit = _Hit(state, link, request.path, row)
+        hit = Hit(state, link, request.path, row)
         for rule in fired:
             if rule.effect in _PRE_EFFECTS:
-                await _hold(hit, rule, document)
+                await hits.hold(hit, rule, document)
         for rule in fired:
             if rule.effect in _TERMINAL_EFFECTS:
-                status, content_type, instead = _answer_instead(hit, rule)
+                status, content_type, instead = hits.answer_instead(hit, rule)
                 record.finish("fail", status=status, effect=rule.effect, body=_excerpt(instead))
                 await reply.send(status, [("Content-Type", content_type)], instead)
                 return
@@ -174,7 +143,7 @@ async def forward(state: Decisions, link: Link, pool: UpstreamPool, request: Req
             answer = _answer(upstream, await upstream.read())
         for rule in rewriting:
             memory = await state.memory(rule.id) if rule.effect == "prefix_drift" else []
-            _rewrite(hit, rule, answer, memory)
+            hits.rewrite_answer(hit, rule, answer, memory)
         if answer.cut_at is not None:
             await _cut_off(record, reply, answer)
             return
@@ -209,7 +178,7 @@ class _Record:
         if row is not None:
             self.facts["row"] = row
         invoke = {**self.facts, **asks}
-        chat, last = rewrite.last_message(document)
+        chat, last = answers.last_message(document)
         if chat:  # what the policy is asked to answer: the prompt, or the environment's observation
             invoke["last_message"] = text_fingerprint(last)
         self.writer = state.writer(link.source)
@@ -227,7 +196,7 @@ class _Record:
         self.writer.emit(kind, self.op, data, request_id=self.request_id)
         self.writer.flush()
 
-    async def answered(self, answer: _Answer) -> None:
+    async def answered(self, answer: OutgoingAnswer) -> None:
         """What the layer learns from an answer as it leaves, then its outcome."""
         cookies = answer.headers.getall("Set-Cookie", [])
         await self.state.answered(
@@ -252,7 +221,7 @@ def _asks(link: Link, path: str, row: int | None, document: Any) -> dict[str, An
     return asked.asked(document)
 
 
-async def _cut_off(record: _Record, reply: Reply, answer: _Answer) -> None:
+async def _cut_off(record: _Record, reply: Reply, answer: OutgoingAnswer) -> None:
     """Send the head with the whole body's length and part of the body, then close: the client
     gets a status and a body that ends early, no answer it can read (recorded so)."""
     cut, whole = answer.cut_at or 0, len(answer.raw)
@@ -262,8 +231,8 @@ async def _cut_off(record: _Record, reply: Reply, answer: _Answer) -> None:
     reply.abort()
 
 
-def _answer(upstream: Answer, raw: bytes) -> _Answer:
-    return _Answer(upstream.status, upstream.headers, raw, _json_document(raw, upstream.content_type))
+def _answer(upstream: Answer, raw: bytes) -> OutgoingAnswer:
+    return OutgoingAnswer(upstream.status, upstream.headers, raw, _json_document(raw, upstream.content_type))
 
 
 async def _stream(record: _Record, reply: Reply, upstream: Answer) -> None:
@@ -300,23 +269,23 @@ def _generated(document: Any) -> dict[str, Any]:
     why each generation stopped (``finishes``) and, for a ``/run``, its reward, what each model
     call was sent (``prompts``) and which model calls' prompt ids drifted (with every call's
     prompt ids, ``prompt_ids``: only then does a judge need them whole)."""
-    calls, finishes = rewrite.answer_generated(document)
+    calls, finishes = answers.answer_generated(document)
     facts: dict[str, Any] = {}
     if calls:
         facts["generations"] = [fingerprint(ids) for ids, _ in calls]
         facts["logprobs"] = [logprob_digest(values) for _, values in calls]
         if finishes:
             facts["finishes"] = finishes
-        texts = rewrite.answer_texts(document)
+        texts = answers.answer_texts(document)
         if texts:
             facts["texts"] = [text_fingerprint(text) for text in texts]
-    reward = rewrite.answer_reward(document)
+    reward = answers.answer_reward(document)
     if reward is not None:
         facts["reward"] = reward
-        prompts = rewrite.answer_prompts(document)
+        prompts = answers.answer_prompts(document)
         if prompts and len(prompts) == len(calls):
             facts["prompts"] = [fingerprint(ids) for ids in prompts]
-        drifted = rewrite.answer_drift(document)
+        drifted = answers.answer_drift(document)
         if drifted:
             facts["drifted"] = drifted
             if "prompts" in facts:
@@ -341,67 +310,3 @@ def _json_document(body: bytes, content_type: str) -> Any:
         return json_decode.loads(body)
     except ValueError:
         return None
-
-
-async def _hold(hit: _Hit, rule: Rule, document: Any) -> None:
-    if rule.effect == "delay":
-        items = rewrite.batch_size(document)
-        delay_s = (rule.params["delay_ms"] + rule.params["per_item_ms"] * items) / 1000
-        hit.record(rule, delay_s=round(delay_s, 4), items=items)
-        await asyncio.sleep(delay_s)
-        return
-    hit.record(rule)
-    await hit.state.hold(rule.id, rule.params["max_hang_s"])
-
-
-def _answer_instead(hit: _Hit, rule: Rule) -> tuple[int, str, bytes]:
-    """The status, content type and body a rule answers with in the server's place."""
-    hit.record(rule)
-    if rule.effect == "trajectory_exception":
-        error = RuntimeError(rule.params["message"])
-        # NeMo Gym's exception middleware answers 500 with the repr as a JSON string
-        return 500, _JSON, json.dumps(repr(error)).encode()
-    status, body = rule.params["status"], rule.params["body"]
-    if body is None:
-        body = {"error": {"message": "injected HTTP error", "type": "chaos", "code": status}}
-    if isinstance(body, str):
-        return status, "text/plain; charset=utf-8", body.encode()
-    return status, _JSON, json.dumps(body).encode()
-
-
-def _rewrite(hit: _Hit, rule: Rule, answer: _Answer, memory: list[list[int]]) -> None:
-    """Apply one rewriting rule to the answer, in place (``memory``: a ``prefix_drift`` rule's)."""
-    if rule.effect == "nan_logprobs" and rule.params["shape"] == "http_500":
-        hit.record(rule, shape="http_500")
-        # vLLM fails to encode a NaN logprob and Starlette answers a plain-text 500
-        answer.status, answer.raw, answer.document = 500, VLLM_500_TEXT.encode(), None
-        return
-    if answer.headers.get("Content-Encoding", "identity") != "identity":
-        hit.record(rule, skipped="encoded response body", changed=0)
-        return
-    if rule.effect == "malformed_json" and rule.params["style"] == "cut_off":
-        hit.record(rule, style="cut_off")
-        answer.cut_at = max(1, len(answer.raw) // 2)
-        return
-    if rule.effect == "malformed_json" and rule.params["style"] in rewrite.UNPARSABLE_STYLES:
-        hit.record(rule, style=rule.params["style"])
-        answer.raw, answer.document = rewrite.malform(answer.raw, rule.params["style"]), None
-        return
-    if answer.document is None:
-        hit.record(rule, skipped="response is not JSON", changed=0)
-        return
-    if rule.effect == "malformed_json":
-        style = rule.params["style"]
-        hit.record(rule, style=style, changed=rewrite.PARSABLE_STYLES[style](answer.document))
-    elif rule.effect == "nan_logprobs":
-        changed = rewrite.rewrite_logprobs(answer.document, rule.params["shape"], rule.params["token_index"])
-        hit.record(rule, shape=rule.params["shape"], changed=changed)
-    elif rule.effect == "logprob_drift":
-        changed = rewrite.shift_logprobs(answer.document, rule.params["drift_nats"])
-        hit.record(rule, drift_nats=rule.params["drift_nats"], changed=changed)
-    else:
-        changed = rewrite.drift_prompt_ids(
-            answer.document, memory, rule.params["mode"], rule.params["replacement_token_id"]
-        )
-        hit.record(rule, mode=rule.params["mode"], changed=changed)
-    answer.raw = rewrite.dumps(answer.document)
