@@ -41,7 +41,8 @@ from typing import Any, Final, Literal
 
 from benchmarks._mutants import Mutant, mutants_of
 from benchmarks._result import Number, Result
-from pytest_rollout_chaos.servers.process import reaper, stop_group
+from pytest_rollout_chaos.servers.process import stop_group
+from pytest_rollout_chaos.servers.reaper_client import reaper
 
 REPO: Final = Path(__file__).resolve().parent.parent
 PACKAGE: Final = "pytest_rollout_chaos"

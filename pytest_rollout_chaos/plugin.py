@@ -229,7 +229,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "fuzz: a drawn variant of a scenario (--rollout-chaos-fuzz)")
     controller = getattr(config, "workerinput", {}).get(CONTROLLER_PID_KEY)
     if isinstance(controller, int):  # an xdist worker: its reaper watches the controller too
-        from pytest_rollout_chaos.servers.process import reaper
+        from pytest_rollout_chaos.servers.reaper_client import reaper
 
         reaper().watch_controller(controller)
     settings = _options.resolve(config)

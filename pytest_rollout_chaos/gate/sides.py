@@ -30,7 +30,8 @@ from pytest_rollout_chaos.errors import ChaosError
 from pytest_rollout_chaos.gate.environment import SideEnvironment
 from pytest_rollout_chaos.gate.progress import SideProgress
 from pytest_rollout_chaos.gate.verdicts import ScenarioVerdicts, read_junit
-from pytest_rollout_chaos.servers.process import reaper, stop_group
+from pytest_rollout_chaos.servers.process import stop_group
+from pytest_rollout_chaos.servers.reaper_client import reaper
 
 ARCHIVE_SUFFIXES: Final = (".tar.gz", ".tgz", ".tar")
 STOP_GRACE_S: Final = 15.0

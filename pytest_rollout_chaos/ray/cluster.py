@@ -54,8 +54,9 @@ from pytest_rollout_chaos.ray.nodes import (
     node_spec,
     ray_start_spec,
 )
-from pytest_rollout_chaos.servers.process import ManagedProcess, reaper
+from pytest_rollout_chaos.servers.process import ManagedProcess
 from pytest_rollout_chaos.servers.procfs import descendant_pids, group_pids
+from pytest_rollout_chaos.servers.reaper_client import reaper
 
 _logger = logging.getLogger(__name__)
 

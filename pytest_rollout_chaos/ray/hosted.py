@@ -33,8 +33,9 @@ from pytest_rollout_chaos.ray.nodes import NodeSlot
 from pytest_rollout_chaos.servers.gym.stack import HEAD_NAME, MODEL_NAME, RESOURCES_NAME
 from pytest_rollout_chaos.servers.nemo_gym.stack import ENV_NAME
 from pytest_rollout_chaos.servers.policy.replicas import POLICY, replica_of
-from pytest_rollout_chaos.servers.process import LOG_TAIL_LINES, ManagedProcess, ServerSpec, reaper
+from pytest_rollout_chaos.servers.process import LOG_TAIL_LINES, ManagedProcess, ServerSpec
 from pytest_rollout_chaos.servers.procfs import alive
+from pytest_rollout_chaos.servers.reaper_client import reaper
 
 ACTOR_START_S: Final = 60.0  # scheduling the actor and its worker, beyond the server's own readiness
 CALL_S: Final = 10.0

@@ -41,7 +41,7 @@ from pytest_rollout_chaos.ray.nodes import (
     node_address,
 )
 from pytest_rollout_chaos.servers.ports import free_port
-from pytest_rollout_chaos.servers.process import reaper
+from pytest_rollout_chaos.servers.reaper_client import reaper
 
 
 def open_cluster(mode: RayMode, temp_dir: Path, log_dir: Path, run_id: str) -> RayCluster:

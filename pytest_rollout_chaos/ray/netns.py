@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Final
 
 from pytest_rollout_chaos.ray.nodes import RayClusterError
-from pytest_rollout_chaos.servers.process import reaper
+from pytest_rollout_chaos.servers.reaper_client import reaper
 
 PREFIX: Final = "10.213"  # private (RFC 1918); the run's subnet is 10.213.<S>.0/24
 SUBNETS: Final = range(1, 255)

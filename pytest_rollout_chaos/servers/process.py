@@ -5,7 +5,8 @@ models). A child:
 - runs in a new session (own process group), so terminal signals do not reach it and the
   whole tree can be signalled at once;
 - writes stdout and stderr to ``<log_dir>/<name>.log``;
-- is registered with the session reaper, which kills its group if pytest itself dies;
+- is registered with the session reaper (``reaper_client``), which kills its group if pytest
+  itself dies;
 - is stopped with SIGTERM to the group, a bounded wait, then SIGKILL (SIGCONT in between so a
   frozen child can act on SIGTERM);
 - reports its port through a ready file when it binds port 0 (``READY_FILE_ENV``), so ports
@@ -17,7 +18,6 @@ Any exit that nobody asked for, including exit code 0, is a crash: ``ensure_runn
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import logging
@@ -25,16 +25,16 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Final, TextIO
+from typing import Any, Final, TextIO
 
 from pytest_rollout_chaos.errors import ServerCrashedError, ServerStartError
 from pytest_rollout_chaos.servers import readiness
+from pytest_rollout_chaos.servers.reaper_client import reaper
 
 READY_FILE_ENV: Final = "ROLLOUT_CHAOS_READY_FILE"
 READY_DELAY_ENV: Final = "ROLLOUT_CHAOS_READY_DELAY_S"
@@ -317,96 +317,6 @@ class ManagedProcess:
         lines += [f"last {LOG_TAIL_LINES} log lines ({self.log_path}):", self.log_tail()]
         lines.append(f"hint: {self.spec.hint or 'run the command by hand and read its output'}")
         return "\n".join(lines)
-
-
-class _Reaper:
-    """Client side of ``reaper.py``: one watchdog process per pytest process, started lazily."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._popen: subprocess.Popen[str] | None = None
-        self._owner_pid = -1
-        self._watch: list[str] = []
-
-    def watch_controller(self, pid: int) -> None:
-        """This process is an xdist worker of controller ``pid``: its reaper, started from now on,
-        also acts when the controller dies, and takes this process with it."""
-        self._watch = ["--watch", str(pid)]
-
-    def _stdin(self) -> IO[str]:
-        # A forked worker (pytest-xdist uses execnet, not fork, but be safe) gets its own reaper.
-        if self._popen is None or self._owner_pid != os.getpid() or self._popen.poll() is not None:
-            self._popen = subprocess.Popen(
-                [sys.executable, "-m", "pytest_rollout_chaos.servers.reaper", *self._watch],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                text=True,
-                start_new_session=True,
-            )
-            self._owner_pid = os.getpid()
-        assert self._popen.stdin is not None
-        return self._popen.stdin
-
-    def _send(self, line: str) -> None:
-        with self._lock:
-            try:
-                stdin = self._stdin()
-                stdin.write(line + "\n")
-                stdin.flush()
-            except (BrokenPipeError, OSError):
-                _logger.warning("reaper unavailable; %r not registered", line)
-
-    def add(self, pgid: int) -> None:
-        self._send(f"add {pgid}")
-
-    def remove(self, pgid: int) -> None:
-        self._send(f"remove {pgid}")
-
-    def add_path(self, path: Path) -> None:
-        """Kill, with pytest, every process whose command line names ``path`` (in any group)."""
-        self._send(f"add-path {path}")
-
-    def remove_path(self, path: Path) -> None:
-        self._send(f"remove-path {path}")
-
-    def add_netns(self, name: str) -> None:
-        """Kill, with pytest, every process in network namespace ``name``, then delete it."""
-        self._send(f"add-netns {name}")
-
-    def remove_netns(self, name: str) -> None:
-        self._send(f"remove-netns {name}")
-
-    def add_link(self, name: str) -> None:
-        """Delete network link ``name`` (a bridge, a veth) when pytest ends, however it ends."""
-        self._send(f"add-link {name}")
-
-    def remove_link(self, name: str) -> None:
-        self._send(f"remove-link {name}")
-
-    def close(self) -> None:
-        """End the reaper cleanly (nothing left to kill) when this process exits normally."""
-        with self._lock:
-            popen, self._popen = self._popen, None
-            if popen is None or self._owner_pid != os.getpid():
-                return
-            with contextlib.suppress(OSError):
-                assert popen.stdin is not None
-                popen.stdin.close()
-            try:
-                popen.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                popen.kill()
-                popen.wait()
-
-
-_REAPER = _Reaper()
-atexit.register(_REAPER.close)
-
-
-def reaper() -> _Reaper:
-    """This process's reaper: a process group added to it dies with this process, however it ends."""
-    return _REAPER
 
 
 def stop_group(child: subprocess.Popen[Any], *, grace_s: float) -> None:

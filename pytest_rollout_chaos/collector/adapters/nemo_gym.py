@@ -60,7 +60,7 @@ from pytest_rollout_chaos.servers.gym.tasks import AGENT_FOR_TASK
 from pytest_rollout_chaos.servers.nemo_gym import config as gym_config
 from pytest_rollout_chaos.servers.nemo_gym.locate import INSTALL_HINT, GymPython, locate
 from pytest_rollout_chaos.servers.nemo_gym.stack import RAY_ENV
-from pytest_rollout_chaos.servers.process import reaper
+from pytest_rollout_chaos.servers.reaper_client import reaper
 
 PROGRAM: Final = Path(gym_config.__file__).with_name("rollouts.py")
 SOURCE: Final = "collector"

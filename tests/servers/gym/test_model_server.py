@@ -13,7 +13,7 @@ from aiohttp import ClientSession, web
 from aiohttp.test_utils import TestServer
 
 from pytest_rollout_chaos.history import EVENTS_FILE_ENV
-from pytest_rollout_chaos.servers.gym import model_server
+from pytest_rollout_chaos.servers.gym import model_server, policy_client
 
 
 def _policy(name: str, seen: list[tuple[str, str]]) -> web.Application:
@@ -43,7 +43,7 @@ async def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterato
     monkeypatch.setenv(EVENTS_FILE_ENV, str(tmp_path / "events.jsonl"))
     seen: list[tuple[str, str]] = []
     async with TestServer(_policy("a", seen)) as first, TestServer(_policy("b", seen)) as second:
-        config = model_server.ModelConfig(
+        config = policy_client.ModelConfig(
             policy_urls=(str(first.make_url("")), str(second.make_url(""))),
             model="m",
             eos_token_id=None,
