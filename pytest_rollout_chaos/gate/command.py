@@ -1,7 +1,8 @@
 """``rollout-chaos gate``: check what was asked, run base and head, compare, write the outputs.
 
-The two sides run at the same time, each its own pytest (``--sequential``: one after the other,
-where they would fight over one GPU or too few cores).
+What was asked is checked before anything runs (``preflight``: each side's request, interpreter
+and environment). The two sides run at the same time, each its own pytest (``--sequential``: one
+after the other, where they would fight over one GPU or too few cores).
 
 Exit status: 0 when no scenario regressed and every ``--expect-fixed`` scenario went from red to
 green; 1 when one regressed (red, skipped or missing on head after passing on base, unless
@@ -10,11 +11,6 @@ usage, an interpreter of a minor version the tree's ``requires-python`` rejects,
 no scenario, a trainer module the collector could not import, a scenario red on base and skipped
 on head or declined by the collector (``NOT_JUDGED``), ``baseline`` not green on both sides, fewer
 than half of the scenarios judged on both).
-
-Each side's interpreter is ``--head-python`` (head only), ``--python``, the environment variable
-of the side's trainer (``targets.python_env``: ``ROLLOUT_CHAOS_NEMO_RL_PYTHON``, ...), else this
-one. A patch release the tree does not accept (3.13.0 against ``>=3.13.13``) runs with a warning
-in every output; a minor version it does not accept is refused unless ``--ignore-requires-python``.
 
 ``baseline`` always runs beside the scenarios asked for. A scenario whose verdict moved is run
 ``--runs`` times in all, each further run on both sides with the next seed; the move counts only
@@ -25,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -36,24 +30,21 @@ from functools import partial
 from pathlib import Path
 from typing import Final, TextIO
 
-from pytest_rollout_chaos import bundled, targets
-from pytest_rollout_chaos.collector.adapters import gym_client
+from pytest_rollout_chaos import targets
 from pytest_rollout_chaos.gate import render
-from pytest_rollout_chaos.gate.compare import BASELINE, EXIT_NOT_JUDGED, compare, moved
-from pytest_rollout_chaos.gate.environment import SideEnvironment, probe
+from pytest_rollout_chaos.gate.compare import EXIT_NOT_JUDGED, compare, moved
+from pytest_rollout_chaos.gate.preflight import interpreter, side_environment, side_request
 from pytest_rollout_chaos.gate.sides import (
     GateUsageError,
     SideRequest,
     SideRun,
     SidesOverdueError,
-    check_python,
     prepare_tree,
     run_side,
     run_sides,
     sigterm_interrupts,
 )
 from pytest_rollout_chaos.gate.verdicts import missing_module
-from pytest_rollout_chaos.scenario.model import SUFFIX, ScenarioFileError, load_scenario, scenario_files
 
 EXIT_CANNOT_JUDGE: Final = EXIT_NOT_JUDGED
 DESCRIPTION: Final = (
@@ -68,7 +59,6 @@ DESCRIPTION: Final = (
     "a verdict that moved is rerun with other seeds (--runs) and counts only when every run shows it."
 )
 DEFAULT_RUNS: Final = 3
-THIS_PYTHON: Final = "the gate's own interpreter"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -172,7 +162,7 @@ def _gate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     keep = args.workdir is not None
     targets = args.target if not args.head_target else f"{args.target} (head: {args.head_target})"
     try:
-        request, files = _request(args)
+        request, files = side_request(args)
         base_tree = prepare_tree(args.base, scratch / "trees" / "base")
         head_tree = prepare_tree(args.head, scratch / "trees" / "head")
         head_python, head_from = interpreter(args, head=True)
@@ -180,8 +170,8 @@ def _gate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             request, target=args.head_target or request.target, python=head_python, python_from=head_from
         )
         ignore = args.ignore_requires_python
-        base_env = _environment("base", request, args.base, base_tree, ignore=ignore)
-        head_env = _environment("head", head_request, args.head, head_tree, ignore=ignore)
+        base_env = side_environment("base", request, args.base, base_tree, ignore=ignore)
+        head_env = side_environment("head", head_request, args.head, head_tree, ignore=ignore)
     except GateUsageError as error:
         print(f"rollout-chaos gate: {error}", file=err)
         if not keep:
@@ -258,52 +248,6 @@ def _gate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return decision.exit_code
 
 
-def interpreter(args: argparse.Namespace, *, head: bool) -> tuple[str, str]:
-    """A side's interpreter and who named it: ``--head-python`` (head), ``--python``, the side's
-    trainer's environment variable, else this interpreter."""
-    if head and args.head_python:
-        return args.head_python, "--head-python"
-    if args.python:
-        return args.python, "--python"
-    variable = targets.python_env((args.head_target or args.target) if head else args.target)
-    if variable is not None and os.environ.get(variable):
-        return os.environ[variable], variable
-    return sys.executable, THIS_PYTHON
-
-
-def _environment(
-    label: str, request: SideRequest, given: Path, tree: Path, *, ignore: bool
-) -> SideEnvironment:
-    """The side's environment, read in its interpreter and checked against its tree.
-
-    A tree's ``requires-python`` that rejects the interpreter's minor version is a usage error,
-    unless ``ignore``; a patch release it rejects (or any, when ``ignore``) runs, the warning kept
-    with the side's environment for every output.
-    """
-    target = request.target
-    env = probe(request.python, given, tree, python_from=request.python_from)
-    # NeMo Gym's own client or a stand-in: as the side's interpreter has NeMo Gym, not this one.
-    env = dataclasses.replace(env, gym_client=gym_client(target, env.versions.get("nemo-gym"), probed=True))
-    mismatch = env.python_mismatch()
-    if mismatch is None:
-        return env
-    who = f"the {label} side ({target})"
-    if env.python_fit() == "minor" and not ignore:
-        option = "--head-python" if label == "head" else "--python"
-        variable = targets.python_env(target)
-        named = f"{option} or {variable}" if variable else option
-        raise GateUsageError(
-            f"{who}: {mismatch}, so its verdicts would be luck (valid: an interpreter the tree "
-            f"accepts, named by {named}; or --ignore-requires-python to run it anyway)"
-        )
-    why = (
-        "as --ignore-requires-python asks"
-        if env.python_fit() == "minor"
-        else "the gate refuses only a minor version the tree does not accept"
-    )
-    return dataclasses.replace(env, python_warning=f"{who}: {mismatch}; run anyway ({why})")
-
-
 def _rerun(
     names: Sequence[str],
     files: Mapping[str, Path],
@@ -351,62 +295,6 @@ def _printer(err: TextIO) -> Callable[[str], None]:
             print(line, file=err, flush=True)
 
     return progress
-
-
-def _request(args: argparse.Namespace) -> tuple[SideRequest, dict[str, Path]]:
-    """What both sides run, and each scenario's file by name; unknown ``--expect-fixed`` and
-    ``--allow-skip`` names are caught before two long runs. ``baseline`` is added when the paths
-    given do not hold it: without it green on both sides no verdict means anything."""
-    given = list(args.scenarios) or [bundled.catalog_dir()]
-    files = _scenario_files(given)
-    if BASELINE not in files:
-        files[BASELINE] = bundled.catalog_dir() / f"{BASELINE}{SUFFIX}"
-        given.append(files[BASELINE])
-    for option, named in (("--expect-fixed", args.expect_fixed), ("--allow-skip", args.allow_skip)):
-        unknown = [name for name in named if name not in files]
-        if unknown:
-            raise GateUsageError(
-                f"{option} {', '.join(unknown)}: no such scenario among those run "
-                f"(valid: {', '.join(sorted(files))})"
-            )
-    both = sorted(set(args.expect_fixed) & set(args.allow_skip))
-    if both:
-        raise GateUsageError(
-            f"--expect-fixed and --allow-skip both name {', '.join(both)}: a scenario head must fix "
-            "cannot be one it may skip"
-        )
-    if args.runs < 1:
-        raise GateUsageError(f"--runs {args.runs}: valid: 1 or more")
-    python, named_by = interpreter(args, head=False)
-    check_python(python, named_by)
-    head_python, head_named_by = interpreter(args, head=True)
-    if head_python != python:
-        check_python(head_python, head_named_by)
-    request = SideRequest(
-        target=args.target,
-        python=python,
-        python_from=named_by,
-        seed=args.seed,
-        scenarios=[str(path) for path in given],
-        pytest_args=args.pytest_arg,
-        timeout_s=args.timeout_s,
-    )
-    return request, files
-
-
-def _scenario_files(paths: Sequence[Path]) -> dict[str, Path]:
-    files: dict[str, Path] = {}
-    for path in paths:
-        if not path.exists():
-            raise GateUsageError(f"{path}: no such scenario file or folder")
-        for file in scenario_files([path]):
-            try:
-                files[load_scenario(file).name] = file
-            except ScenarioFileError as error:
-                raise GateUsageError(
-                    f"{file}: invalid scenario (see rollout-chaos validate {file}): {error.problems[0]}"
-                ) from error
-    return files
 
 
 def _cannot_judge(side: SideRun) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_rollout_chaos import cli
-from pytest_rollout_chaos.gate import command
+from pytest_rollout_chaos.gate import command, preflight
 
 REPO = Path(__file__).resolve().parents[2]
 BASELINE = str(REPO / "scenarios" / "baseline.chaos.yaml")
@@ -30,32 +30,35 @@ def test_an_option_wins_over_the_trainers_variable_which_wins_over_this_interpre
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("ROLLOUT_CHAOS_NEMO_RL_PYTHON", raising=False)
-    assert command.interpreter(_args("--target", "nemo_rl"), head=False) == (
+    assert preflight.interpreter(_args("--target", "nemo_rl"), head=False) == (
         sys.executable,
-        command.THIS_PYTHON,
+        preflight.THIS_PYTHON,
     )
     monkeypatch.setenv("ROLLOUT_CHAOS_NEMO_RL_PYTHON", "/venvs/nemo-rl/bin/python")
     named = _args("--target", "nemo_rl")
-    assert command.interpreter(named, head=False) == (
+    assert preflight.interpreter(named, head=False) == (
         "/venvs/nemo-rl/bin/python",
         "ROLLOUT_CHAOS_NEMO_RL_PYTHON",
     )
-    assert command.interpreter(named, head=True) == (
+    assert preflight.interpreter(named, head=True) == (
         "/venvs/nemo-rl/bin/python",
         "ROLLOUT_CHAOS_NEMO_RL_PYTHON",
     )
     given = _args("--target", "nemo_rl", "--python", "/p", "--head-python", "/h")
-    assert command.interpreter(given, head=False) == ("/p", "--python")
-    assert command.interpreter(given, head=True) == ("/h", "--head-python")
-    assert command.interpreter(_args("--target", "nemo_rl", "--python", "/p"), head=True) == (
+    assert preflight.interpreter(given, head=False) == ("/p", "--python")
+    assert preflight.interpreter(given, head=True) == ("/h", "--head-python")
+    assert preflight.interpreter(_args("--target", "nemo_rl", "--python", "/p"), head=True) == (
         "/p",
         "--python",
     )
     # A collector of the user's own has no trainer the gate knows; another trainer has its own variable.
-    assert command.interpreter(_args("--target", "mine:factory"), head=False)[1] == command.THIS_PYTHON
+    assert preflight.interpreter(_args("--target", "mine:factory"), head=False)[1] == preflight.THIS_PYTHON
     monkeypatch.setenv("ROLLOUT_CHAOS_SKYRL_PYTHON", "/venvs/skyrl/bin/python")
     skyrl = _args("--target", "skyrl", "--head-target", "skyrl_skip_failed_rollouts")
-    assert command.interpreter(skyrl, head=True) == ("/venvs/skyrl/bin/python", "ROLLOUT_CHAOS_SKYRL_PYTHON")
+    assert preflight.interpreter(skyrl, head=True) == (
+        "/venvs/skyrl/bin/python",
+        "ROLLOUT_CHAOS_SKYRL_PYTHON",
+    )
 
 
 def _trees(tmp_path: Path, requires: str) -> tuple[Path, Path]:
@@ -128,7 +131,7 @@ def test_a_patch_release_or_an_ignored_mismatch_runs_with_a_warning(
     for label, tree in (("base", base), ("head", head)):
         assert (
             f"rollout-chaos gate: warning: the {label} side (mine:factory): {tree.name}'s pyproject.toml "
-            f"says requires-python {requires!r}, and {sys.executable} ({command.THIS_PYTHON}) "
+            f"says requires-python {requires!r}, and {sys.executable} ({preflight.THIS_PYTHON}) "
             f"is Python {PYTHON}"
         ) in err
     assert err.count(f"; run anyway ({why})\n") == 2
