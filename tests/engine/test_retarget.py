@@ -10,8 +10,8 @@ from typing import ClassVar
 import pytest
 
 from pytest_rollout_chaos.collector.abilities import Retarget, declared, declared_retargets
-from pytest_rollout_chaos.collector.adapters import skyrl as skyrl_adapter
 from pytest_rollout_chaos.collector.adapters.skyrl import SkyRLCollector
+from pytest_rollout_chaos.collector.adapters.skyrl_retargets import UNMOVED
 from pytest_rollout_chaos.engine import retarget
 from pytest_rollout_chaos.engine.collector_fit import collector_unfit, unmoved_why
 from pytest_rollout_chaos.engine.fit import why_not
@@ -145,7 +145,7 @@ def test_an_unmoved_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
 
     with pytest.raises(CollectorTargetError, match="a mapping of fault kind, target or stack setting"):
         declared(Wrong)
-    assert unmoved_why(declared(SkyRLCollector), "kill", "calculator_agent") == skyrl_adapter.UNMOVED["agent"]
+    assert unmoved_why(declared(SkyRLCollector), "kill", "calculator_agent") == UNMOVED["agent"]
     assert unmoved_why(declared(SkyRLCollector), "latency", "collector->policy") is None
 
 

@@ -28,13 +28,9 @@ in the words the policy's chat template gives them (SkyRL's generator templates 
 alone; a SkyRL dataset describes its tools in its prompts). One generator hook, for groups
 (``skyrl_prompts``).
 
-**Settings.** Upstream's defaults (``SkyRLTrainConfig()``), except what the scenario's run sets
-for every collector: ``generator.max_turns`` (``ctx.settings.max_turns``),
-``sampling_params.max_generate_length`` (what each generation gets through NeMo Gym: the rows'
-``max_output_tokens``, else the stack's model server's limit; SkyRL's 1024 exceeds the tiny
-model's context) and ``temperature``; ``n_samples_per_prompt`` is the workload's group size
-(``generations_per_prompt``, 1 by default, where SkyRL's own default is 5), not a
-``trainer_config`` key.
+**Settings** (``skyrl_settings``). Upstream's defaults (``SkyRLTrainConfig()``), except what the
+scenario's run sets for every collector: the turn limit, the generation length, the temperature
+and the workload's group size.
 ``generator.skip_failed_rollouts`` (SkyRL PR #1986) stays at its default, off;
 ``--rollout-chaos-target=skyrl_skip_failed_rollouts`` turns it on, and on a tree without the
 setting that target is a usage error, as SkyRL's structured config rejects an unknown key.
@@ -48,21 +44,10 @@ flag on the failed rows come back as placeholders, and a batch whose every rollo
 placeholders it keeps are in the train batch, reward 0 and loss mask ``[0]``: inert at one
 generation per prompt under SkyRL's ``token_mean``, not in a group (``train_batch_sound``).
 
-**Faults on the parts SkyRL replaces** (``RETARGETS``, applied by ``engine.retarget``, each move
-recorded in the History). SkyRL's loop has no NeMo Gym agent and no model server: it runs each
-trajectory itself. A catalog fault aimed at them acts on the request of SkyRL's loop doing the same
-job, so it really meets SkyRL's code: the agents' model link (``agent->model``) is its inference
-client's (``collector->policy``); an agent's link to the resources server, and the collector's to
-the agents, are its environment's (``collector->resources``); the one ``/run`` that starts a
-trajectory is its environment's ``init`` (``/seed_session``, inside ``agent_loop``), for a failing
-or hanging trajectory; the logprobs an agent relays are those ``/inference/v1/generate`` answers;
-the policy's chat route is that generate route. Not moved, and skipping by reach, saying so: the
-agents' processes (SkyRL has none: killing, freezing or partitioning one has no counterpart), the
-model server's own answers, ``prefix_drift`` (SkyRL keeps its token ids itself: no answer carries
-prompt ids to drift), the ``/run`` answer's own fields (``malformed_json`` styles) and the Gym
-client; so do the stack settings SkyRL's loop never meets (the model server's re-rendering,
-``splice_prefix: false``; the verifier's rescoring of an attempt thrown away, ``rescore_bonus``);
-validation-mode scenarios skip too.
+**Faults on the parts SkyRL replaces** (``skyrl_retargets``: which move where, which do not and
+why). SkyRL's loop has no NeMo Gym agent and no model server: it runs each trajectory itself. A
+catalog fault aimed at them acts on the request of SkyRL's loop doing the same job, or skips by
+reach, saying so; validation-mode scenarios skip too.
 """
 
 from __future__ import annotations
@@ -86,6 +71,8 @@ from pytest_rollout_chaos.collector.adapters.skyrl_prompts import (
     generator_class,
     prompts_of,
 )
+from pytest_rollout_chaos.collector.adapters.skyrl_retargets import RETARGETS, UNMOVED
+from pytest_rollout_chaos.collector.adapters.skyrl_settings import GROUP_SIZE, KNOWN, SKIP_FAILED, settings
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.failures import root_cause
@@ -99,7 +86,6 @@ from pytest_rollout_chaos.collector.protocol import (
 )
 from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.servers.gym.stack import MAX_OUTPUT_TOKENS
-from pytest_rollout_chaos.servers.gym.tasks import AGENT_FOR_TASK
 
 GENERATOR_MODULE: Final = "skyrl.train.generators.skyrl_gym_generator"
 CLIENT_MODULE: Final = "skyrl.backends.skyrl_train.inference_servers.remote_inference_client"
@@ -107,9 +93,6 @@ ENGINE_UTILS_MODULE: Final = "skyrl.backends.skyrl_train.inference_servers.engin
 SERVER_UTILS_MODULE: Final = "skyrl.backends.skyrl_train.inference_servers.utils"
 GENERATOR_UTILS_MODULE: Final = "skyrl.train.generators.utils"
 CONFIG_MODULE: Final = "skyrl.train.config"
-SKIP_FAILED: Final = "skip_failed_rollouts"
-GROUP_SIZE: Final = "generator.n_samples_per_prompt"
-LOSS_REDUCTION: Final = "trainer.algorithm.loss_reduction"
 GROUPS_UNSUPPORTED: Final = (
     f"this SkyRL tree's SkyRLGymGenerator has no {HOOK} hook, through which each of SkyRL's "
     "copies of a prompt gets its own row of the group (its TrajectoryID's repetition_id) to seed "
@@ -127,97 +110,6 @@ STOOD_IN: Final = (
     *train_batch.STOOD_IN,
 )
 """What of the trainer's path to the policy update is stood in; every other line is SkyRL's."""
-MODEL_CALLS: Final = (
-    "SkyRL's agent_loop asks the policy itself, token in, token out, through its RemoteInferenceClient "
-    "over the collector->policy link"
-)
-_ON_REQUESTS: Final = ("latency", "timeout", "reset_peer", "bandwidth", "slow_close", "limit_data", "slicer")
-"""The link faults that act on requests the fault layer then records. Not ``down``: it refuses
-connections before the layer, and only a client's own record (the Gym client's) shows what it
-failed; SkyRL's loop keeps none, so nothing could show that a ``down`` acted."""
-RETARGETS: Final = (
-    Retarget(
-        "agent->model",
-        "collector->policy",
-        f"the trajectory's model calls: a NeMo Gym agent makes them through the model server; {MODEL_CALLS}",
-        kinds=_ON_REQUESTS,
-    ),
-    Retarget(
-        "agent->resources",
-        "collector->resources",
-        "the trajectory's calls to the resources server: a NeMo Gym agent makes them; here SkyRL's "
-        "environment (skyrl_env, stepped by agent_loop in SkyRL's environment threads) makes them",
-        kinds=_ON_REQUESTS,
-    ),
-    Retarget(
-        "collector->agent",
-        "collector->resources",
-        "the collector's own requests that run a trajectory outside the model: NeMo Gym's /run; here "
-        "SkyRL's environment's /seed_session, tool calls and /verify",
-        kinds=_ON_REQUESTS,
-    ),
-    Retarget(
-        "agent",
-        "resources",
-        "one request per trajectory, at its start, that fails or stalls that trajectory alone: NeMo "
-        "Gym's /run; here the environment's init in SkyRL's agent_loop (skyrl_env's /seed_session)",
-        kinds=("trajectory_exception", "hang", "http_error"),
-        route="/run",
-        to_route="/seed_session",
-    ),
-    Retarget(
-        "agent",
-        "policy",
-        f"the model's answers and their logprobs: a NeMo Gym agent relays them in /run; {MODEL_CALLS} "
-        "(/inference/v1/generate)",
-        kinds=("nan_logprobs", "logprob_drift"),
-        to_route="/inference/v1/generate",
-    ),
-    Retarget(
-        "policy",
-        "policy",
-        "a model call: the chat route's, as NeMo Gym's model server or a native collector asks; "
-        f"{MODEL_CALLS} (/inference/v1/generate)",
-        kinds=("nan_logprobs", "logprob_drift", "http_error"),
-        route="/v1/chat/completions",
-        to_route="/inference/v1/generate",
-    ),
-)
-"""The catalog's faults on the Gym stack's parts SkyRL's loop replaces, moved onto the request of
-its loop that does that part's job (``engine.retarget``); the rest (the agents' processes, the
-model server, the Gym client, the /run answer's own fields) are not moved, and skip by reach."""
-_NO_AGENT: Final = (
-    "it acts on a NeMo Gym agent's server; SkyRL runs each trajectory as an agent_loop task in the "
-    "trainer's own process, so nothing of SkyRL's stands where the agent's process does to be killed, "
-    "frozen, cut off or moved"
-)
-_NO_MODEL_SERVER: Final = (
-    "it acts on NeMo Gym's model server or its link to the policy; SkyRL's client asks the policy "
-    "itself (collector->policy), with no model server between, so neither its answers nor its requests "
-    "(which this scenario's schedule may count) exist in SkyRL's loop"
-)
-UNMOVED: Final = {
-    "prefix_drift": "it drifts the prompt ids an answer reports; SkyRL keeps each trajectory's token ids "
-    "itself (token in, token out): no answer it gets reports prompt ids",
-    "malformed_json": "it breaks a NeMo Gym answer's own fields or body (a /run result, a model server's "
-    "Responses answer); SkyRL's loop gets no such answer",
-    "short_results": "it shortens what NeMo Gym's client hands back; SkyRL's loop uses no Gym client",
-    "down": "it refuses connections before the fault layer records them, and only a client's "
-    "own record shows the requests it failed: SkyRL's loop keeps none, so nothing would show it acted",
-    **dict.fromkeys(("agent", *AGENT_FOR_TASK.values()), _NO_AGENT),
-    "model": _NO_MODEL_SERVER,
-    "model->policy": _NO_MODEL_SERVER,
-    "stack.policy.splice_prefix": "it makes NeMo Gym's model server re-render every earlier turn through "
-    "the chat template, so that prompt ids drift; SkyRL's agent_loop keeps each trajectory's token ids "
-    "itself and asks the policy token in, token out, with no model server between, so no prompt of its "
-    "is re-rendered (its own re-tokenizing paths, a custom generator.chat_template or "
-    "step_wise_trajectories, are off by default)",
-    "stack.rescore_bonus": "it makes the verifier score a row higher each time it scores it again, to "
-    "tell a kept attempt's reward from a thrown-away one's; SkyRL's environment verifies each trajectory "
-    "once, at its end, and its RemoteInferenceClient re-sends a generate whose answer it cannot parse "
-    "(a NaN logprob) before the environment sees it, so no attempt of a row is scored and thrown away",
-}
-"""Why the catalog's other faults are not moved (``abilities.unmoved``): their skips say so."""
 SOURCE: Final = "collector"
 CALL: Final = f"{train_batch.TRAINER_MODULE}.RayPPOTrainer.train, generate to the policy's forward_backward"
 """The span of SkyRL's code one collection runs (``upstream_calls``)."""
@@ -475,60 +367,6 @@ async def _closed_with_the_loop(client: Any) -> AsyncIterator[None]:
     finally:
         _LEFT_RUNNING.pop(id(client), None)
         await client.teardown()
-
-
-KNOWN: Final = (
-    "generator.max_turns",
-    "generator.sampling_params.max_generate_length",
-    "generator.sampling_params.temperature",
-    "generator.inference_engine.external_proxy_url",
-    "generator.inference_engine.served_model_name",
-    "trainer.policy.model.path",
-    f"generator.{SKIP_FAILED}",
-    LOSS_REDUCTION,
-)
-"""The ``SkyRLTrainConfig`` keys the adapter sets: what ``trainer_config`` may set (``skyrl.<key>``).
-Not ``generator.n_samples_per_prompt``: the workload's ``generations_per_prompt`` sets it."""
-
-
-def settings(
-    ctx: CollectorContext,
-    *,
-    policy_root: str,
-    model_dir: str,
-    n_samples_per_prompt: int = 1,
-    max_generate_length: int = MAX_OUTPUT_TOKENS,
-    prompts: int = 1,
-    mini_batch_default: int = 1,
-) -> TrainerSettings:
-    """What the adapter sets on ``SkyRLTrainConfig()``: only what the run fixes (the policy, the
-    model, the harness's limits, the workload's group size and prompts); every other field stays
-    SkyRL's default, and so do ``generator.skip_failed_rollouts`` and
-    ``trainer.algorithm.loss_reduction`` unless the scenario (or the variant's name) asks."""
-    taken = TrainerSettings("skyrl", ctx.settings.trainer_config, KNOWN)
-    taken.check()
-    run = ctx.settings
-    taken.run("generator.max_turns", run.max_turns, "the harness's turn limit")
-    taken.run(GROUP_SIZE, n_samples_per_prompt, "the workload's generations_per_prompt (GRPO group size)")
-    taken.run("trainer.train_batch_size", prompts, "the workload's prompts: the step's batch")
-    taken.run(
-        "trainer.policy_mini_batch_size",
-        min(prompts, mini_batch_default),
-        "at most the step's prompts (SkyRL asserts it divides train_batch_size)",
-    )
-    taken.run(
-        "generator.sampling_params.max_generate_length",
-        max_generate_length,
-        "the rows' max_output_tokens, else the stack's model server's (skyrl_prompts.generation_limit)",
-    )
-    taken.run("generator.sampling_params.temperature", run.temperature, "the harness's temperature")
-    taken.run("generator.inference_engine.external_proxy_url", policy_root, "the policy server of this stack")
-    taken.run("generator.inference_engine.served_model_name", ctx.model, "the model the policy serves")
-    taken.run("trainer.policy.model.path", model_dir, "the policy's model directory")
-    for key in (f"generator.{SKIP_FAILED}", LOSS_REDUCTION):  # SkyRL's default unless asked
-        if key in taken.asked:
-            taken.run(key, taken.asked[key], "asked by the scenario")
-    return taken
 
 
 class SkipFailedRolloutsCollector(SkyRLCollector):

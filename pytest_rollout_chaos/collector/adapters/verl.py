@@ -11,8 +11,9 @@ a row never came back, and packs everything into verl's padded ``DataProto``.
 
 Real: the recipe's code from the prompts ``DataProto`` to the output ``DataProto`` (its dataset
 class ``NemoGymJSONLDataset``, verl's ``collate_fn`` and ``DataProto.from_single_dict`` build
-the input as a trainer does); verl's ``AgentLoopWorker._postprocess``; the tokenizer, from
-verl's ``HFModelConfig`` over the policy's model directory, as ``_init_nemo_gym`` gets it.
+the input as a trainer does: ``verl_prompts``); verl's ``AgentLoopWorker._postprocess``; the
+tokenizer, from verl's ``HFModelConfig`` over the policy's model directory, as ``_init_nemo_gym``
+gets it.
 
 Not real: ``create`` and ``__init__`` (Ray workers, vLLM replicas, NeMo Gym's ``RunHelper``,
 the Ray call that applies the server patch) are skipped: the manager is made with
@@ -59,9 +60,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
-import tempfile
-import uuid
 import warnings
 from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -69,7 +67,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pytest_rollout_chaos.collector import readiness
-from pytest_rollout_chaos.collector.adapters import own_gym, verl_recipe, verl_status
+from pytest_rollout_chaos.collector.adapters import own_gym, verl_prompts, verl_recipe, verl_status
 from pytest_rollout_chaos.collector.adapters import verl_train_batch as train_batch
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings, nested
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
@@ -135,8 +133,7 @@ UPSTREAM = _VerlUpstream(
 
 RECIPE_MODULE: Final = verl_recipe.MODULE
 MANAGER_CLASSES: Final = ("NemoGymAgentLoopManager", "NeMoGymAgentLoopManager")
-DATASET_CLASSES: Final = ("NemoGymJSONLDataset", "NeMoGymJSONLDataset")
-"""PR #80's names, then #87's (a rename; the collection code is the same)."""
+"""PR #80's name, then #87's (a rename; the collection code is the same)."""
 SOURCE: Final = "collector"
 GENERATION_STOOD_IN: Final = (
     "the manager's create and __init__ (Ray workers, vLLM replicas, NeMo Gym's RunHelper): the "
@@ -209,10 +206,10 @@ class VerlCollector:
         taken = settings(self.ctx, validate=validate, n=size)
         taken.record(self.ctx.history, mode=mode)
         manager = self.manager(taken)
-        prompts = prompts_proto(self.recipe, rows[::size], self.tokenizer, validate=validate)
+        prompts = verl_prompts.prompts_proto(self.recipe, rows[::size], self.tokenizer, validate=validate)
         step = None
         if validate:  # _validate: a uid per prompt, each repeated val_kwargs.n times
-            prompts = validation_groups(prompts, n=size)
+            prompts = verl_prompts.validation_groups(prompts, n=size)
         else:  # fit: the uid, _get_gen_batch, each prompt repeated rollout.n times
             step = train_batch.before_generation(prompts, n=size, global_steps=0)
             prompts = step.gen_batch
@@ -275,7 +272,7 @@ class VerlCollector:
         """The recipe's manager with what ``_init_nemo_gym`` would have set, and nothing started."""
         taken = settings(self.ctx) if taken is None else taken
         omegaconf: Any = importlib.import_module("omegaconf")
-        manager = object.__new__(recipe_class(self.recipe, MANAGER_CLASSES))
+        manager = object.__new__(verl_prompts.recipe_class(self.recipe, MANAGER_CLASSES))
         manager.rollout_config = omegaconf.OmegaConf.create(nested(taken.items, "actor_rollout_ref.rollout"))
         if self.own_gym is None:
             manager._rch = RolloutCollectionHelper(self.ctx.gym)
@@ -331,41 +328,6 @@ def tokenizer_for(model_dir: Path) -> Any:
         {"_target_": "verl.workers.config.HFModelConfig", "path": str(model_dir)}
     )
     return config.omega_conf_to_dataclass(model_config).tokenizer
-
-
-def prompts_proto(recipe: Any, rows: Sequence[Row], tokenizer: Any, *, validate: bool) -> Any:
-    """The prompts ``DataProto`` a verl trainer reads from its dataloader: the recipe's dataset over
-    the rows (one per prompt) as JSONL, verl's ``collate_fn``, ``DataProto.from_single_dict``, and
-    the step's meta_info. The recipe numbers the repeated rows' ``_rowidx`` by position."""
-    dataset_module: Any = importlib.import_module(recipe.__name__.rpartition(".")[0] + ".dataset")
-    protocol: Any = importlib.import_module("verl.protocol")
-    with tempfile.TemporaryDirectory(prefix="rollout-chaos-verl-") as folder:
-        path = Path(folder) / "rows.jsonl"
-        path.write_text("".join(json.dumps(dict(row)) + "\n" for row in rows), encoding="utf-8")
-        dataset = recipe_class(dataset_module, DATASET_CLASSES)(str(path), tokenizer)
-        items = [dataset[index] for index in range(len(dataset))]
-    prompts = protocol.DataProto.from_single_dict(dataset.collate_fn(items))
-    prompts.meta_info.update({"validate": validate, "global_steps": 0})
-    return prompts
-
-
-def validation_groups(prompts: Any, *, n: int) -> Any:
-    """``_validate``'s lines before generation: a ``uid`` per prompt, then
-    ``repeat(repeat_times=val_kwargs.n, interleave=True)``, so each prompt's group is consecutive,
-    as the workload lays its rows out."""
-    numpy: Any = importlib.import_module("numpy")
-    prompts.non_tensor_batch["uid"] = numpy.array(
-        [str(uuid.uuid4()) for _ in range(len(prompts))], dtype=object
-    )
-    return prompts.repeat(repeat_times=n, interleave=True)
-
-
-def recipe_class(module: Any, names: Sequence[str]) -> Any:
-    """The first of ``names`` that ``module`` defines."""
-    for name in names:
-        if hasattr(module, name):
-            return getattr(module, name)
-    raise AttributeError(f"{module.__name__} defines none of {', '.join(names)}")
 
 
 def rollout_from_row(output: Any, position: int, index: int) -> tuple[Rollout, int]:

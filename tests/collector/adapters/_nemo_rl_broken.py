@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Iterator, Sequence
 from typing import Any
 
-from pytest_rollout_chaos.collector.adapters.nemo_rl import NemoRLCollector, rollouts_from_batch
+from pytest_rollout_chaos.collector.adapters.nemo_rl import NemoRLCollector
+from pytest_rollout_chaos.collector.adapters.nemo_rl_final_batch import rollouts_from_batch
 from pytest_rollout_chaos.collector.adapters.nemo_rl_trainer import GymHelper
 from pytest_rollout_chaos.collector.protocol import Collector, CollectorContext, Rollout, Row, ShortCountError
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import nemo_rl, nemo_rl_ray, nemo_rl_train_batch
+from pytest_rollout_chaos.collector.adapters import nemo_rl_final_batch, nemo_rl_ray, nemo_rl_train_batch
 from pytest_rollout_chaos.collector.protocol import Turn
 from tests.catalog._verdicts import ScenarioVerdicts, run_catalog
 from tests.collector.adapters._nemo_rl_trees import BASE, HEAD, nemo_rl_tree
@@ -147,7 +147,7 @@ def test_turns_carry_every_earlier_token_as_their_prompt_and_keep_nan_logprobs()
         {"role": "user", "content": "", "token_ids": [4]},
         {"role": "assistant", "content": "", "token_ids": [5, 6], "generation_logprobs": [math.nan, -1.0]},
     ]
-    first, second = nemo_rl.turns_from_message_log(log)
+    first, second = nemo_rl_final_batch.turns_from_message_log(log)
     assert first == Turn([1, 2], [3], [-0.5])
     assert second.prompt_token_ids == [1, 2, 3, 4]
     assert second.generation_token_ids == [5, 6]
@@ -202,7 +202,7 @@ def test_a_row_missing_from_the_batch_stays_missing() -> None:
     rows = [{"_rowidx": 0}, {"_rowidx": 1}]
     message_log = [[{"role": "assistant", "token_ids": [7], "generation_logprobs": [-0.1]}]]
     batch = {"message_log": message_log, "total_reward": [1.0], "truncated": [True]}
-    rollouts = nemo_rl.rollouts_from_batch(rows, batch, attempts=1)
+    rollouts = nemo_rl_final_batch.rollouts_from_batch(rows, batch, attempts=1)
     assert rollouts[1] is None
     assert rollouts[0] is not None
     assert (rollouts[0].row_index, rollouts[0].status, rollouts[0].reward) == (0, "truncated", 1.0)

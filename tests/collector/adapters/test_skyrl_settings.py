@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import skyrl
+from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_settings
 from pytest_rollout_chaos.errors import CollectorTargetError
 from tests.collector.adapters._settings_context import settings_context
 from tests.collector.adapters._skyrl_trees import BASE, HEAD, MAIN, importable, unpack
@@ -46,7 +46,9 @@ def value_at(config: Any, key: str) -> Any:
 
 def test_only_the_runs_fields_differ_from_skyrls_defaults(config_class: Any) -> None:
     defaults = config_class()
-    taken = skyrl.settings(settings_context(), policy_root="http://127.0.0.1:1", model_dir="/models/tiny")
+    taken = skyrl_settings.settings(
+        settings_context(), policy_root="http://127.0.0.1:1", model_dir="/models/tiny"
+    )
     differ = set()
     for item in taken.items:
         assert item.source == "run", item
@@ -58,38 +60,40 @@ def test_only_the_runs_fields_differ_from_skyrls_defaults(config_class: Any) -> 
 
 def test_a_scenario_may_turn_on_skip_failed_rollouts() -> None:
     ctx = settings_context(**{"skyrl.generator.skip_failed_rollouts": True})
-    taken = skyrl.settings(ctx, policy_root="http://127.0.0.1:1", model_dir="/m")
+    taken = skyrl_settings.settings(ctx, policy_root="http://127.0.0.1:1", model_dir="/m")
     [asked] = [item for item in taken.items if item.source == "scenario"]
     assert (asked.key, asked.value) == ("generator.skip_failed_rollouts", True)
 
 
 def test_a_scenario_may_set_the_loss_reduction() -> None:
     """What ``train_batch_sound`` weighs an aborted sample in the train batch by."""
-    taken = skyrl.settings(
+    taken = skyrl_settings.settings(
         settings_context(**{"skyrl.trainer.algorithm.loss_reduction": "sequence_mean"}),
         policy_root="http://x",
         model_dir="/m",
     )
     [asked] = [item for item in taken.items if item.source == "scenario"]
     assert (asked.key, asked.value) == ("trainer.algorithm.loss_reduction", "sequence_mean")
-    unasked = skyrl.settings(settings_context(), policy_root="http://x", model_dir="/m")
-    assert skyrl.LOSS_REDUCTION not in {item.key for item in unasked.items}
+    unasked = skyrl_settings.settings(settings_context(), policy_root="http://x", model_dir="/m")
+    assert skyrl_settings.LOSS_REDUCTION not in {item.key for item in unasked.items}
 
 
 def test_a_field_the_adapter_does_not_set_is_an_error() -> None:
     with pytest.raises(CollectorTargetError, match=r"no setting skyrl\.generator\.batched"):
-        skyrl.settings(
+        skyrl_settings.settings(
             settings_context(**{"skyrl.generator.batched": True}), policy_root="http://x", model_dir="/m"
         )
 
 
 def test_the_group_size_is_the_workloads_and_no_scenario_key() -> None:
-    taken = skyrl.settings(settings_context(), policy_root="http://x", model_dir="/m", n_samples_per_prompt=4)
-    [size] = [item for item in taken.items if item.key == skyrl.GROUP_SIZE]
+    taken = skyrl_settings.settings(
+        settings_context(), policy_root="http://x", model_dir="/m", n_samples_per_prompt=4
+    )
+    [size] = [item for item in taken.items if item.key == skyrl_settings.GROUP_SIZE]
     assert (size.value, size.source) == (4, "run")
     assert "generations_per_prompt" in size.where
     with pytest.raises(CollectorTargetError, match=r"no setting skyrl\.generator\.n_samples_per_prompt"):
-        skyrl.settings(
+        skyrl_settings.settings(
             settings_context(**{"skyrl.generator.n_samples_per_prompt": 2}),
             policy_root="http://x",
             model_dir="/m",

@@ -24,7 +24,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_rollout_chaos import bundled, tokens
-from pytest_rollout_chaos.collector.adapters import upstream_calls, verl, verl_status, verl_train_batch
+from pytest_rollout_chaos.collector.adapters import (
+    upstream_calls,
+    verl,
+    verl_prompts,
+    verl_status,
+    verl_train_batch,
+)
 from pytest_rollout_chaos.collector.protocol import CollectorContext, Rollout
 from pytest_rollout_chaos.invariants.base import Observation
 from pytest_rollout_chaos.invariants.compose import check_all
@@ -281,7 +287,7 @@ def test_a_row_with_no_response_token_reads_aborted_as_verls_metrics_count_it(
 def test_validation_rows_carry_the_validation_sampling(verl_recipe: ModuleType) -> None:
     ctx = verl_context(StartedGym())
     collector = verl.factory(ctx)
-    prompts = verl.prompts_proto(collector.recipe, rows(2), collector.tokenizer, validate=True)
+    prompts = verl_prompts.prompts_proto(collector.recipe, rows(2), collector.tokenizer, validate=True)
     config = collector.manager().rollout_config
     built = verl_recipe._build_nemo_gym_examples(prompts, config, validate=True)
     assert [row["_rowidx"] for row in built] == [0, 1]
