@@ -30,7 +30,7 @@ A collector (or its class, or its factory) may declare, as attributes:
   its rows otherwise (``workload.row_ids``) cannot be judged on it.
 
 ``declared`` reads them all at once into ``Abilities``, the facts about the collector that the fit
-step's rules (``engine.collector_fit``) judge a scenario by before the collection starts, so a collector never
+step's rules (``engine.fit``) judge a scenario by before the collection starts, so a collector never
 skips from inside ``collect`` after the faults are armed. This module says what was declared, never
 whether a scenario fits. A declaration of the wrong shape is a ``CollectorTargetError`` saying what
 is valid.

@@ -27,8 +27,7 @@ class ScenarioResult:
     history: History
     rows_after: list[dict[str, Any]] | None = None  # the rows collect was given, as it left them
     concurrency_limit: int | None = None  # the rows the collector declares it keeps in flight at most
-    # the invariants that do not apply to the collector by what it declares -> why
-    # (``collector_fit.inapplicable``)
+    # the invariants that do not apply to the collector by what it declares -> why (``fit.inapplicable``)
     not_applicable: dict[str, str] = field(default_factory=dict)
     rollouts: list[Rollout] | None = None
     raised: BaseException | None = None

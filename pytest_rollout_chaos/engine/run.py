@@ -30,7 +30,7 @@ from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import abilities, contract
 from pytest_rollout_chaos.collector.protocol import Collector, CollectorFactory, Rollout
 from pytest_rollout_chaos.collector.target import load_factory
-from pytest_rollout_chaos.engine import collector_fit, fit, retarget, story, verdicts
+from pytest_rollout_chaos.engine import fit, retarget, story, verdicts
 from pytest_rollout_chaos.engine.acted import count_touches, problems
 from pytest_rollout_chaos.engine.next_steps import run_next_steps
 from pytest_rollout_chaos.engine.result import ScenarioResult
@@ -66,7 +66,7 @@ def collector_for(scenario: Scenario, target: str) -> Loaded:
     (a collector class is its own factory) leaves this scenario out, before anything starts."""
     factory = load_factory(target)
     declared = abilities.declared(factory)
-    reason = collector_fit.collector_unfit(scenario, declared)
+    reason = fit.collector_unfit(scenario, declared)
     if reason is not None:
         raise CannotRunHere(reason)
     return Loaded(factory, declared)
@@ -262,10 +262,10 @@ async def execute(
         who = contract.describe(factory, target or f"{factory.__module__}:{factory.__qualname__}")
         collector = contract.build_collector(factory, trial.collector, who=who)
         declared = abilities.declared(collector)  # the collector built may declare more
-        unfit = collector_fit.unfit(retargeted.scenario, declared)
+        unfit = fit.unfit(retargeted.scenario, declared)
         if unfit is not None:
             raise CannotRunHere(unfit)
-        result.not_applicable = collector_fit.inapplicable(declared)
+        result.not_applicable = fit.inapplicable(declared)
         result.concurrency_limit = abilities.concurrency_limit(collector, settings)
         started = time.monotonic()
         loading = await stack.policy_loading(scenario.stack.policy.ready_delay_s, history)

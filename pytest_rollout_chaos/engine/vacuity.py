@@ -3,7 +3,7 @@
 Two ways, both read from an already judged run. An invariant the scenario lists in
 ``expect.invariants`` said NOT_JUDGED (no failure to isolate, no multi-turn rollout, no server
 record), while neither ``expect.not_judged`` gives the reason it may nor the collector's
-declarations make it not applicable (``collector_fit.inapplicable``); and a witness named in
+declarations make it not applicable (``fit.inapplicable``); and a witness named in
 ``expect.witness`` was not seen as often as asked. The standing invariants a scenario does not
 list may find nothing to judge silently: they guard every scenario, not this one's point.
 """

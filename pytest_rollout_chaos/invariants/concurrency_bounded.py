@@ -15,7 +15,7 @@ no answer (a hang cut, a reset) counts only at its start, since the layer sees t
 the collector gives up. NOT_JUDGED where the collector declares no limit, in native style
 (its requests go to the policy, which the limit does not bound), and where there are no more rows
 than the limit (nothing could exceed it); a collector that declares it keeps its own
-(``own_concurrency``) is not judged by it at all (``engine.collector_fit.inapplicable``).
+(``own_concurrency``) is not judged by it at all (``engine.fit.inapplicable``).
 """
 
 from __future__ import annotations

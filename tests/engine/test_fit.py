@@ -18,8 +18,7 @@ from pytest_rollout_chaos.collector.adapters.skyrl import SkipFailedRolloutsColl
 from pytest_rollout_chaos.collector.adapters.slime import SlimeCollector
 from pytest_rollout_chaos.collector.adapters.verl import VerlCollector
 from pytest_rollout_chaos.collector.reference import ReferenceCollector
-from pytest_rollout_chaos.engine.collector_fit import collector_unfit, inapplicable, unreachable
-from pytest_rollout_chaos.engine.fit import why_not
+from pytest_rollout_chaos.engine.fit import collector_unfit, inapplicable, unreachable, why_not
 from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario, load_scenario
 from tests._unstarted_stack import unstarted_stack

@@ -13,8 +13,7 @@ from pytest_rollout_chaos.collector.abilities import Retarget, declared, declare
 from pytest_rollout_chaos.collector.adapters.skyrl import SkyRLCollector
 from pytest_rollout_chaos.collector.adapters.skyrl_retargets import UNMOVED
 from pytest_rollout_chaos.engine import retarget
-from pytest_rollout_chaos.engine.collector_fit import collector_unfit, unmoved_why
-from pytest_rollout_chaos.engine.fit import why_not
+from pytest_rollout_chaos.engine.fit import collector_unfit, unmoved_why, why_not
 from pytest_rollout_chaos.engine.story import settings_section
 from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.history import History

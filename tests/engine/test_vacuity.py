@@ -1,6 +1,6 @@
 """Judging a run: standing invariants judge every scenario, and one that judged nothing of what it
 lists or witnesses fails as vacuous, unless it says why (``expect.not_judged``) or the invariant
-does not apply to the collector by what it declares (``collector_fit.inapplicable``)."""
+does not apply to the collector by what it declares (``fit.inapplicable``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from pytest_rollout_chaos.collector.abilities import declared
 from pytest_rollout_chaos.collector.protocol import Rollout, Turn
-from pytest_rollout_chaos.engine import collector_fit, story, verdicts
+from pytest_rollout_chaos.engine import fit, story, verdicts
 from pytest_rollout_chaos.engine.result import ScenarioResult
 from pytest_rollout_chaos.errors import InvariantViolation, VacuousScenarioError
 from pytest_rollout_chaos.history import History, fingerprint
@@ -37,7 +37,7 @@ def judged(
 ) -> ScenarioResult:
     """``expect`` (the lines under ``expect:``) judged against rollouts the collector returned; the
     fault step only spares the file a witness (nothing here checks that it acted). ``collector``:
-    what the collector under test declares (``collector_fit.inapplicable``); ``limit``: the concurrency it
+    what the collector under test declares (``fit.inapplicable``); ``limit``: the concurrency it
     declares it keeps."""
     scenario = parse_scenario(f"name: s\ndescription: d\n{faults}expect:\n{expect}", Path("s.chaos.yaml"))
     result = ScenarioResult(
@@ -47,7 +47,7 @@ def judged(
         rollouts=list(rollouts),
         elapsed_s=0.5,
         concurrency_limit=limit,
-        not_applicable=collector_fit.inapplicable(declared(collector)),
+        not_applicable=fit.inapplicable(declared(collector)),
     )
     verdicts.judge(result)
     return result

@@ -27,7 +27,7 @@ from pytest_rollout_chaos.collector.protocol import (
     Rollout,
     Turn,
 )
-from pytest_rollout_chaos.engine import collector_fit
+from pytest_rollout_chaos.engine import fit
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.scenario.model import load_scenario
 from pytest_rollout_chaos.servers.nemo_gym.locate import GymPython
@@ -214,7 +214,5 @@ def test_a_cancelled_collection_kills_the_child(
     ],
 )
 def test_what_it_cannot_run_is_skipped_before_anything_starts(scenario: str, reason: str | None) -> None:
-    unfit = collector_fit.collector_unfit(
-        load_scenario(CATALOG / f"{scenario}.chaos.yaml"), declared(nemo_gym.factory)
-    )
+    unfit = fit.collector_unfit(load_scenario(CATALOG / f"{scenario}.chaos.yaml"), declared(nemo_gym.factory))
     assert unfit == reason if reason is None else unfit is not None and unfit.startswith(reason)

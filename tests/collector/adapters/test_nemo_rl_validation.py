@@ -34,7 +34,7 @@ from pytest_rollout_chaos.collector.adapters.nemo_rl_interfaces import (
     ray_get_resolves,
 )
 from pytest_rollout_chaos.collector.protocol import CollectionError, CollectorContext, CollectorSettings, Turn
-from pytest_rollout_chaos.engine.collector_fit import unsupported
+from pytest_rollout_chaos.engine.fit import unsupported
 from pytest_rollout_chaos.history import History
 from tests.catalog._verdicts import CATALOG, ScenarioVerdicts, run_catalog
 from tests.collector.adapters._nemo_rl_val_trees import BASE, HEAD, nemo_rl_tree

@@ -29,7 +29,7 @@ import pytest
 
 from pytest_rollout_chaos.collector.abilities import declared
 from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_output
-from pytest_rollout_chaos.engine.collector_fit import collector_unfit
+from pytest_rollout_chaos.engine.fit import collector_unfit
 from pytest_rollout_chaos.scenario.model import load_scenario
 from tests.catalog._verdicts import CATALOG, CATALOG_NAMES, run_catalog
 from tests.collector.adapters import _skyrl_trees as trees
