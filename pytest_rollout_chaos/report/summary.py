@@ -151,6 +151,8 @@ def _scenario_line(record: ScenarioRecord, width: int, paint: Paint = plain) -> 
         f"{record.elapsed_s:7.2f}s  "
         f"{faults} fault{'' if faults == 1 else 's'}"
     )
+    if record.result is not None and record.result.earlier_draws:  # the runs before tested nothing
+        line += f"  drawn {len(record.result.earlier_draws) + 1} times"
     if record.result is not None and (reason := why(record.result)):
         line += f"  {reason}"
     elif record.headline and record.outcome != "passed":

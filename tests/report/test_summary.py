@@ -129,3 +129,11 @@ def test_compact_is_the_totals_and_one_painted_line_per_scenario() -> None:
         "  <failed>FAIL </failed>  loses-a-row     0.55s  1 fault  accounted FAIL",
         "report: out/report.html",
     ]
+
+
+def test_a_scenario_drawn_again_says_how_often() -> None:
+    redrawn = result("unrepairable-drift", rollouts=completed(4), verdicts=[verdict("bounded", Status.PASS)])
+    redrawn.earlier_draws = ["fault touched nothing: line 15: prefix_drift(row=1) on model: 0 requests"]
+    assert summary_lines([record(redrawn, name="unrepairable-drift")])[-1] == (
+        "  PASS   unrepairable-drift     0.55s  1 fault  drawn 2 times"
+    )
