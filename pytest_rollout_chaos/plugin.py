@@ -114,6 +114,13 @@ _OPTIONS: Final = (
         "(default: 1)",
     ),
     (
+        _settings.OPT_REDRAWS,
+        "N",
+        "Where the policy samples irreproducibly (real vLLM, --rollout-chaos-policy-url), draw a "
+        "scenario whose run tested nothing (a fault unfired or touching nothing, a listed invariant not "
+        "judged, a witness unseen) again, up to N times; a verdict is never drawn again (default: 2)",
+    ),
+    (
         _settings.OPT_POLICY_URL,
         "URL",
         "Use the OpenAI-compatible policy server already running at URL (vLLM, SGLang, ...) instead of "

@@ -42,11 +42,13 @@ OPT_VLLM_ARGS: Final = "rollout_chaos_vllm_args"
 OPT_POLICY_GPUS: Final = "rollout_chaos_policy_gpus"
 OPT_POLICY_REPLICAS: Final = "rollout_chaos_policy_replicas"
 OPT_LAYER_PROCESSES: Final = "rollout_chaos_layer_processes"
+OPT_REDRAWS: Final = "rollout_chaos_redraws"
 OPT_FUZZ: Final = "rollout_chaos_fuzz"
 OPT_FUZZ_DIR: Final = "rollout_chaos_fuzz_dir"
 OPT_SCENARIO: Final = "rollout_chaos_scenario"
 OPT_LOGS: Final = "rollout_chaos_logs"
 DEFAULT_FUZZ_DIR: Final = "rollout-chaos-fuzz"
+DEFAULT_REDRAWS: Final = 2
 # ini only (``-o`` sets it on the command line): how long an external policy may take to be ready.
 INI_POLICY_READY_TIMEOUT: Final = "rollout_chaos_policy_ready_timeout_s"
 DEFAULT_POLICY_READY_TIMEOUT_S: Final = 60.0
@@ -83,6 +85,9 @@ class ChaosSettings:
     policy_replicas: int = 1
     # The fault layer's processes: 1, or more, the main one deciding every request (``workers``).
     layer_processes: int = 1
+    # How often a scenario whose run tested nothing is drawn again where the policy samples
+    # irreproducibly (real vLLM, an external server): such a run is no verdict (``engine.run.run_on``).
+    redraws: int = DEFAULT_REDRAWS
     # The Hugging Face id ``model`` was found by in the local cache; "" for a directory given as one.
     model_id: str = ""
     # Drawn variants of each scenario run after the catalog (--rollout-chaos-fuzz), and where the
@@ -117,6 +122,8 @@ class ChaosSettings:
             parts.append(f"policy-gpus={self.policy_gpus}")
         if self.layer_processes != 1:
             parts.append(f"layer-processes={self.layer_processes}")
+        if self.redraws != DEFAULT_REDRAWS:
+            parts.append(f"redraws={self.redraws}")
         if self.scenarios:
             parts.append(f"scenarios={','.join(self.scenarios)}")
         if self.fuzz:

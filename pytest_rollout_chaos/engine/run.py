@@ -48,9 +48,6 @@ _logger = logging.getLogger(__name__)
 CANCEL_GRACE_S: Final = 5.0
 READY_GRACE_S: Final = 60.0
 SETTLE_S: Final = 2.0
-# more runs of a scenario whose run tested nothing (``story.tested_nothing``), where the policy
-# samples irreproducibly (real vLLM): its tiny model may, say, end no row's turn for a drift to act on
-REDRAWS: Final = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +77,10 @@ def run_on(scenario: Scenario, stack: ChaosStack, loaded: Loaded, settings: Chao
     reports either as a skip (``scenario_items``), never as a verdict.
 
     A run that tested nothing (``story.tested_nothing``) on a policy that samples irreproducibly
-    is drawn again, ``REDRAWS`` times at most: it is no verdict, and another draw of the model's
-    tokens may give the faults and invariants what they need. A verdict is never redrawn; the
-    result lists why each earlier draw did not count (``earlier_draws``).
+    is drawn again, ``settings.redraws`` times at most (``--rollout-chaos-redraws``): it is no
+    verdict, and another draw of the model's tokens may give the faults and invariants what they
+    need (the tiny model on vLLM may, say, end no turn of the row a drift waits for). A verdict is
+    never drawn again; the result lists why each earlier draw did not count (``earlier_draws``).
     """
     fitting = fit.fitted(
         scenario, fit.stack_facts(stack), loaded.declared, run_replicas=settings.policy_replicas
@@ -90,7 +88,7 @@ def run_on(scenario: Scenario, stack: ChaosStack, loaded: Loaded, settings: Chao
     if fitting.reason is not None:
         raise CannotRunHere(fitting.reason)
     stack = stack.using(fitting.replicas)
-    draws = 1 if stack.samples_reproducibly else 1 + REDRAWS
+    draws = 1 if stack.samples_reproducibly else 1 + settings.redraws
     earlier: list[str] = []
     for draw in range(1, draws + 1):
         result = _draw(scenario, stack, loaded.factory, settings, fitting.retargeted)

@@ -34,6 +34,7 @@ def test_help_lists_every_option_in_the_group(pytester: pytest.Pytester) -> None
         s.OPT_POLICY_GPUS,
         s.OPT_POLICY_REPLICAS,
         s.OPT_LAYER_PROCESSES,
+        s.OPT_REDRAWS,
         s.OPT_SCENARIO,
         s.OPT_SEED,
         s.OPT_LOGS,
@@ -58,6 +59,21 @@ def test_defaults(pytester: pytest.Pytester) -> None:
     assert settings.policy_url is None
     assert settings.model.name == "tiny-llama"
     assert settings.layer_processes == 1
+    assert settings.redraws == 2
+
+
+def test_redraws_from_the_ini_and_the_command_line_and_zero_for_none(pytester: pytest.Pytester) -> None:
+    pytester.makepyprojecttoml(
+        """
+        [tool.pytest.ini_options]
+        rollout_chaos_redraws = "5"
+        asyncio_default_fixture_loop_scope = "function"
+        """
+    )
+    assert options.resolve(pytester.parseconfigure()).redraws == 5
+    never = options.resolve(pytester.parseconfigure("--rollout-chaos-redraws=0"))
+    assert never.redraws == 0
+    assert "redraws=0" in never.header_line()
 
 
 def test_layer_processes_from_the_ini_the_command_line_and_auto(pytester: pytest.Pytester) -> None:
@@ -161,6 +177,10 @@ def test_ini_twins_and_option_precedence(pytester: pytest.Pytester) -> None:
         (
             "--rollout-chaos-layer-processes=0",
             "*--rollout-chaos-layer-processes: invalid value '0' (valid: a whole number >= 1, or auto*",
+        ),
+        (
+            "--rollout-chaos-redraws=twice",
+            "*--rollout-chaos-redraws: invalid value 'twice' (valid: a whole number >= 0)*",
         ),
         (
             "--rollout-chaos-upstream=no-tree",

@@ -219,3 +219,21 @@ def test_scenarios_run_against_a_server_this_run_did_not_start(
     assert stats.get("/tokenize", 0) >= 8, stats
     assert still_running, "the inner run stopped a server it did not start"
     assert left == [], f"processes of the inner run are still alive: {left}"
+
+
+@pytest.mark.slow  # one scenario on the Gym stack in front of the external policy
+def test_redraws_zero_judges_the_first_draw_alone(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.makeini("[pytest]\n" + INNER_ASYNCIO_INI)
+    pytester.makefile(".chaos.yaml", baseline=(bundled.catalog_dir() / "baseline.chaos.yaml").read_text())
+    with plain_server(tmp_path / "plain-server.log") as (url, _):
+        result = pytester.runpytest_subprocess(
+            "--rollout-chaos",
+            f"--rollout-chaos-policy-url={url}/v1",
+            "--rollout-chaos-redraws=0",
+            "-p",
+            "no:cacheprovider",
+            timeout=INNER_TIMEOUT_S,
+        )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["VacuousScenarioError:", "  outcome: *"])
+    result.stdout.no_fnmatch_line("*drawn * times*")
