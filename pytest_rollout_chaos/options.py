@@ -116,6 +116,7 @@ def resolve(config: pytest.Config) -> ChaosSettings:
             f"{raw.source(OPT_RAY)}: invalid value {raw.get(OPT_RAY)!r}: {error} (valid: {ray_mode.VALID})"
         ) from None
     user_vllm_args = _vllm_args(raw, backend, policy_url)
+    redraws = _parse_count(raw.get(OPT_REDRAWS) or None, raw.source(OPT_REDRAWS))
     return ChaosSettings(
         enabled=enabled,
         target=target,
@@ -136,7 +137,7 @@ def resolve(config: pytest.Config) -> ChaosSettings:
         policy_gpus=_parse_count(raw.get(OPT_POLICY_GPUS), raw.source(OPT_POLICY_GPUS)),
         policy_replicas=_policy_replicas(raw, policy_url),
         layer_processes=_layer_processes(raw),
-        redraws=_parse_count(raw.get(OPT_REDRAWS) or str(DEFAULT_REDRAWS), raw.source(OPT_REDRAWS)) or 0,
+        redraws=DEFAULT_REDRAWS if redraws is None else redraws,
         model_id=model_id,
         fuzz=_parse_count(raw.get(OPT_FUZZ) or None, raw.source(OPT_FUZZ)) or 0,
         fuzz_dir=raw.path(OPT_FUZZ_DIR) if raw.get(OPT_FUZZ_DIR) else _invoked_in(config) / DEFAULT_FUZZ_DIR,

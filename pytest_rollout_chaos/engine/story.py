@@ -63,7 +63,7 @@ def raise_for(result: ScenarioResult) -> None:
         raise ScenarioError(earlier + unacted_text(result))
     if result.passed:
         return
-    if result.vacuous and not result.expectation_failures and not _failing(result):
+    if _only_vacuous(result):
         raise VacuousScenarioError(earlier + vacuous_text(result))
     raise InvariantViolation(earlier + failure_text(result))
 
@@ -90,7 +90,7 @@ def tested_nothing(result: ScenarioResult) -> str | None:
         return f"fault step at line {result.unfired[0].line} not triggered before the collection ended"
     if result.unacted:
         return f"fault touched nothing: {result.unacted[0]}"
-    if result.vacuous and not result.expectation_failures and not _failing(result):
+    if _only_vacuous(result):
         return f"vacuous: {result.vacuous[0]}"
     return None
 
@@ -156,6 +156,11 @@ def vacuous_text(result: ScenarioResult) -> str:
     """A run that judged nothing of what the scenario lists proves nothing, pass or fail."""
     outcome = f"outcome: {result.outcome()} after {result.elapsed_s:.2f}s"
     return "\n".join([outcome, "", *vacuity.section(result.vacuous), "", vacuity.REMEDY])
+
+
+def _only_vacuous(result: ScenarioResult) -> bool:
+    """Nothing held against the collector, and something the scenario lists went unjudged or unseen."""
+    return bool(result.vacuous) and not result.expectation_failures and not _failing(result)
 
 
 def _failing(result: ScenarioResult) -> list[Verdict]:
