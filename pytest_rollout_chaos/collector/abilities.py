@@ -148,7 +148,10 @@ class Retarget:
 
     ``kinds``: the fault kinds it moves (empty: any); ``route``: the fault's route it moves (the
     fault class's default when the step names none; None: any route, none included);
-    ``to_route``: the route on ``to`` (None: the fault's own route, kept).
+    ``to_route``: the route on ``to`` (None: the fault's own route, kept); ``styles``: the fault's
+    ``style`` it moves (the fault class's default when the step names none; empty: any style, none
+    included), for a kind whose meaning survives the move in some styles only (a model answer that
+    no longer parses has a counterpart where one parsed into fields has none).
     """
 
     target: str
@@ -157,13 +160,16 @@ class Retarget:
     kinds: tuple[str, ...] = ()
     route: str | None = None
     to_route: str | None = None
+    styles: tuple[str, ...] = ()
 
-    def moves(self, kind: str, target: str, route: str | None) -> bool:
-        """Does this retarget move a fault of ``kind`` on ``target`` aimed at ``route``?"""
+    def moves(self, kind: str, target: str, route: str | None, style: str | None = None) -> bool:
+        """Does this retarget move a fault of ``kind`` on ``target`` aimed at ``route`` (of ``style``,
+        None for a fault without one)?"""
         return (
             target == self.target
             and (not self.kinds or kind in self.kinds)
             and (self.route is None or route == self.route)
+            and (not self.styles or style in self.styles)
         )
 
 
