@@ -29,8 +29,9 @@ alone; a SkyRL dataset describes its tools in its prompts). One generator hook, 
 (``skyrl_prompts``).
 
 **Settings** (``skyrl_settings``). Upstream's defaults (``SkyRLTrainConfig()``), except what the
-scenario's run sets for every collector: the turn limit, the generation length, the temperature
-and the workload's group size.
+scenario's run sets for every collector: the turn limit, the generation length, the temperature,
+the stop strings a scenario asks for (``stack.policy.stop``: set in SkyRL's own sampling
+parameters, where the Gym model server would set them for an agent) and the workload's group size.
 ``generator.skip_failed_rollouts`` (SkyRL PR #1986) stays at its default, off;
 ``--rollout-chaos-target=skyrl_skip_failed_rollouts`` turns it on, and on a tree without the
 setting that target is a usage error, as SkyRL's structured config rejects an unknown key.
@@ -72,7 +73,13 @@ from pytest_rollout_chaos.collector.adapters.skyrl_prompts import (
     prompts_of,
 )
 from pytest_rollout_chaos.collector.adapters.skyrl_retargets import RETARGETS, UNMOVED
-from pytest_rollout_chaos.collector.adapters.skyrl_settings import GROUP_SIZE, KNOWN, SKIP_FAILED, settings
+from pytest_rollout_chaos.collector.adapters.skyrl_settings import (
+    GROUP_SIZE,
+    KNOWN,
+    SKIP_FAILED,
+    STOP,
+    settings,
+)
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.failures import root_cause
@@ -196,6 +203,9 @@ class SkyRLCollector:
     max_group_size: int | None = None  # one row per prompt on a tree without the hook (__init__)
     max_group_size_why: ClassVar[str] = GROUPS_UNSUPPORTED
     own_concurrency: ClassVar[str] = "SkyRLGymGenerator.generate starts every row's agent_loop at once"
+    sets_stop: ClassVar[str] = (
+        f"SkyRL's {STOP}, which its generator sends with every generate (include_stop_str_in_output)"
+    )
 
     def __init__(self, ctx: CollectorContext) -> None:
         if ctx.model_dir is None or ctx.resources_url is None:

@@ -5,7 +5,10 @@ every other field stays SkyRL's default, and the keys a scenario's ``trainer_con
 What the scenario's run sets for every collector: ``generator.max_turns``
 (``ctx.settings.max_turns``), ``sampling_params.max_generate_length`` (what each generation gets
 through NeMo Gym: the rows' ``max_output_tokens``, else the stack's model server's limit; SkyRL's
-1024 exceeds the tiny model's context) and ``temperature``; ``n_samples_per_prompt`` is the
+1024 exceeds the tiny model's context) and ``temperature``, and ``sampling_params.stop`` when the
+scenario sets stop strings (``ctx.settings.stop``, ``stack.policy.stop``: SkyRL sends them with every
+generate, kept in the text, and appends an EOS after a turn that ends at one, as its
+``append_eos_token_after_stop_str_in_multi_turn`` says); ``n_samples_per_prompt`` is the
 workload's group size (``generations_per_prompt``, 1 by default, where SkyRL's own default is 5),
 not a ``trainer_config`` key.
 """
@@ -20,6 +23,7 @@ from pytest_rollout_chaos.servers.gym.stack import MAX_OUTPUT_TOKENS
 
 SKIP_FAILED: Final = "skip_failed_rollouts"
 GROUP_SIZE: Final = "generator.n_samples_per_prompt"
+STOP: Final = "generator.sampling_params.stop"
 LOSS_REDUCTION: Final = "trainer.algorithm.loss_reduction"
 """SkyRL's default unless the scenario asks, as is ``generator.skip_failed_rollouts``: what
 ``train_batch_sound`` weighs an aborted sample in the train batch by."""
@@ -27,6 +31,7 @@ KNOWN: Final = (
     "generator.max_turns",
     "generator.sampling_params.max_generate_length",
     "generator.sampling_params.temperature",
+    STOP,
     "generator.inference_engine.external_proxy_url",
     "generator.inference_engine.served_model_name",
     "trainer.policy.model.path",
@@ -48,7 +53,8 @@ def settings(
     mini_batch_default: int = 1,
 ) -> TrainerSettings:
     """What the adapter sets on ``SkyRLTrainConfig()``: only what the run fixes (the policy, the
-    model, the harness's limits, the workload's group size and prompts); every other field stays
+    model, the harness's limits, the scenario's stop strings, the workload's group size and
+    prompts); every other field stays
     SkyRL's default, and so do ``generator.skip_failed_rollouts`` and
     ``trainer.algorithm.loss_reduction`` unless the scenario (or the variant's name) asks."""
     taken = TrainerSettings("skyrl", ctx.settings.trainer_config, KNOWN)
@@ -68,6 +74,8 @@ def settings(
         "the rows' max_output_tokens, else the stack's model server's (skyrl_prompts.generation_limit)",
     )
     taken.run("generator.sampling_params.temperature", run.temperature, "the harness's temperature")
+    if run.stop:
+        taken.run(STOP, list(run.stop), "the scenario's stop strings (stack.policy.stop)")
     taken.run("generator.inference_engine.external_proxy_url", policy_root, "the policy server of this stack")
     taken.run("generator.inference_engine.served_model_name", ctx.model, "the model the policy serves")
     taken.run("trainer.policy.model.path", model_dir, "the policy's model directory")

@@ -9,6 +9,7 @@ scenario asks.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from typing import Any
 
@@ -98,3 +99,17 @@ def test_the_group_size_is_the_workloads_and_no_scenario_key() -> None:
             policy_root="http://x",
             model_dir="/m",
         )
+
+
+def test_the_scenarios_stop_strings_go_to_skyrls_own_sampling_params(config_class: Any) -> None:
+    """``stack.policy.stop`` reaches SkyRL as its ``generator.sampling_params.stop`` (a field of every
+    pinned tree, default None), which its generator sends with every generate; without stop strings
+    SkyRL's default stays."""
+    ctx = settings_context()
+    stopping = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, stop=("</tool_call>",)))
+    taken = skyrl_settings.settings(stopping, policy_root="http://x", model_dir="/m")
+    [stop] = [item for item in taken.items if item.key == skyrl_settings.STOP]
+    assert (stop.value, stop.source) == (["</tool_call>"], "run")
+    assert value_at(config_class(), skyrl_settings.STOP) is None
+    unset = skyrl_settings.settings(ctx, policy_root="http://x", model_dir="/m")
+    assert skyrl_settings.STOP not in {item.key for item in unset.items}
