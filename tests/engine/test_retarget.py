@@ -166,6 +166,7 @@ def test_skyrls_retargets_move_the_agents_faults_onto_its_loops_requests_and_lea
             "resources-exit-zero",  # agent->resources -> collector->resources
             "truncated-run-response",  # collector->agent -> collector->resources
             "model-malformed-json",  # a model answer cut in half -> a generate answer cut in half
+            "resources-down",  # agent->resources -> collector->resources, whose requests skyrl_env records
         )
     }
     assert moved == dict.fromkeys(moved), moved
@@ -176,7 +177,6 @@ def test_skyrls_retargets_move_the_agents_faults_onto_its_loops_requests_and_lea
         "run-answer-cut-off",  # the /run answer's body, which no request of SkyRL's loop gets back
         "short-results",
         "prefix-drift",
-        "resources-down",  # nothing of SkyRL's records the connections a link down refuses
     ):
         reason = collector_unfit(load_scenario(CATALOG / f"{name}.chaos.yaml"), declared(SkyRLCollector))
         assert "cannot reach the collector under test" in (reason or ""), name

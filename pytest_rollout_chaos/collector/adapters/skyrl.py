@@ -111,7 +111,7 @@ STOOD_IN: Final = (
     "build_new_inference_client: the RemoteInferenceClient built as it builds it for an external "
     "proxy (its module imports vllm_router)",
     "the environment: skyrl_env's NeMo Gym row over the stack's resources server (SkyRL has no "
-    "NeMo Gym environment)",
+    "NeMo Gym environment), recording each request it sends, as NeMo Gym's client records each /run",
     f"SkyRLGymGenerator.{HOOK} (a no-op upstream, for subclasses): each sample's extras get row "
     "repetition_id of its prompt's group and agent_loop's session id",
     *train_batch.STOOD_IN,
@@ -223,6 +223,7 @@ class SkyRLCollector:
         self.ctx = ctx
         self.model_dir = ctx.model_dir
         self.resources_url = ctx.resources_url
+        self.recorder = skyrl_env.recorder(ctx.history)
         tok: Any = importlib.import_module("skyrl.utils.tok")
         self.tokenizer = tok.get_tokenizer(str(ctx.model_dir), trust_remote_code=True, use_fast=True)
         skyrl_env.env_class()
@@ -331,6 +332,7 @@ class SkyRLCollector:
             skyrl_env.RESOURCES_URL: self.resources_url,
             skyrl_env.TIMEOUT_S: self.ctx.settings.request_timeout_s,
             skyrl_env.EOS_TEXT: self.tokenizer.eos_token,
+            skyrl_env.RECORDER: self.recorder,
         }
         sampling = engine_utils.get_sampling_params_for_backend(
             config.generator.inference_engine.backend, config.generator.sampling_params

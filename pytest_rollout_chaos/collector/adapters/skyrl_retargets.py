@@ -34,8 +34,9 @@ MODEL_CALLS: Final = (
 )
 _ON_REQUESTS: Final = ("latency", "timeout", "reset_peer", "bandwidth", "slow_close", "limit_data", "slicer")
 """The link faults that act on requests the fault layer then records. Not ``down``: it refuses
-connections before the layer, and only a client's own record (the Gym client's) shows what it
-failed; SkyRL's loop keeps none, so nothing could show that a ``down`` acted."""
+connections before the layer, and only a client's own record shows what it failed: SkyRL's
+inference client keeps none, the adapter's environment does (``skyrl_env``), so a ``down`` moves
+onto the environment's link only."""
 RETARGETS: Final = (
     Retarget(
         "agent->model",
@@ -48,7 +49,7 @@ RETARGETS: Final = (
         "collector->resources",
         "the trajectory's calls to the resources server: a NeMo Gym agent makes them; here SkyRL's "
         "environment (skyrl_env, stepped by agent_loop in SkyRL's environment threads) makes them",
-        kinds=_ON_REQUESTS,
+        kinds=(*_ON_REQUESTS, "down"),
     ),
     Retarget(
         "collector->agent",
@@ -117,7 +118,9 @@ UNMOVED: Final = {
     f"no longer parses, style {' or '.join(UNPARSABLE_STYLES)}, is moved: onto its generate answer)",
     "short_results": "it shortens what NeMo Gym's client hands back; SkyRL's loop uses no Gym client",
     "down": "it refuses connections before the fault layer records them, and only a client's "
-    "own record shows the requests it failed: SkyRL's loop keeps none, so nothing would show it acted",
+    "own record shows the requests it failed: SkyRL's inference client keeps none, so nothing would "
+    "show it acted (a down on an agent's link to the resources server moves onto the environment's, "
+    "whose requests skyrl_env records)",
     **dict.fromkeys(("agent", *AGENT_FOR_TASK.values()), _NO_AGENT),
     "model": _NO_MODEL_SERVER,
     "model->policy": _NO_MODEL_SERVER,

@@ -350,6 +350,9 @@ MAIN_PASSED = {
     # text): agent_loop appends an EOS, loss mask 0, after a turn that ends at one, and the next
     # prompt extends that turn with it (prompts_sent holds each prompt to what generate was sent)
     "turn-ends-at-tool-call",
+    # the agents' link to the resources server down, moved onto the environment's: /seed_session is
+    # refused, and env.init's URLError goes out of agent_loop through tqdm.gather: the step raises it
+    "resources-down",
 }
 ISOLATION = {"isolated_failures", "raise_has_cause"}
 STALLED = {"bounded", "ends_promptly"}
@@ -400,7 +403,7 @@ CATALOG_HALVES = [CATALOG_NAMES[half::2] for half in range(2)]
 @pytest.mark.parametrize("half", range(2), ids=["first-half", "second-half"])
 def test_the_whole_catalog_on_skyrls_main(half: int, tmp_path: Path, skyrl_trees: dict[str, Path]) -> None:
     """Main's verdicts (``MAIN_*``): the baseline green and judged (multi-turn rows through SkyRL's
-    generator, read at the batch its policy update gets), #1613 still open, 32 of the catalog
+    generator, read at the batch its policy update gets), #1613 still open, 33 of the catalog
     judged (the adapter's retargets: each half judges its share), none vacuous, the rest skipping,
     saying why."""
     names = CATALOG_HALVES[half]
@@ -430,9 +433,9 @@ def test_the_whole_catalog_on_skyrls_main(half: int, tmp_path: Path, skyrl_trees
     assert judged == (MAIN_PASSED | set(MAIN_FAILED)) & set(names), sorted(judged)
 
 
-def test_the_catalogs_halves_hold_every_scenario_and_thirty_two_are_judged_on_main() -> None:
+def test_the_catalogs_halves_hold_every_scenario_and_thirty_three_are_judged_on_main() -> None:
     assert sorted(CATALOG_HALVES[0] + CATALOG_HALVES[1]) == CATALOG_NAMES
-    assert len(MAIN_PASSED | set(MAIN_FAILED)) == len(MAIN_PASSED) + len(MAIN_FAILED) == 32
+    assert len(MAIN_PASSED | set(MAIN_FAILED)) == len(MAIN_PASSED) + len(MAIN_FAILED) == 33
     assert MAIN_PASSED | set(MAIN_FAILED) <= set(CATALOG_HALVES[0] + CATALOG_HALVES[1])
 
 
