@@ -27,7 +27,10 @@ A collector (or its class, or its factory) may declare, as attributes:
   lists it fails as vacuous there: declaring nothing must not look like a limit kept;
 - ``numbers_rows``: why it stamps every row's ``_rowidx`` with the row's position itself (a
   trainer that does): the workload's own ids never reach the servers, so a scenario that numbers
-  its rows otherwise (``workload.row_ids``) cannot be judged on it.
+  its rows otherwise (``workload.row_ids``) cannot be judged on it;
+- ``sets_stop``: where a collector that generates itself (its ``reaches`` without the Gym model
+  server) puts ``CollectorSettings.stop`` in its own sampling parameters (a trainer's stop setting),
+  so a scenario with ``stack.policy.stop`` is judged on it rather than skipped.
 
 ``declared`` reads them all at once into ``Abilities``, the facts about the collector that the fit
 step's rules (``engine.fit``) judge a scenario by before the collection starts, so a collector never
@@ -69,6 +72,7 @@ class Abilities:
     max_collections: int | None
     max_collections_why: str
     numbers_rows: str | None  # where it stamps each row's ``_rowidx`` itself, or None
+    sets_stop: str | None  # where it sets the scenario's stop strings in its own generations, or None
     reach: Reach | None  # None: every row goes through the Gym stack
     retargets: tuple[Retarget, ...]
     unmoved: Mapping[str, str]
@@ -86,6 +90,7 @@ def declared(collector: object) -> Abilities:
         max_collections=getattr(collector, "max_collections", None),
         max_collections_why=getattr(collector, "max_collections_why", "") or "its max_collections",
         numbers_rows=_numbers_rows(collector),
+        sets_stop=_sets_stop(collector),
         reach=declared_reach(collector),
         retargets=declared_retargets(collector),
         unmoved=_unmoved(collector),
@@ -101,6 +106,16 @@ def _numbers_rows(collector: object) -> str | None:
             "where it stamps each row's _rowidx with its position"
         )
     return renumbers
+
+
+def _sets_stop(collector: object) -> str | None:
+    where = getattr(collector, "sets_stop", None)
+    if where is not None and (not isinstance(where, str) or not where):
+        raise CollectorTargetError(
+            f"{_owner(collector)}.sets_stop is {where!r}; valid: a non-empty string saying where it "
+            "sets CollectorSettings.stop in its own sampling parameters"
+        )
+    return where
 
 
 def cannot_combine(collector: object) -> Mapping[tuple[Style, Mode], str]:
@@ -148,7 +163,10 @@ class Retarget:
 
     ``kinds``: the fault kinds it moves (empty: any); ``route``: the fault's route it moves (the
     fault class's default when the step names none; None: any route, none included);
-    ``to_route``: the route on ``to`` (None: the fault's own route, kept).
+    ``to_route``: the route on ``to`` (None: the fault's own route, kept); ``styles``: the fault's
+    ``style`` it moves (the fault class's default when the step names none; empty: any style, none
+    included), for a kind whose meaning survives the move in some styles only (a model answer that
+    no longer parses has a counterpart where one parsed into fields has none).
     """
 
     target: str
@@ -157,13 +175,16 @@ class Retarget:
     kinds: tuple[str, ...] = ()
     route: str | None = None
     to_route: str | None = None
+    styles: tuple[str, ...] = ()
 
-    def moves(self, kind: str, target: str, route: str | None) -> bool:
-        """Does this retarget move a fault of ``kind`` on ``target`` aimed at ``route``?"""
+    def moves(self, kind: str, target: str, route: str | None, style: str | None = None) -> bool:
+        """Does this retarget move a fault of ``kind`` on ``target`` aimed at ``route`` (of ``style``,
+        None for a fault without one)?"""
         return (
             target == self.target
             and (not self.kinds or kind in self.kinds)
             and (self.route is None or route == self.route)
+            and (not self.styles or style in self.styles)
         )
 
 

@@ -86,6 +86,10 @@ class CollectorSettings:
     max_turns: int = 4
     max_new_tokens: int = 16
     temperature: float = 1.0
+    stop: tuple[str, ...] = ()
+    """The stop strings the scenario asks every generation to end at, kept in the text
+    (``stack.policy.stop``): the Gym model server adds them to the agents' calls; a collector that
+    generates itself and declares ``sets_stop`` puts them in its own sampling parameters."""
     trainer_config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     """The scenario's ``workload.trainer_config``: ``trainer.dotted.key -> value``, the only upstream
     settings an adapter may change from the trainer's own defaults (``adapters.settings``)."""

@@ -5,7 +5,8 @@ module is asked anything about the scenario:
 
 - **the collector's declared abilities** (``abilities.declared``): styles, modes, the pairs of them
   it cannot combine, the largest group it takes, whether it numbers the rows itself, the most
-  collections it runs in a row, its reach, its retargets and what it does not move (``unmoved``);
+  collections it runs in a row, its reach, its retargets and what it does not move (``unmoved``),
+  whether it sets stop strings itself;
 - **the stack** (``StackFacts``): the policy replicas started, what its target aliases stand for
   (``stack.Targets``), what each server lacks of the needs a fault may have (``acting.lacks``: a
   process fault needs a server this run started, a Ray fault an actor), which servers are real
@@ -15,7 +16,8 @@ The rules then read only those facts and the scenario, all here: the styles and 
 collections and row numbering the collector takes (``unsupported``); the stack settings its loop
 never meets (``setting_unmet``); its reach (a collector running its own loop declares what it
 requests: a fault aimed elsewhere, or at a route it never requests, would never fire, and stop
-strings set in the model server never reach its generations); the policy replicas the scenario
+strings set in the model server never reach its generations, unless it sets them itself:
+``sets_stop``); the policy replicas the scenario
 asks for (``replicas_unmet``); what each fault needs of its target; real NeMo Gym's resources
 server scoring by the answer alone (``stack.rescore_bonus``, ``stack.reward_spread``); a server
 exit that cannot reach the collector (``hidden_exit``); the model's own drift that real vLLM's
@@ -109,7 +111,9 @@ def fitted(scenario: Scenario, stack: StackFacts, declared: Abilities, *, run_re
     wanted = scenario.stack.policy.replicas or run_replicas
     reason = (
         replicas_unmet(scenario, stack, wanted)
-        or stack_unfit(moved.scenario, stack, stack.targets.using(wanted))
+        or stack_unfit(
+            moved.scenario, stack, stack.targets.using(wanted), sets_stop=declared.sets_stop is not None
+        )
         or unfit(moved.scenario, declared)
     )
     return Fit(wanted, moved, reason)
@@ -137,7 +141,8 @@ def unfit(scenario: Scenario, declared: Abilities) -> str | None:
     if reason is not None or reach is None:
         return reason
     stop = scenario.stack.policy.stop
-    if stop and "model" not in reach:  # the scenarios' name for the Gym model server
+    # "model": the scenarios' name for the Gym model server, which sets them for the agents
+    if stop and "model" not in reach and declared.sets_stop is None:
         return (
             f"stack.policy.stop={list(stop)!r} cannot reach the collector under test: it is set in the "
             "Gym model server, and the collector's own loop generates without it (its requests go to "
@@ -297,9 +302,12 @@ def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
     return stack_unfit(scenario, stack_facts(stack), stack.targets())
 
 
-def stack_unfit(scenario: Scenario, stack: StackFacts, targets: Targets) -> str | None:
+def stack_unfit(
+    scenario: Scenario, stack: StackFacts, targets: Targets, *, sets_stop: bool = False
+) -> str | None:
     """Why ``scenario`` cannot run on a stack with ``stack``'s facts and ``targets`` in use,
-    whatever the collector, or None.
+    whatever the collector, or None; ``sets_stop``: the collector sets stop strings in its own
+    generations, so the stack need not (``stop_unset``).
 
     Semantic faults act from the fault layer in front of every server and the layer records
     every request, so no scenario needs anything inside a server. What a fault needs is its
@@ -328,7 +336,7 @@ def stack_unfit(scenario: Scenario, stack: StackFacts, targets: Targets) -> str 
     reason = (
         hidden_exit(scenario, stack, servers)
         or drift_prevented(scenario, stack)
-        or stop_unset(scenario, stack)
+        or (None if sets_stop else stop_unset(scenario, stack))
     )
     if reason is not None:
         return reason
@@ -343,7 +351,7 @@ def stop_unset(scenario: Scenario, stack: StackFacts) -> str | None:
     """Why the stop strings ``scenario`` asks for (``stack.policy.stop``) cannot be set on ``stack``,
     or None. The embedded model server adds them to the generations of gym style's agents; the native
     style generates from the policy itself, and real NeMo Gym's ``vllm_model`` reads its
-    ``extra_body`` at start only."""
+    ``extra_body`` at start only. Not asked of a collector that sets them itself (``sets_stop``)."""
     stop = scenario.stack.policy.stop
     if not stop:
         return None

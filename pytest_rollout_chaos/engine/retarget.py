@@ -83,9 +83,9 @@ def moved(
     step: FaultStep, moves: tuple[abilities.Retarget, ...]
 ) -> tuple[FaultStep, abilities.Retarget | None]:
     """``step`` as the first of ``moves`` that moves it rewrites it, and that retarget (None: unmoved)."""
-    route = aimed_route(step)
+    route, style = aimed_route(step), aimed_style(step)
     for move in moves:
-        if move.moves(step.kind, step.target, route):
+        if move.moves(step.kind, step.target, route, style):
             params = dict(step.params)
             if move.to_route is not None:
                 params["route"] = move.to_route
@@ -99,6 +99,16 @@ def aimed_route(step: FaultStep) -> str | None:
     if isinstance(given, str):
         return given
     default: Any = getattr(faults.fault_class(step.kind), "default_route", None)
+    return default if isinstance(default, str) else None
+
+
+def aimed_style(step: FaultStep) -> str | None:
+    """The ``style`` ``step`` has: its own, else its fault class's default (None: a kind without one)."""
+    given: Any = step.params.get("style")
+    if isinstance(given, str):
+        return given
+    fields = {field.name: field for field in dataclasses.fields(faults.fault_class(step.kind))}
+    default: Any = fields["style"].default if "style" in fields else None
     return default if isinstance(default, str) else None
 
 

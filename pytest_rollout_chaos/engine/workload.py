@@ -67,6 +67,7 @@ def collector_settings(scenario: Scenario) -> CollectorSettings:
         collect_timeout_s=max(1.0, within_s * 0.9),
         policy_ready_timeout_s=max(1.0, within_s / 2),
         style=scenario.workload.style,
+        stop=scenario.stack.policy.stop,
         trainer_config=scenario.workload.trainer_config,
     )
     workload = scenario.workload

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from pytest_rollout_chaos.collector import client_record
 from pytest_rollout_chaos.history import Event
 from pytest_rollout_chaos.servers.links import link_server
 
@@ -80,15 +81,19 @@ def client_failures(events: Sequence[Event], link: str, start: float, end: float
     """Requests of the client end of ``link``, open during ``[start, end]``, that ended badly.
 
     Their outcome may come after the heal: a client gives up on its own deadline, or when the
-    collection is cancelled.
+    collection is cancelled. The collector's are in its own records: the Gym client's of each
+    row's ``/run``, and those of a collector's own loop of each request on ``link``
+    (``collector.client_record``).
     """
     client = link.partition("->")[0]
 
     def client_request(event: Event) -> object:
-        if client == "collector":  # the Gym client's own record of each row's /run
-            return (
-                ("row", event.data.get("row")) if event.source == "collector" and event.op == "run" else None
-            )
+        if client == "collector":
+            if event.source != client_record.SOURCE:
+                return None
+            if event.op == client_record.OP:
+                return event.request_id if event.data.get(client_record.VIA) == link else None
+            return ("row", event.data.get("row")) if event.op == "run" else None
         into = event.data.get("link")
         return event.request_id if into is not None and link_server(str(into))[1] == client else None
 

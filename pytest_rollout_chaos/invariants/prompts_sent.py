@@ -14,9 +14,12 @@ did not drift after a spliced one is rebuilt alike, since the record's prompt th
 drifted history, not the repaired one.
 
 Judged where the record holds the ``/run`` answer that generated a rollout's turns and the
-prompts it sent; a rollout with none is ``turns_generated``'s business. In native style the
-collector sends the policy messages, not ids, and the record ties no prompt ids to a turn:
-NOT_JUDGED, as with no rollout judged at all.
+prompts it sent; a rollout with none is ``turns_generated``'s business. In native style a
+collector that asks the policy token in, token out (``/inference/v1/generate``: SkyRL's loop) is
+held alike, turn by turn: each turn's prompt ids must be those the model call that generated it
+was sent (the layer's ``sent_ids`` of the row's call with that one generation; a turn no such call
+generated is not held). A native collector that sends the policy messages ties no prompt ids to a
+turn: NOT_JUDGED, as with no rollout judged at all.
 """
 
 from __future__ import annotations
@@ -49,16 +52,22 @@ class PromptsSent:
         if isinstance(claimed, Verdict):
             return claimed
         record = served(observation.history)
-        if record.style != "gym":
-            native = " (native style: the collector sends the policy messages, not ids)"
+        if record.style is None:
             return not_judged(
                 self.name,
                 f"{len(claimed)} rollouts hand back prompts, but the History holds no /run answer that says "
-                "what each model call was sent" + (native if record.style else ""),
+                "what each model call was sent",
             )
-        judged = [_problem(rollout, record) for rollout in claimed]
+        check = _problem if record.style == "gym" else _native_problem
+        judged = [check(rollout, record) for rollout in claimed]
         held = sum(1 for found, _ in judged if found)
         problems = [problem for _, problem in judged if problem is not None]
+        if not held and record.style == "native":
+            return not_judged(
+                self.name,
+                f"{len(claimed)} rollouts hand back prompts, but no model call that generated their turns "
+                "was sent token ids (native style: the collector sends the policy messages, not ids)",
+            )
         if not held:
             return not_judged(
                 self.name,
@@ -119,6 +128,28 @@ def _problem(rollout: Rollout, record: Served) -> Judged:
     if spliced:
         sent = f"the splice rebuilt from the drifted prompt {sent}"
     return True, f"{claim} where {sent} {_count(owed)} ids ({owed})"
+
+
+def _native_problem(rollout: Rollout, record: Served) -> Judged:
+    """Each turn held to the prompt ids the row's token-in model call that generated it was sent
+    (rows sharing a prompt may leave calls untied: those count too, as in ``turns_generated``)."""
+    calls = [
+        call for call in (*record.calls(rollout.row_index), *record.untied) if call.succeeded and call.prompts
+    ]
+    held = False
+    for index, turn in enumerate(rollout.turns):
+        generated = (fingerprint(turn.generation_token_ids),)
+        sent = [call.prompts[0] for call in calls if call.generations == generated and len(call.prompts) == 1]
+        if not sent:
+            continue
+        held = True
+        given = fingerprint(turn.prompt_token_ids)
+        if given not in sent:
+            return True, (
+                f"row {rollout.row_index}: turn {index} hands on a prompt of {_count(given)} ids ({given}) "
+                f"where the model call that generated it was sent {_count(sent[0])} ids ({sent[0]})"
+            )
+    return held, None
 
 
 def _owed(call: Call, rollout: Rollout) -> list[tuple[str, bool]]:

@@ -10,7 +10,8 @@ call's prompt ids in full under ``prompt_ids``). That record is the judge's witn
 independent of the collector: in gym style the agents' ``/run`` answers (one per attempt,
 ``_rowidx`` in the request), in native style the policy's chat, completions or token-in,
 token-out ``/inference/v1/generate`` answers on the collector's own link (tied to a row by its
-prompt or its trajectory's session header; several rows sharing a prompt may leave some untied).
+prompt or its trajectory's session header; several rows sharing a prompt may leave some untied),
+each with the fingerprint of the prompt ids a token-in call was sent (its ``invoke``'s ``sent_ids``).
 A policy's answer also says why each generation stopped (``finishes``, its ``finish_reason``),
 read by ``finished`` and ``finishes`` whatever the style and link, by the generation's fingerprint.
 """
@@ -40,7 +41,8 @@ class Call:
     reward: float | None = None  # a ``/run`` answer's reward
     t: float = 0.0  # when the request ended
     drifted: tuple[int, ...] = ()  # a ``/run`` answer's model calls whose prompt ids drifted
-    prompts: tuple[str, ...] = ()  # a ``/run`` answer's prompt fingerprints, one per model call
+    prompts: tuple[str, ...] = ()  # a ``/run`` answer's prompt fingerprints, one per model call;
+    # a token-in model call's own prompt
     prompt_ids: tuple[tuple[int, ...], ...] = ()  # and those prompts in full, when one drifted
 
     @property
@@ -88,6 +90,9 @@ def served(history: History) -> Served:
 
 def _by_row(style: Literal["gym", "native"], events: Sequence[Event]) -> Served:
     record = Served(style)
+    sent = {
+        event.request_id: _sent_ids(event) for event in events if event.kind == "invoke" and style == "native"
+    }
     for event in events:
         if event.kind == "invoke":
             continue
@@ -102,7 +107,8 @@ def _by_row(style: Literal["gym", "native"], events: Sequence[Event]) -> Served:
             reward=_number(event.data.get("reward")),
             t=event.t,
             drifted=tuple(int(index) for index in event.data.get("drifted") or () if isinstance(index, int)),
-            prompts=tuple(str(value) for value in event.data.get("prompts") or ()),
+            prompts=tuple(str(value) for value in event.data.get("prompts") or ())
+            or sent.get(event.request_id, ()),
             prompt_ids=_id_lists(event.data.get("prompt_ids")),
         )
         row = event.data.get("row")
@@ -111,6 +117,13 @@ def _by_row(style: Literal["gym", "native"], events: Sequence[Event]) -> Served:
         else:
             record.untied.append(call)
     return record
+
+
+def _sent_ids(invoke: Event) -> tuple[str, ...]:
+    """The fingerprint of the prompt ids a token-in model call of one prompt was sent; () for a
+    call that sent messages, text or a batch (the layer records no ``sent_ids`` for those)."""
+    ids = invoke.data.get("sent_ids")
+    return (ids,) if isinstance(ids, str) and fingerprint_length(ids) is not None else ()
 
 
 def _id_lists(value: object) -> tuple[tuple[int, ...], ...]:

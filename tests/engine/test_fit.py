@@ -190,21 +190,46 @@ def test_every_adapter_keeps_its_trainers_own_concurrency_and_says_what_it_is() 
         assert list(inapplicable(declared(collector))) == ["concurrency_bounded"], name
 
 
+class _OwnGenerations:
+    """A collector whose own loop generates: it calls the policy, never the Gym model server."""
+
+    reaches: ClassVar = {"policy": None, "collector->policy": None}
+
+
+class _OwnStop(_OwnGenerations):
+    """The same, setting the scenario's stop strings in its own sampling parameters."""
+
+    sets_stop: ClassVar = "its sampling_params.stop"
+
+
 def test_stop_strings_run_where_the_model_server_generates_and_skip_elsewhere_saying_why(
     tmp_path: Path,
 ) -> None:
     """``stack.policy.stop`` is set in our model server: native style and a collector whose own loop
-    generates without it cannot have it (the catalog's ``turn-ends-at-tool-call``)."""
+    generates without it cannot have it (the catalog's ``turn-ends-at-tool-call``); a collector that
+    sets them in its own generations (``sets_stop``: SkyRL's ``sampling_params.stop``) can, in
+    either style."""
     scenario = load_scenario(CATALOG / "turn-ends-at-tool-call.chaos.yaml")
     assert scenario.stack.policy.stop == ("</tool_call>",)
     stack = unstarted_stack(tmp_path)
     assert why_not(scenario, stack, ReferenceCollector, run_replicas=1) is None
     assert collector_unfit(scenario, declared(NemoGymCollector)) is None
-    skyrl = collector_unfit(scenario, declared(SkyRLCollector))
-    assert skyrl is not None
-    assert skyrl.startswith("stack.policy.stop=['</tool_call>'] cannot reach the collector under test")
+    own = collector_unfit(scenario, declared(_OwnGenerations))
+    assert own is not None
+    assert own.startswith("stack.policy.stop=['</tool_call>'] cannot reach the collector under test")
+    assert collector_unfit(scenario, declared(_OwnStop)) is None
+    assert collector_unfit(scenario, declared(SkyRLCollector)) is None
     native = dataclasses.replace(scenario, workload=dataclasses.replace(scenario.workload, style="native"))
     assert why_not(native, stack, ReferenceCollector, run_replicas=1) == (
         "stack.policy.stop=['</tool_call>'] is set in the Gym model server, and native style generates "
         "from the policy without it"
     )
+    assert why_not(native, stack, _OwnStop, run_replicas=1) is None
+
+
+def test_a_sets_stop_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
+    class Wrong(_OwnGenerations):
+        sets_stop: ClassVar = True
+
+    with pytest.raises(CollectorTargetError, match="a non-empty string saying where it sets"):
+        declared(Wrong)

@@ -68,6 +68,49 @@ def test_a_fault_no_retarget_moves_stays_where_the_scenario_aims_it(step: FaultS
     assert retarget.moved(step, declared_retargets(_OwnLoop)) == (step, None)
 
 
+class _OwnModelCalls:
+    """A collector that reads the policy's answers itself: a model answer that does not parse moves."""
+
+    retargets: ClassVar = (
+        Retarget(
+            "model",
+            "policy",
+            "its own model calls",
+            kinds=("malformed_json",),
+            route="/v1/responses",
+            to_route="/generate",
+            styles=("truncate", "garble"),
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("params", "moves"),
+    [
+        ({}, True),  # the fault class's default style: truncate
+        ({"style": "garble"}, True),
+        ({"style": "emptied"}, False),  # parses, its lists emptied: no counterpart in a generate answer
+        ({"style": "no_output"}, False),
+    ],
+)
+def test_a_retarget_with_styles_moves_only_a_fault_of_those_styles(
+    params: dict[str, str], moves: bool
+) -> None:
+    step = FaultStep("malformed_json", "model", params={"route": "/v1/responses", "nth": 3, **params})
+    now, move = retarget.moved(step, declared_retargets(_OwnModelCalls))
+    assert (move is not None) == moves
+    where = ("policy", "/generate") if moves else ("model", "/v1/responses")
+    assert (now.target, now.params["route"]) == where
+    assert retarget.aimed_style(step) == params.get("style", "truncate")
+
+
+def test_a_fault_without_a_style_has_none_and_moves_only_where_no_styles_are_named() -> None:
+    assert retarget.aimed_style(FaultStep("latency", "agent->model")) is None
+    assert Retarget("agent->model", "collector->policy", "why").moves("latency", "agent->model", None, None)
+    styled = Retarget("agent->model", "collector->policy", "why", styles=("truncate",))
+    assert not styled.moves("latency", "agent->model", None, None)
+
+
 def test_the_fit_step_judges_a_scenario_where_its_faults_will_act(tmp_path: Path) -> None:
     isolated = load_scenario(CATALOG / "trajectory-exception-isolated.chaos.yaml")
     assert collector_unfit(isolated, declared(_OwnLoop)) is None
@@ -122,6 +165,8 @@ def test_skyrls_retargets_move_the_agents_faults_onto_its_loops_requests_and_lea
             "collection-cancelled",  # agent->model -> collector->policy
             "resources-exit-zero",  # agent->resources -> collector->resources
             "truncated-run-response",  # collector->agent -> collector->resources
+            "model-malformed-json",  # a model answer cut in half -> a generate answer cut in half
+            "resources-down",  # agent->resources -> collector->resources, whose requests skyrl_env records
         )
     }
     assert moved == dict.fromkeys(moved), moved
@@ -129,9 +174,9 @@ def test_skyrls_retargets_move_the_agents_faults_onto_its_loops_requests_and_lea
         "agent-frozen",
         "group-agent-killed",
         "run-answer-emptied",
+        "run-answer-cut-off",  # the /run answer's body, which no request of SkyRL's loop gets back
         "short-results",
         "prefix-drift",
-        "resources-down",  # nothing of SkyRL's records the connections a link down refuses
     ):
         reason = collector_unfit(load_scenario(CATALOG / f"{name}.chaos.yaml"), declared(SkyRLCollector))
         assert "cannot reach the collector under test" in (reason or ""), name

@@ -142,3 +142,37 @@ def test_a_drifted_answer_without_its_prompts_in_full_is_held_to_what_was_sent()
     run_sent(history, 0, turns(drift=True), recorded_ids=False)
     assert judged(history, turns(drift=True))[0] is Status.PASS
     assert judged(history, turns())[0] is Status.FAIL
+
+
+def generate_sent(history: History, row: int, sent: Sequence[Turn], *, ids: bool = True) -> None:
+    """What the layer writes for a native collector asking the policy token in, token out: one
+    ``/inference/v1/generate`` per turn, its ``invoke`` with the prompt ids sent (``sent_ids``)."""
+    for index, turn in enumerate(sent):
+        facts = {"link": "collector->policy", "server": "policy", "row": row}
+        request = f"policy-{row}-{index}"
+        asked = {"sent_ids": fingerprint(turn.prompt_token_ids)} if ids else {}
+        history.append(
+            "policy", "invoke", "POST /inference/v1/generate", {**facts, **asked}, request_id=request
+        )
+        answered = {**facts, "status": 200, "generations": [fingerprint(turn.generation_token_ids)]}
+        history.append("policy", "ok", "POST /inference/v1/generate", answered, request_id=request)
+
+
+def test_a_token_in_collectors_turns_are_held_to_the_prompt_ids_each_model_call_was_sent() -> None:
+    history = History()
+    generate_sent(history, 0, turns())
+    status, summary, _ = judged(history, turns())
+    assert status is Status.PASS, summary
+    doubled = with_prompt(turns(), 1, [1, 5, 6, 7, 8, 2, 2, 11])  # the EOS doubled after the prefix
+    status, _, evidence = judged(history, doubled)
+    assert status is Status.FAIL
+    assert evidence[0].startswith("row 0: turn 1 hands on a prompt of 8 ids"), evidence
+    assert "where the model call that generated it was sent 7 ids" in evidence[0]
+
+
+def test_a_native_collector_whose_calls_sent_no_token_ids_is_not_judged() -> None:
+    history = History()
+    generate_sent(history, 0, turns(), ids=False)
+    status, summary, _ = judged(history, turns())
+    assert status is Status.NOT_JUDGED
+    assert "native style: the collector sends the policy messages, not ids" in summary

@@ -29,8 +29,9 @@ alone; a SkyRL dataset describes its tools in its prompts). One generator hook, 
 (``skyrl_prompts``).
 
 **Settings** (``skyrl_settings``). Upstream's defaults (``SkyRLTrainConfig()``), except what the
-scenario's run sets for every collector: the turn limit, the generation length, the temperature
-and the workload's group size.
+scenario's run sets for every collector: the turn limit, the generation length, the temperature,
+the stop strings a scenario asks for (``stack.policy.stop``: set in SkyRL's own sampling
+parameters, where the Gym model server would set them for an agent) and the workload's group size.
 ``generator.skip_failed_rollouts`` (SkyRL PR #1986) stays at its default, off;
 ``--rollout-chaos-target=skyrl_skip_failed_rollouts`` turns it on, and on a tree without the
 setting that target is a usage error, as SkyRL's structured config rejects an unknown key.
@@ -47,7 +48,14 @@ generation per prompt under SkyRL's ``token_mean``, not in a group (``train_batc
 **Faults on the parts SkyRL replaces** (``skyrl_retargets``: which move where, which do not and
 why). SkyRL's loop has no NeMo Gym agent and no model server: it runs each trajectory itself. A
 catalog fault aimed at them acts on the request of SkyRL's loop doing the same job, or skips by
-reach, saying so; validation-mode scenarios skip too.
+reach, saying so.
+
+**Validation** (``skyrl_validation``): SkyRL's own ``RayPPOTrainer.eval`` (``evaluate``) over one
+eval batch of the same prompts, through the same generator, environment and client, with the
+eval fields of the config set as the training ones are; the rollouts are read from the
+``GeneratorOutput`` its generator hands ``evaluate``, and nothing is trained. Native-style
+validation skips: what it judges is the environment's batched steps, and SkyRL steps each
+trajectory's environment on its own.
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ import contextlib
 import importlib
 import importlib.util
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +73,7 @@ from typing import Any, ClassVar, Final
 from pytest_rollout_chaos.collector.abilities import Retarget
 from pytest_rollout_chaos.collector.adapters import skyrl_env
 from pytest_rollout_chaos.collector.adapters import skyrl_train_batch as train_batch
+from pytest_rollout_chaos.collector.adapters import skyrl_validation as validation
 from pytest_rollout_chaos.collector.adapters.skyrl_output import LoggedFailures, rollout_of
 from pytest_rollout_chaos.collector.adapters.skyrl_prompts import (
     HOOK,
@@ -72,7 +82,13 @@ from pytest_rollout_chaos.collector.adapters.skyrl_prompts import (
     prompts_of,
 )
 from pytest_rollout_chaos.collector.adapters.skyrl_retargets import RETARGETS, UNMOVED
-from pytest_rollout_chaos.collector.adapters.skyrl_settings import GROUP_SIZE, KNOWN, SKIP_FAILED, settings
+from pytest_rollout_chaos.collector.adapters.skyrl_settings import (
+    GROUP_SIZE,
+    KNOWN,
+    SKIP_FAILED,
+    STOP,
+    settings,
+)
 from pytest_rollout_chaos.collector.adapters.trainer_settings import TrainerSettings
 from pytest_rollout_chaos.collector.adapters.upstream import Upstream
 from pytest_rollout_chaos.collector.failures import root_cause
@@ -82,6 +98,7 @@ from pytest_rollout_chaos.collector.protocol import (
     Mode,
     Rollout,
     Row,
+    Style,
     row_index,
 )
 from pytest_rollout_chaos.errors import CollectorTargetError
@@ -98,18 +115,26 @@ GROUPS_UNSUPPORTED: Final = (
     "copies of a prompt gets its own row of the group (its TrajectoryID's repetition_id) to seed "
     "its environment's session; one row per prompt only on this tree"
 )
-STOOD_IN: Final = (
+_LOOP_STOOD_IN: Final = (
     "the trainer's dataloader: one SkyRL prompt per group of rows (prompt, env_class, env_extras, "
     "uid), built by the adapter; a row's tools a system message in the chat template's words",
     "build_new_inference_client: the RemoteInferenceClient built as it builds it for an external "
     "proxy (its module imports vllm_router)",
     "the environment: skyrl_env's NeMo Gym row over the stack's resources server (SkyRL has no "
-    "NeMo Gym environment)",
+    "NeMo Gym environment), recording each request it sends, as NeMo Gym's client records each /run",
     f"SkyRLGymGenerator.{HOOK} (a no-op upstream, for subclasses): each sample's extras get row "
     "repetition_id of its prompt's group and agent_loop's session id",
-    *train_batch.STOOD_IN,
 )
+STOOD_IN: Final = (*_LOOP_STOOD_IN, *train_batch.STOOD_IN)
 """What of the trainer's path to the policy update is stood in; every other line is SkyRL's."""
+STOOD_IN_VALIDATION: Final = (*_LOOP_STOOD_IN, train_batch.INIT_STOOD_IN, *validation.STOOD_IN)
+"""What of ``RayPPOTrainer.eval``'s path is stood in (``skyrl_validation``): the same prompts,
+client, environment and hook, the trainer built without ``__init__``, and its eval's own."""
+NO_BATCHED_STEP: Final = (
+    "native-style validation is judged by the environment's batched steps (NeMo Gym's /step_batch, "
+    "one per task group per turn: batched_env_eval); SkyRL's agent_loop steps each trajectory's own "
+    "environment (env.step in skyrl_gym_generator.py), so no batched step of its exists to judge"
+)
 SOURCE: Final = "collector"
 CALL: Final = f"{train_batch.TRAINER_MODULE}.RayPPOTrainer.train, generate to the policy's forward_backward"
 """The span of SkyRL's code one collection runs (``upstream_calls``)."""
@@ -182,7 +207,8 @@ class SkyRLCollector:
     """SkyRL's generator over the stack (module docstring: what is real, the settings;
     ``skyrl_output``: the mapping)."""
 
-    modes = ("train",)
+    modes = ("train", "validation")
+    cannot_combine: ClassVar[Mapping[tuple[Style, Mode], str]] = {("native", "validation"): NO_BATCHED_STEP}
     reaches: ClassVar[Mapping[str, tuple[str, ...] | None]] = {
         "policy": ("/inference/v1/generate",),
         "collector->policy": None,
@@ -196,6 +222,9 @@ class SkyRLCollector:
     max_group_size: int | None = None  # one row per prompt on a tree without the hook (__init__)
     max_group_size_why: ClassVar[str] = GROUPS_UNSUPPORTED
     own_concurrency: ClassVar[str] = "SkyRLGymGenerator.generate starts every row's agent_loop at once"
+    sets_stop: ClassVar[str] = (
+        f"SkyRL's {STOP}, which its generator sends with every generate (include_stop_str_in_output)"
+    )
 
     def __init__(self, ctx: CollectorContext) -> None:
         if ctx.model_dir is None or ctx.resources_url is None:
@@ -213,6 +242,7 @@ class SkyRLCollector:
         self.ctx = ctx
         self.model_dir = ctx.model_dir
         self.resources_url = ctx.resources_url
+        self.recorder = skyrl_env.recorder(ctx.history)
         tok: Any = importlib.import_module("skyrl.utils.tok")
         self.tokenizer = tok.get_tokenizer(str(ctx.model_dir), trust_remote_code=True, use_fast=True)
         skyrl_env.env_class()
@@ -221,20 +251,33 @@ class SkyRLCollector:
             self.max_group_size = 1  # the fit step skips larger groups, saying why
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
+        if mode != "validation":
+            return await self._collect(rows, mode, None)
+        with tempfile.TemporaryDirectory(prefix="skyrl-exports-") as folder:
+            return await self._collect(rows, mode, folder)
+
+    async def _collect(self, rows: Sequence[Row], mode: Mode, eval_folder: str | None) -> list[Rollout]:
+        """One training step's generation and update (``eval_folder`` None), or one evaluation
+        (``skyrl_validation``) dumping its results under ``eval_folder``."""
         size = group_size(rows, setting=GROUP_SIZE)
         generator_module: Any = importlib.import_module(GENERATOR_MODULE)
         history = self.ctx.history
+        validating = eval_folder is not None
         call = {
             "rows": len(rows),
             "mode": mode,
             SKIP_FAILED: self.skip_failed_rollouts,
-            "stood_in": list(STOOD_IN),
-            "call": CALL,
-            "read_out": READ_OUT,
+            "stood_in": list(STOOD_IN_VALIDATION if validating else STOOD_IN),
+            "call": validation.CALL if validating else CALL,
+            "read_out": validation.READ_OUT if validating else READ_OUT,
         }
         history.append(SOURCE, "invoke", "generate", call)
         config = self.config(
-            n_samples_per_prompt=size, max_generate_length=generation_limit(rows), prompts=len(rows) // size
+            n_samples_per_prompt=size,
+            max_generate_length=generation_limit(rows),
+            prompts=len(rows) // size,
+            mode=mode,
+            eval_folder=eval_folder,
         )
         client = self.client(config)
         generator = generator_class(generator_module.SkyRLGymGenerator)(
@@ -244,24 +287,29 @@ class SkyRLCollector:
             tokenizer=self.tokenizer,
             policy_model_name=importlib.import_module(SERVER_UTILS_MODULE).resolve_policy_model_name(config),
         )
-        batch, uids = self.generator_input(rows, config, size)
         trainer = train_batch.trainer(config, self.tokenizer, generator)
         failures = LoggedFailures()
+        trained: list[Any] = []
         try:
             async with closing(client, generator):
                 with failures.listening():
-                    output = await self.generate(trainer, batch)
+                    if validating:
+                        output = await validation.evaluate(trainer, self.prompts(rows, size))
+                    else:
+                        batch, uids = self.generator_input(rows, config, size)
+                        output = await self.generate(trainer, batch)
                     # read before the step: postprocess_generator_output rewrites the output in place
                     rollouts = [
                         rollout_of(output, position, row_index(row, position), failures)
                         for position, row in enumerate(rows)
                     ]
-                    trained = train_batch.train_step(trainer, output, uids)
+                    if not validating:
+                        trained = train_batch.train_step(trainer, output, uids)
         except BaseException as error:
             history.append(SOURCE, "fail", "generate", {**call, "error": root_cause(error)})
             raise
         history.append(SOURCE, "ok", "generate", {**call, "returned": len(rollouts)})
-        return train_batch.marked(rollouts, trained, config)
+        return rollouts if validating else train_batch.marked(rollouts, trained, config)
 
     async def generate(self, trainer: Any, batch: Any) -> Any:
         """What the trainer's step does with the batch: ``RayPPOTrainer.generate`` (the generator's
@@ -269,7 +317,13 @@ class SkyRLCollector:
         return await trainer.generate(batch)
 
     def config(
-        self, *, n_samples_per_prompt: int = 1, max_generate_length: int = MAX_OUTPUT_TOKENS, prompts: int = 1
+        self,
+        *,
+        n_samples_per_prompt: int = 1,
+        max_generate_length: int = MAX_OUTPUT_TOKENS,
+        prompts: int = 1,
+        mode: Mode = "train",
+        eval_folder: str | None = None,
     ) -> Any:
         """``SkyRLTrainConfig()`` (SkyRL's defaults) with what ``settings`` gives it."""
         config: Any = importlib.import_module(CONFIG_MODULE).SkyRLTrainConfig()
@@ -281,6 +335,7 @@ class SkyRLCollector:
             max_generate_length=max_generate_length,
             prompts=prompts,
             mini_batch_default=config.trainer.policy_mini_batch_size,
+            eval_folder=eval_folder,
         )
         if self.skip_failed_rollouts:
             taken.variant(f"generator.{SKIP_FAILED}", True, "the skyrl_skip_failed_rollouts target")
@@ -290,7 +345,7 @@ class SkyRLCollector:
             for part in parents:
                 place = getattr(place, part)
             setattr(place, leaf, item.value)
-        taken.record(self.ctx.history, mode="train")
+        taken.record(self.ctx.history, mode=mode)
         return config
 
     @property
@@ -312,21 +367,27 @@ class SkyRLCollector:
             tokenizer=self.tokenizer,
         )
 
+    def prompts(self, rows: Sequence[Row], size: int = 1) -> list[dict[str, Any]]:
+        """One SkyRL prompt per group of ``size`` rows (``skyrl_prompts``), as a batch of the
+        trainer's dataloader holds them, their extras naming this stack's environment."""
+        extras: dict[str, Any] = {
+            skyrl_env.RESOURCES_URL: self.resources_url,
+            skyrl_env.TIMEOUT_S: self.ctx.settings.request_timeout_s,
+            skyrl_env.EOS_TEXT: self.tokenizer.eos_token,
+            skyrl_env.RECORDER: self.recorder,
+        }
+        return prompts_of(rows, size, extras, self.tokenizer)
+
     def generator_input(self, rows: Sequence[Row], config: Any, size: int = 1) -> tuple[Any, list[str]]:
         """``prepare_generator_input`` over one SkyRL prompt per group of ``size`` rows
         (``skyrl_prompts``: groups), as the trainer's step builds it: the batch and its ``uids``."""
         utils: Any = importlib.import_module(GENERATOR_UTILS_MODULE)
         engine_utils: Any = importlib.import_module(ENGINE_UTILS_MODULE)
-        extras: dict[str, Any] = {
-            skyrl_env.RESOURCES_URL: self.resources_url,
-            skyrl_env.TIMEOUT_S: self.ctx.settings.request_timeout_s,
-            skyrl_env.EOS_TEXT: self.tokenizer.eos_token,
-        }
         sampling = engine_utils.get_sampling_params_for_backend(
             config.generator.inference_engine.backend, config.generator.sampling_params
         )
         batch, uids = utils.prepare_generator_input(
-            prompts_of(rows, size, extras, self.tokenizer),
+            self.prompts(rows, size),
             config.generator.n_samples_per_prompt,
             sampling,
             config.environment.env_class,

@@ -19,6 +19,13 @@ calls belong to. SkyRL's own environments send no such header; nothing in SkyRL 
 In a GRPO group every sample is a copy of one prompt's extras; the adapter's generator hook sets
 each copy's ``row`` and ``session_id`` (its own ``_rowidx``, its trajectory's id) before ``init``.
 
+Each request is also written to the collection's History as the environment's own record of it
+(``collector.client_record``: the link, the route, the row, and what it raised, which goes on
+unchanged), as NeMo Gym's client records each ``/run``: a link taken ``down`` refuses its
+connections before the fault layer records them, and only this record shows the requests it
+failed. SkyRL's extras are deep-copied, so they carry the History's key (``RECORDER``, from
+``recorder``), not the History.
+
 SkyRL runs ``init``, ``step`` and ``close`` in its environment thread pool
 (``environment.skyrl_gym.max_env_workers``), so the calls are synchronous, each with the
 context's request deadline. The class is built on first use (``env_class``): importing this
@@ -31,11 +38,15 @@ import importlib
 import json
 import urllib.error
 import urllib.request
+import uuid
+import weakref
 from collections.abc import Mapping
 from http.cookies import SimpleCookie
 from typing import Any, Final
 
+from pytest_rollout_chaos.collector.client_record import recorded
 from pytest_rollout_chaos.collector.gym_client import GymRequestError
+from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.servers.gym import tasks
 
 ENV_ID: Final = "rollout_chaos_gym_row"
@@ -46,7 +57,18 @@ TIMEOUT_S: Final = "request_timeout_s"
 EOS_TEXT: Final = "eos_text"
 SESSION_ID: Final = "session_id"
 SESSION_HEADER: Final = "X-Session-ID"
+RECORDER: Final = "recorder"  # the key of the History the requests are recorded in (``recorder``)
+LINK: Final = "collector->resources"
 _SERVER: Final = "resources"
+_RECORDERS: Final[weakref.WeakValueDictionary[str, History]] = weakref.WeakValueDictionary()
+
+
+def recorder(history: History) -> str:
+    """The key an environment's extras carry (``RECORDER``) to record its requests in ``history``,
+    for as long as ``history`` lives."""
+    key = uuid.uuid4().hex
+    _RECORDERS[key] = history
+    return key
 
 
 class GymRowEnvironment:
@@ -67,6 +89,7 @@ class GymRowEnvironment:
         self.eos_text = str(given.get(EOS_TEXT) or "")
         self.session_id = str(given.get(SESSION_ID) or "")
         self.max_turns = int(given["max_turns"])
+        self.recorder = str(given.get(RECORDER) or "")
         self.cookie = ""
 
     def init(self, prompt: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -119,11 +142,16 @@ class GymRowEnvironment:
             },
             method="POST",
         )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
-                return answer.status, answer.read().decode(errors="replace"), _session_cookie(answer.headers)
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode(errors="replace"), ""
+        with recorded(_RECORDERS.get(self.recorder), LINK, path, self.row.get("_rowidx")):
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
+                    return (
+                        answer.status,
+                        answer.read().decode(errors="replace"),
+                        _session_cookie(answer.headers),
+                    )
+            except urllib.error.HTTPError as error:
+                return error.code, error.read().decode(errors="replace"), ""
 
 
 def _tool_calls(text: str) -> list[tuple[str, dict[str, Any]]]:

@@ -10,8 +10,10 @@ resources server, and the collector's to the agents, are its environment's
 (``collector->resources``); the one ``/run`` that starts a trajectory is its environment's ``init``
 (``/seed_session``, inside ``agent_loop``), for a failing or hanging trajectory; the logprobs an
 agent relays are those ``/inference/v1/generate`` answers; the policy's chat route is that generate
-route. Not moved, and skipping by reach, saying so: the agents' processes (SkyRL has none: killing,
-freezing or partitioning one has no counterpart), the model server's own answers, ``prefix_drift``
+route; a model server's answer that no longer parses is that generate answer (only styles that
+leave nothing to parse: one read into its fields has no counterpart). Not moved, and skipping by
+reach, saying so: the agents' processes (SkyRL has none: killing, freezing or partitioning one has
+no counterpart), the model server's other faults and its link to the policy, ``prefix_drift``
 (SkyRL keeps its token ids itself: no answer carries prompt ids to drift), the ``/run`` answer's
 own fields (``malformed_json`` styles) and the Gym client; so do the stack settings SkyRL's loop
 never meets (the model server's re-rendering, ``splice_prefix: false``; the verifier's rescoring
@@ -23,6 +25,7 @@ from __future__ import annotations
 from typing import Final
 
 from pytest_rollout_chaos.collector.abilities import Retarget
+from pytest_rollout_chaos.servers.faultlayer.rewrite import UNPARSABLE_STYLES
 from pytest_rollout_chaos.servers.gym.tasks import AGENT_FOR_TASK
 
 MODEL_CALLS: Final = (
@@ -31,8 +34,9 @@ MODEL_CALLS: Final = (
 )
 _ON_REQUESTS: Final = ("latency", "timeout", "reset_peer", "bandwidth", "slow_close", "limit_data", "slicer")
 """The link faults that act on requests the fault layer then records. Not ``down``: it refuses
-connections before the layer, and only a client's own record (the Gym client's) shows what it
-failed; SkyRL's loop keeps none, so nothing could show that a ``down`` acted."""
+connections before the layer, and only a client's own record shows what it failed: SkyRL's
+inference client keeps none, the adapter's environment does (``skyrl_env``), so a ``down`` moves
+onto the environment's link only."""
 RETARGETS: Final = (
     Retarget(
         "agent->model",
@@ -45,7 +49,7 @@ RETARGETS: Final = (
         "collector->resources",
         "the trajectory's calls to the resources server: a NeMo Gym agent makes them; here SkyRL's "
         "environment (skyrl_env, stepped by agent_loop in SkyRL's environment threads) makes them",
-        kinds=_ON_REQUESTS,
+        kinds=(*_ON_REQUESTS, "down"),
     ),
     Retarget(
         "collector->agent",
@@ -72,6 +76,17 @@ RETARGETS: Final = (
         to_route="/inference/v1/generate",
     ),
     Retarget(
+        "model",
+        "policy",
+        "a model call's answer that does not parse: NeMo Gym's model server hands the agent the "
+        f"policy's answer as a Responses answer; {MODEL_CALLS}, and reads the policy's "
+        "/inference/v1/generate answer itself (RemoteInferenceClient._post parses it with orjson)",
+        kinds=("malformed_json",),
+        route="/v1/responses",
+        to_route="/inference/v1/generate",
+        styles=UNPARSABLE_STYLES,
+    ),
+    Retarget(
         "policy",
         "policy",
         "a model call: the chat route's, as NeMo Gym's model server or a native collector asks; "
@@ -83,7 +98,8 @@ RETARGETS: Final = (
 )
 """The catalog's faults on the Gym stack's parts SkyRL's loop replaces, moved onto the request of
 its loop that does that part's job (``engine.retarget``); the rest (the agents' processes, the
-model server, the Gym client, the /run answer's own fields) are not moved, and skip by reach."""
+model server but for an answer that does not parse, the Gym client, the /run answer's own fields)
+are not moved, and skip by reach."""
 _NO_AGENT: Final = (
     "it acts on a NeMo Gym agent's server; SkyRL runs each trajectory as an agent_loop task in the "
     "trainer's own process, so nothing of SkyRL's stands where the agent's process does to be killed, "
@@ -98,10 +114,13 @@ UNMOVED: Final = {
     "prefix_drift": "it drifts the prompt ids an answer reports; SkyRL keeps each trajectory's token ids "
     "itself (token in, token out): no answer it gets reports prompt ids",
     "malformed_json": "it breaks a NeMo Gym answer's own fields or body (a /run result, a model server's "
-    "Responses answer); SkyRL's loop gets no such answer",
+    "Responses answer read into its fields); SkyRL's loop gets no such answer (only a model answer that "
+    f"no longer parses, style {' or '.join(UNPARSABLE_STYLES)}, is moved: onto its generate answer)",
     "short_results": "it shortens what NeMo Gym's client hands back; SkyRL's loop uses no Gym client",
     "down": "it refuses connections before the fault layer records them, and only a client's "
-    "own record shows the requests it failed: SkyRL's loop keeps none, so nothing would show it acted",
+    "own record shows the requests it failed: SkyRL's inference client keeps none, so nothing would "
+    "show it acted (a down on an agent's link to the resources server moves onto the environment's, "
+    "whose requests skyrl_env records)",
     **dict.fromkeys(("agent", *AGENT_FOR_TASK.values()), _NO_AGENT),
     "model": _NO_MODEL_SERVER,
     "model->policy": _NO_MODEL_SERVER,

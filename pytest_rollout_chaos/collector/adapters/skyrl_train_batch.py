@@ -35,14 +35,17 @@ from pytest_rollout_chaos.collector.adapters.copied import CopiedFrom
 from pytest_rollout_chaos.collector.protocol import LossReduction, Rollout
 
 TRAINER_MODULE: Final = "skyrl.train.trainer"
+INIT_STOOD_IN: Final = (
+    "RayPPOTrainer.__init__ (tracker, dataloaders, placement groups, build_models' worker groups): "
+    "the trainer holds its config, tokenizer, generator, empty metrics, step 1, and a reference model "
+    "where build_models would build one"
+)
 STOOD_IN: Final = (
     "the read-out point: the mini-batches RayPPOTrainer.train hands the policy workers' "
     "forward_backward (_execute_training_step), after postprocess_generator_output, "
     "convert_to_training_input, fwd_logprobs_values_reward, compute_advantages_and_returns and "
     "_normalize_advantages, each SkyRL's own",
-    "RayPPOTrainer.__init__ (tracker, dataloaders, placement groups, build_models' worker groups): "
-    "the trainer holds its config, tokenizer, generator, empty metrics, step 1, and a reference model "
-    "where build_models would build one",
+    INIT_STOOD_IN,
     "WorkerDispatch (the Ray worker groups): one data-parallel rank (nothing padded); the policy's and "
     "the reference model's forward passes answer with the rollout's own logprobs; forward_backward "
     "keeps its mini-batch and trains nothing, optim_step steps nothing",

@@ -9,8 +9,10 @@ requests), in a ``/run``'s ``responses_create_params``, or in a token-in request
 ``sampling_params`` (the first place that has a name wins). A seed is not among them: it picks a
 draw from the distribution, not the distribution, and a retry that re-draws with a new seed is
 still faithful. ``prompt`` holds a digest per part of the prompt (``<items>:<16 hex digits>``,
-order of keys aside), a fixed size whatever its length; ``turn`` the assistant messages the
-prompt holds, which tells a native collector's retry of a turn from its next turn.
+order of keys aside), a fixed size whatever its length; ``sent_ids``, for a token-in request
+of one prompt, its token ids as the History records token ids (``history.fingerprint``), so a
+judge can hold a turn's prompt to them; ``turn`` the assistant messages the prompt holds, which
+tells a native collector's retry of a turn from its next turn.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any, Final
+
+from pytest_rollout_chaos.history import fingerprint
 
 SAMPLING_KEYS: Final = (
     "temperature",
@@ -70,6 +74,9 @@ def asked(document: Any) -> dict[str, Any]:
         if found is not _MISSING:
             prompt[part] = digest(found)
     facts: dict[str, Any] = {"sampling": sampling, "prompt": prompt}
+    ids = next((place[key] for key in PROMPT_PARTS["token_ids"] for place in places if key in place), None)
+    if isinstance(ids, list) and all(isinstance(item, int) and not isinstance(item, bool) for item in ids):
+        facts["sent_ids"] = fingerprint(ids)
     messages = document.get("messages")
     if isinstance(messages, list):
         roles = [item.get("role") for item in messages if isinstance(item, Mapping)]

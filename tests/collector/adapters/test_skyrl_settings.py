@@ -9,6 +9,7 @@ scenario asks.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from typing import Any
 
@@ -98,3 +99,45 @@ def test_the_group_size_is_the_workloads_and_no_scenario_key() -> None:
             policy_root="http://x",
             model_dir="/m",
         )
+
+
+def test_the_scenarios_stop_strings_go_to_skyrls_own_sampling_params(config_class: Any) -> None:
+    """``stack.policy.stop`` reaches SkyRL as its ``generator.sampling_params.stop`` (a field of every
+    pinned tree, default None), which its generator sends with every generate; without stop strings
+    SkyRL's default stays."""
+    ctx = settings_context()
+    stopping = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, stop=("</tool_call>",)))
+    taken = skyrl_settings.settings(stopping, policy_root="http://x", model_dir="/m")
+    [stop] = [item for item in taken.items if item.key == skyrl_settings.STOP]
+    assert (stop.value, stop.source) == (["</tool_call>"], "run")
+    assert value_at(config_class(), skyrl_settings.STOP) is None
+    unset = skyrl_settings.settings(ctx, policy_root="http://x", model_dir="/m")
+    assert skyrl_settings.STOP not in {item.key for item in unset.items}
+
+
+def test_validation_sets_the_eval_fields_as_training_sets_theirs(config_class: Any) -> None:
+    """``evaluate`` reads ``eval_n_samples_per_prompt`` and ``eval_sampling_params`` (whose length
+    SkyRL's config copies from the training one when it is built, before the adapter sets that),
+    and dumps its results under ``trainer.export_path``; every key is a field of each pinned tree."""
+    ctx = settings_context()
+    stopping = dataclasses.replace(ctx, settings=dataclasses.replace(ctx.settings, stop=("</tool_call>",)))
+    taken = skyrl_settings.settings(
+        stopping, policy_root="http://x", model_dir="/m", n_samples_per_prompt=2, eval_folder="/tmp/e"
+    )
+    given = {item.key: item.value for item in taken.items}
+    defaults = config_class()
+    for key in (
+        skyrl_settings.EVAL_GROUP_SIZE,
+        skyrl_settings.EVAL_LENGTH,
+        skyrl_settings.EVAL_STOP,
+        skyrl_settings.EXPORT_PATH,
+    ):
+        value_at(defaults, key)  # an AttributeError: a field SkyRL lacks
+    assert given[skyrl_settings.EVAL_GROUP_SIZE] == 2
+    assert given[skyrl_settings.EVAL_LENGTH] == given["generator.sampling_params.max_generate_length"]
+    assert given[skyrl_settings.EVAL_STOP] == ["</tool_call>"]
+    assert given[skyrl_settings.EXPORT_PATH] == "/tmp/e"
+    assert "generator.eval_sampling_params.temperature" not in given, "SkyRL's eval default, 0"
+    training = skyrl_settings.settings(ctx, policy_root="http://x", model_dir="/m")
+    evaluation_only = {skyrl_settings.EVAL_LENGTH, skyrl_settings.EXPORT_PATH}
+    assert not {item.key for item in training.items} & evaluation_only

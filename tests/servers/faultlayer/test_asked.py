@@ -3,6 +3,7 @@ request kind keeps them, a digest per prompt part that ignores key order, the tu
 
 from __future__ import annotations
 
+from pytest_rollout_chaos.history import fingerprint
 from pytest_rollout_chaos.servers.faultlayer.asked import asked, digest
 
 MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}]
@@ -36,6 +37,12 @@ def test_a_token_in_request_reads_its_sampling_params_object() -> None:
     facts = asked({"token_ids": [1, 2, 3], "sampling_params": {"temperature": 1.0, "max_tokens": 8}})
     assert facts["sampling"] == {"temperature": 1.0, "max_tokens": 8}
     assert facts["prompt"] == {"token_ids": digest([1, 2, 3])}
+    assert facts["sent_ids"] == fingerprint([1, 2, 3]), "one prompt's ids, as the History records token ids"
+
+
+def test_only_one_prompts_token_ids_are_recorded_as_sent_ids() -> None:
+    assert "sent_ids" not in asked({"prompt_token_ids": [[1, 2], [3]]})
+    assert "sent_ids" not in asked({"messages": MESSAGES})
 
 
 def test_a_digest_ignores_key_order_and_tells_contents_apart() -> None:
