@@ -14,7 +14,7 @@ from pytest_rollout_chaos.collector.adapters.skyrl import (
     GYM_CLIENT,
     SkipFailedRolloutsCollector,
 )
-from pytest_rollout_chaos.collector.adapters.skyrl import (
+from pytest_rollout_chaos.collector.adapters.skyrl_upstream import (
     UPSTREAM_SKIP_FAILED as UPSTREAM,
 )
 

@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_output
+from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_output, skyrl_upstream
 from tests.collector.adapters._trees import pinned_tree
 
 BASE: Final = "skyrl-1ec7fae4"
@@ -79,7 +79,7 @@ class SwallowingSkyRLCollector(skyrl.SkyRLCollector):
     """BROKEN ON PURPOSE: catches each rollout's exception and hands back a placeholder itself."""
 
     async def generate(self, trainer: Any, batch: Any) -> Any:
-        module: Any = importlib.import_module(skyrl.GENERATOR_MODULE)
+        module: Any = importlib.import_module(skyrl_upstream.GENERATOR_MODULE)
         generator = trainer.generator
         agent_loop: Callable[..., Awaitable[Any]] = generator.agent_loop
         pad = self.tokenizer.pad_token_id

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_env, skyrl_prompts
+from pytest_rollout_chaos.collector.adapters import skyrl_env, skyrl_prompts, skyrl_upstream
 from pytest_rollout_chaos.servers.gym import tasks
 from pytest_rollout_chaos.servers.gym.convert import tools_to_chat
 from pytest_rollout_chaos.servers.gym.stack import MAX_OUTPUT_TOKENS
@@ -138,8 +138,8 @@ def test_skyrls_own_repetition_reaches_each_sample_its_own_row(skyrl_tree: str) 
     """SkyRL's ``prepare_generator_input`` copies one prompt's extras per sample; the generator's
     ``_setup_env_extras`` (called by ``agent_loop`` with the sample's ``TrajectoryID``) then holds
     the sample's own row, in row order, and the session id ``agent_loop`` gives the trajectory."""
-    utils: Any = importlib.import_module(skyrl.GENERATOR_UTILS_MODULE)
-    base: Any = importlib.import_module(skyrl.GENERATOR_MODULE).SkyRLGymGenerator
+    utils: Any = importlib.import_module(skyrl_upstream.GENERATOR_UTILS_MODULE)
+    base: Any = importlib.import_module(skyrl_upstream.GENERATOR_MODULE).SkyRLGymGenerator
     assert hasattr(base, skyrl_prompts.HOOK), f"{skyrl_tree} has no {skyrl_prompts.HOOK}"
     batch, uids = utils.prepare_generator_input(
         skyrl_prompts.prompts_of(grouped_rows(), 4, {}, None), 4, {}, None, "train", 0

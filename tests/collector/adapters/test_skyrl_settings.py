@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_settings
+from pytest_rollout_chaos.collector.adapters import skyrl_settings, skyrl_upstream
 from pytest_rollout_chaos.errors import CollectorTargetError
 from tests.collector.adapters._settings_context import settings_context
 from tests.collector.adapters._skyrl_trees import BASE, HEAD, MAIN, importable, unpack
@@ -36,7 +36,7 @@ RUN_DEPARTURES = {
 @pytest.fixture(params=[BASE, HEAD, MAIN])
 def config_class(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     with importable(unpack(request.param, tmp_path_factory.mktemp("skyrl"))):
-        yield importlib.import_module(skyrl.CONFIG_MODULE).SkyRLTrainConfig
+        yield importlib.import_module(skyrl_upstream.CONFIG_MODULE).SkyRLTrainConfig
 
 
 def value_at(config: Any, key: str) -> Any:

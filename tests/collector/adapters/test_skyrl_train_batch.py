@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_train_batch
+from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_train_batch, skyrl_upstream
 from pytest_rollout_chaos.collector.protocol import Rollout
 from pytest_rollout_chaos.errors import NotJudgedError
 from tests.collector.adapters import _skyrl_trees as trees
@@ -35,7 +35,7 @@ def skyrl_tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
 
 def config(*, n: int, prompts: int, loss_reduction: str = "token_mean") -> Any:
     """``SkyRLTrainConfig()`` with what the adapter sets for a step of ``prompts`` groups of ``n``."""
-    made: Any = importlib.import_module(skyrl.CONFIG_MODULE).SkyRLTrainConfig()
+    made: Any = importlib.import_module(skyrl_upstream.CONFIG_MODULE).SkyRLTrainConfig()
     made.generator.n_samples_per_prompt = n
     made.trainer.train_batch_size = prompts
     made.trainer.policy_mini_batch_size = prompts
