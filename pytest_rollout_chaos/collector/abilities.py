@@ -99,21 +99,21 @@ def declared(collector: object) -> Abilities:
 
 
 def _numbers_rows(collector: object) -> str | None:
-    renumbers = getattr(collector, "numbers_rows", None)
-    if renumbers is not None and (not isinstance(renumbers, str) or not renumbers):
-        raise CollectorTargetError(
-            f"{_owner(collector)}.numbers_rows is {renumbers!r}; valid: a non-empty string saying "
-            "where it stamps each row's _rowidx with its position"
-        )
-    return renumbers
+    return _where(collector, "numbers_rows", "where it stamps each row's _rowidx with its position")
 
 
 def _sets_stop(collector: object) -> str | None:
-    where = getattr(collector, "sets_stop", None)
+    return _where(
+        collector, "sets_stop", "where it sets CollectorSettings.stop in its own sampling parameters"
+    )
+
+
+def _where(collector: object, name: str, saying: str) -> str | None:
+    """The declared ``name``: None, or a non-empty string saying ``saying``."""
+    where = getattr(collector, name, None)
     if where is not None and (not isinstance(where, str) or not where):
         raise CollectorTargetError(
-            f"{_owner(collector)}.sets_stop is {where!r}; valid: a non-empty string saying where it "
-            "sets CollectorSettings.stop in its own sampling parameters"
+            f"{_owner(collector)}.{name} is {where!r}; valid: a non-empty string saying {saying}"
         )
     return where
 
