@@ -10,7 +10,8 @@ import pytest
 
 from pytest_rollout_chaos import bundled
 from pytest_rollout_chaos.collector.abilities import declared
-from pytest_rollout_chaos.engine.fit import Fit, fitted, not_applicable, stack_facts
+from pytest_rollout_chaos.engine.fit import Fit, fitted, not_applicable
+from pytest_rollout_chaos.engine.fit_facts import stack_facts
 from pytest_rollout_chaos.scenario.model import Scenario, parse_scenario
 from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME
 from pytest_rollout_chaos.servers.links import link_server

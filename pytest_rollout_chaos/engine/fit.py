@@ -1,35 +1,21 @@
 """The fit step: can this scenario run on this stack with this collector? Facts first, then rules.
 
-Every fact the answer needs is gathered before any scenario is looked at, and nothing below this
-module is asked anything about the scenario:
+Every fact the answer needs is gathered before any rule runs: what the collector declares
+(``abilities.declared``: styles, modes, groups, collections, row numbering, reach, retargets, what
+it does not move, whether it sets stop strings itself), what the stack is and where each fault
+step acts once the retargets have moved it (``engine.fit_facts``).
 
-- **the collector's declared abilities** (``abilities.declared``): styles, modes, the pairs of them
-  it cannot combine, the largest group it takes, whether it numbers the rows itself, the most
-  collections it runs in a row, its reach, its retargets and what it does not move (``unmoved``),
-  whether it sets stop strings itself;
-- **the stack** (``StackFacts``): the policy replicas started, what its target aliases stand for
-  (``stack.Targets``), what each server lacks of the needs a fault may have (``acting.lacks``: a
-  process fault needs a server this run started, a Ray fault an actor), which servers are real
-  NeMo Gym's, its relays, whether real vLLM pins tool calls, what this run did not start.
-
-The rules then read only those facts and the scenario, all here: the styles and modes, groups,
-collections and row numbering the collector takes (``unsupported``); the stack settings its loop
-never meets (``setting_unmet``); its reach (a collector running its own loop declares what it
-requests: a fault aimed elsewhere, or at a route it never requests, would never fire, and stop
-strings set in the model server never reach its generations, unless it sets them itself:
-``sets_stop``); the policy replicas the scenario
-asks for (``replicas_unmet``); what each fault needs of its target; real NeMo Gym's resources
-server scoring by the answer alone (``stack.rescore_bonus``, ``stack.reward_spread``); a server
-exit that cannot reach the collector (``hidden_exit``); the model's own drift that real vLLM's
-strict tool calling prevents (``drift_prevented``); stop strings where our model server does not
-generate (``stop_unset``); a policy restart on a policy this run did not start. A scenario's faults
-are first moved as the collector's ``retargets`` say (``engine.retarget``): what is checked is where
-each fault will act.
+The rules then read only those facts and the scenario, all here: what the collector takes
+(``unsupported``), the stack settings its loop never meets (``setting_unmet``), its reach (a fault
+aimed where its own loop never requests would never fire; stop strings set in the model server
+never reach its generations unless ``sets_stop``), the replicas asked for (``replicas_unmet``),
+what each fault needs of its target, what real NeMo Gym or real vLLM cannot do (``hidden_exit``,
+``drift_prevented``, ``stop_unset``, a verifier scoring by the answer alone), a policy restart on a
+policy this run did not start.
 
 One finer answer leaves the scenario running: ``inapplicable`` names the invariants that do not
-apply to the collector by what it declares (``concurrency_bounded`` to one keeping its own
-concurrency), each with why; the engine reports each as NOT_JUDGED with that reason, unrun, and a
-scenario listing it is not vacuous for it, while the other invariants judge the run.
+apply to the collector (``concurrency_bounded`` to one keeping its own concurrency), with why; the
+engine reports them NOT_JUDGED, unrun, and a scenario listing them is not vacuous for them.
 
 Nothing here raises a skip: a runner turns the reason into one (``errors.CannotRunHere``, which
 pytest's scenario item reports as a skip), so the engine runs under any runner.
@@ -41,50 +27,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import abilities
 from pytest_rollout_chaos.collector.abilities import Abilities, Reach
 from pytest_rollout_chaos.collector.protocol import Mode, Style
 from pytest_rollout_chaos.engine import retarget
-from pytest_rollout_chaos.faults import registry as faults
+from pytest_rollout_chaos.engine.fit_facts import StackFacts, StepFacts, stack_facts, step_facts
 from pytest_rollout_chaos.invariants import registry as invariants
 from pytest_rollout_chaos.invariants.concurrency_bounded import ConcurrencyBounded
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario
 from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME, RESOURCES_NAME
-from pytest_rollout_chaos.servers.nemo_gym.stack import NemoGymStack
 from pytest_rollout_chaos.servers.policy.replicas import replica_of
 from pytest_rollout_chaos.stack import ChaosStack, Targets
 
 DRIFT_WITNESS: Final = "prompt_ids_drifted"
-
-
-@dataclass(frozen=True, slots=True)
-class StackFacts:
-    """What the rules read of a stack, gathered once (``stack_facts``)."""
-
-    started_replicas: int
-    targets: Targets  # every policy replica started in use
-    lacks: acting.Lacks
-    unmanaged: Mapping[str, str]  # servers this run did not start -> why
-    real_servers: frozenset[str]  # process names of real NeMo Gym servers
-    relays: Mapping[str, str]  # agent -> its NeMo Gym legacy_agent relay (NeMo Gym 0.5 on)
-    nemo_gym_version: str | None  # None: the embedded Gym servers
-    pins_tool_calls: bool  # a started replica is real vLLM forcing each tool call's envelope
-
-
-def stack_facts(stack: ChaosStack) -> StackFacts:
-    """What the rules read of ``stack``."""
-    gym = stack.gym
-    return StackFacts(
-        started_replicas=len(stack.started_replicas),
-        targets=Targets(stack.agent_names, stack.policy_names(in_use=False)),
-        lacks=acting.lacks(stack),
-        unmanaged=stack.unmanaged(),
-        real_servers=gym.real_servers,
-        relays=gym.relays if isinstance(gym, NemoGymStack) else {},
-        nemo_gym_version=gym.nemo_gym_version if isinstance(gym, NemoGymStack) else None,
-        pins_tool_calls=any(replica.pins_tool_calls for replica in stack.started_replicas),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,13 +63,18 @@ def fitted(scenario: Scenario, stack: StackFacts, declared: Abilities, *, run_re
     """``why_not`` from the facts, with what the scenario runs with: its policy replicas, and its
     faults moved where they act for the collector (worked out once, here)."""
     moved = retarget.retarget(scenario, declared.retargets)
+    steps = step_facts(moved.scenario.faults)
     wanted = scenario.stack.policy.replicas or run_replicas
     reason = (
         replicas_unmet(scenario, stack, wanted)
         or stack_unfit(
-            moved.scenario, stack, stack.targets.using(wanted), sets_stop=declared.sets_stop is not None
+            moved.scenario,
+            steps,
+            stack,
+            stack.targets.using(wanted),
+            sets_stop=declared.sets_stop is not None,
         )
-        or unfit(moved.scenario, declared)
+        or _unfit(moved.scenario, steps, declared)
     )
     return Fit(wanted, moved, reason)
 
@@ -128,6 +88,10 @@ def collector_unfit(scenario: Scenario, declared: Abilities) -> str | None:
 
 def unfit(scenario: Scenario, declared: Abilities) -> str | None:
     """``collector_unfit`` of a scenario whose faults the collector's retargets have moved already."""
+    return _unfit(scenario, step_facts(scenario.faults), declared)
+
+
+def _unfit(scenario: Scenario, steps: tuple[StepFacts, ...], declared: Abilities) -> str | None:
     workload = scenario.workload
     reason = unsupported(
         declared,
@@ -148,15 +112,15 @@ def unfit(scenario: Scenario, declared: Abilities) -> str | None:
             "Gym model server, and the collector's own loop generates without it (its requests go to "
             f"{', '.join(reach)} only)"
         )
-    for index, step in enumerate(scenario.faults):
-        why = unreachable(step, reach)
+    for step in steps:
+        why = _unreached(reach, step)
         if why is not None:
             calls = ", ".join(
                 target + (f" ({', '.join(routes)})" if routes else "") for target, routes in reach.items()
             )
-            unmoved = unmoved_why(declared, step.kind, step.target)
+            unmoved = _unmoved(declared, (step.kind, step.target, step.family))
             return (
-                f"faults/{index} {step.kind} cannot reach the collector under test: {why}; the "
+                f"faults/{step.index} {step.kind} cannot reach the collector under test: {why}; the "
                 f"collector's own requests go to {calls} only"
             ) + (f"; not moved to them: {unmoved}" if unmoved else "")
     return None
@@ -225,20 +189,23 @@ def setting_unmet(scenario: Scenario, declared: Abilities) -> str | None:
 def unmoved_why(declared: Abilities, kind: str, target: str) -> str | None:
     """Why the collector moves no fault of ``kind`` on ``target`` (its ``unmoved``, by kind first,
     then target; a policy replica as ``policy``), or None when it declares nothing for them."""
-    keys = (kind, target, replica_of(target)[0])
+    return _unmoved(declared, (kind, target, replica_of(target)[0]))
+
+
+def _unmoved(declared: Abilities, keys: tuple[str, ...]) -> str | None:
     return next((declared.unmoved[key] for key in keys if key in declared.unmoved), None)
 
 
 def unreachable(step: FaultStep, reach: Reach) -> str | None:
-    """Why ``step`` cannot reach a collector with ``reach``, or None (``unreached`` with the
-    step's route)."""
-    return unreached(reach, step.target, retarget.aimed_route(step))
+    """Why ``step`` cannot reach a collector with ``reach``, or None."""
+    return _unreached(reach, step_facts([step])[0])
 
 
-def unreached(reach: Reach, target: str, route: str | None) -> str | None:
-    """Why a fault on ``target`` (``route`` when it names one) cannot reach a collector with
-    ``reach``, or None; one policy replica (``policy[0]``) counts as ``policy``."""
-    reached = target if target in reach else replica_of(target)[0]
+def _unreached(reach: Reach, step: StepFacts) -> str | None:
+    """Why ``step`` cannot reach a collector with ``reach``, or None; one policy replica
+    (``policy[0]``) counts as ``policy``."""
+    target, route = step.target, step.route
+    reached = target if target in reach else step.family
     if reached not in reach:
         return f"it acts on {target!r}"
     routes = reach[reached]
@@ -299,29 +266,34 @@ def replicas_unmet(scenario: Scenario, stack: StackFacts, wanted: int) -> str | 
 
 def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
     """Why ``scenario`` cannot run on ``stack`` (its replicas in use), whatever the collector, or None."""
-    return stack_unfit(scenario, stack_facts(stack), stack.targets())
+    return stack_unfit(scenario, step_facts(scenario.faults), stack_facts(stack), stack.targets())
 
 
 def stack_unfit(
-    scenario: Scenario, stack: StackFacts, targets: Targets, *, sets_stop: bool = False
+    scenario: Scenario,
+    steps: tuple[StepFacts, ...],
+    stack: StackFacts,
+    targets: Targets,
+    *,
+    sets_stop: bool = False,
 ) -> str | None:
-    """Why ``scenario`` cannot run on a stack with ``stack``'s facts and ``targets`` in use,
-    whatever the collector, or None; ``sets_stop``: the collector sets stop strings in its own
-    generations, so the stack need not (``stop_unset``).
+    """Why ``scenario`` (its fault ``steps``) cannot run on a stack with ``stack``'s facts and
+    ``targets`` in use, whatever the collector, or None; ``sets_stop``: the collector sets stop
+    strings in its own generations, so the stack need not (``stop_unset``).
 
     Semantic faults act from the fault layer in front of every server and the layer records
     every request, so no scenario needs anything inside a server. What a fault needs is its
     class's to say (``Fault.needs``).
     """
     servers: dict[str, tuple[str, ...]] = {}
-    for index, step in enumerate(scenario.faults):
+    for step in steps:
         try:
             servers[step.target] = targets.expand(step.target)
         except ValueError as error:  # ``policy[i]`` beyond the replicas in use
-            return f"faults/{index} {step.kind} on {step.target!r}: {error}"
-        why = stack.lacks.why(servers[step.target], faults.fault_class(step.kind).needs)
+            return f"faults/{step.index} {step.kind} on {step.target!r}: {error}"
+        why = stack.lacks.why(servers[step.target], step.needs)
         if why is not None:
-            return f"faults/{index} {step.kind} on {step.target!r}: {why}"
+            return f"faults/{step.index} {step.kind} on {step.target!r}: {why}"
     if scenario.workload.style == "gym" and RESOURCES_NAME in stack.real_servers:
         if scenario.stack.rescore_bonus:
             return (
@@ -334,7 +306,7 @@ def stack_unfit(
                 "/verify; real NeMo Gym's (equivalence_rule) scores by the answer alone"
             )
     reason = (
-        hidden_exit(scenario, stack, servers)
+        hidden_exit(scenario, steps, stack, servers)
         or drift_prevented(scenario, stack)
         or (None if sets_stop else stop_unset(scenario, stack))
     )
@@ -368,9 +340,14 @@ def stop_unset(scenario: Scenario, stack: StackFacts) -> str | None:
     return None
 
 
-def hidden_exit(scenario: Scenario, stack: StackFacts, servers: Mapping[str, tuple[str, ...]]) -> str | None:
-    """Why a server exit ``scenario`` judges the collector's answer to cannot reach it, or None
-    (``servers``: what each fault's target stands for).
+def hidden_exit(
+    scenario: Scenario,
+    steps: tuple[StepFacts, ...],
+    stack: StackFacts,
+    servers: Mapping[str, tuple[str, ...]],
+) -> str | None:
+    """Why a server exit ``scenario`` (its ``steps``) judges the collector's answer to cannot reach
+    it, or None (``servers``: what each fault's target stands for).
 
     An invariant that judges how the collector answers a server going down (``judges_exits``:
     ``outage_fails_collection``) judges something only where that exit reaches the collector. From
@@ -386,13 +363,13 @@ def hidden_exit(scenario: Scenario, stack: StackFacts, servers: Mapping[str, tup
     ]
     if not relays or not judging:
         return None
-    for index, step in enumerate(scenario.faults):
-        if not getattr(faults.fault_class(step.kind), "terminates_target", False):
+    for step in steps:
+        if not step.terminates:
             continue
         for server in servers[step.target]:
             if server in relays:
                 return (
-                    f"faults/{index} {step.kind} on {server!r}: {', '.join(judging)} judges how the "
+                    f"faults/{step.index} {step.kind} on {server!r}: {', '.join(judging)} judges how the "
                     f"collector answers {server}'s exit, and on NeMo Gym {stack.nemo_gym_version} "
                     f"the collector reaches {server} only through its legacy_agent relay "
                     f"{relays[server]!r}, which retries a dead agent without limit: the exit reaches "

@@ -30,7 +30,7 @@ from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector import abilities, contract
 from pytest_rollout_chaos.collector.protocol import Collector, CollectorFactory, Rollout
 from pytest_rollout_chaos.collector.target import load_factory
-from pytest_rollout_chaos.engine import fit, retarget, story, verdicts
+from pytest_rollout_chaos.engine import fit, fit_facts, retarget, story, verdicts
 from pytest_rollout_chaos.engine.acted import count_touches, problems
 from pytest_rollout_chaos.engine.next_steps import run_next_steps
 from pytest_rollout_chaos.engine.result import ScenarioResult
@@ -83,7 +83,7 @@ def run_on(scenario: Scenario, stack: ChaosStack, loaded: Loaded, settings: Chao
     never drawn again; the result lists why each earlier draw did not count (``earlier_draws``).
     """
     fitting = fit.fitted(
-        scenario, fit.stack_facts(stack), loaded.declared, run_replicas=settings.policy_replicas
+        scenario, fit_facts.stack_facts(stack), loaded.declared, run_replicas=settings.policy_replicas
     )
     if fitting.reason is not None:
         raise CannotRunHere(fitting.reason)
