@@ -5,8 +5,8 @@ module is asked anything about the scenario:
 
 - **the collector's declared abilities** (``abilities.declared``): styles, modes, the pairs of them
   it cannot combine, the largest group it takes, whether it numbers the rows itself, the most
-  collections it runs in a row, its reach, its retargets and what it does not move (``unmoved``),
-  whether it sets stop strings itself;
+  collections it runs in a row, its reach, its retargets and retriggers, what it does not move
+  (``unmoved``), whether it sets stop strings itself;
 - **the stack** (``StackFacts``): the policy replicas started, what its target aliases stand for
   (``stack.Targets``), what each server lacks of the needs a fault may have (``acting.lacks``: a
   process fault needs a server this run started, a Ray fault an actor), which servers are real
@@ -15,16 +15,16 @@ module is asked anything about the scenario:
 The rules then read only those facts and the scenario, all here: the styles and modes, groups,
 collections and row numbering the collector takes (``unsupported``); the stack settings its loop
 never meets (``setting_unmet``); its reach (a collector running its own loop declares what it
-requests: a fault aimed elsewhere, or at a route it never requests, would never fire, and stop
-strings set in the model server never reach its generations, unless it sets them itself:
-``sets_stop``); the policy replicas the scenario
-asks for (``replicas_unmet``); what each fault needs of its target; real NeMo Gym's resources
+requests: a fault aimed elsewhere, or at a route it never requests, would never fire, nor would
+one triggered by the requests of a server it never asks, and stop strings set in the model server
+never reach its generations, unless it sets them itself: ``sets_stop``); the policy replicas the
+scenario asks for (``replicas_unmet``); what each fault needs of its target; real NeMo Gym's resources
 server scoring by the answer alone (``stack.rescore_bonus``, ``stack.reward_spread``); a server
 exit that cannot reach the collector (``hidden_exit``); the model's own drift that real vLLM's
 strict tool calling prevents (``drift_prevented``); stop strings where our model server does not
 generate (``stop_unset``); a policy restart on a policy this run did not start. A scenario's faults
-are first moved as the collector's ``retargets`` say (``engine.retarget``): what is checked is where
-each fault will act.
+are first moved as the collector's ``retargets`` and ``retriggers`` say (``engine.retarget``): what is
+checked is where each fault will act, and what its trigger counts.
 
 One finer answer leaves the scenario running: ``inapplicable`` names the invariants that do not
 apply to the collector by what it declares (``concurrency_bounded`` to one keeping its own
@@ -107,7 +107,7 @@ def why_not(scenario: Scenario, stack: ChaosStack, collector: object, *, run_rep
 def fitted(scenario: Scenario, stack: StackFacts, declared: Abilities, *, run_replicas: int) -> Fit:
     """``why_not`` from the facts, with what the scenario runs with: its policy replicas, and its
     faults moved where they act for the collector (worked out once, here)."""
-    moved = retarget.retarget(scenario, declared.retargets)
+    moved = retarget.retarget(scenario, declared.retargets, declared.retriggers)
     wanted = scenario.stack.policy.replicas or run_replicas
     reason = (
         replicas_unmet(scenario, stack, wanted)
@@ -123,7 +123,7 @@ def collector_unfit(scenario: Scenario, declared: Abilities) -> str | None:
     """Why a collector that declares ``declared`` cannot run ``scenario``, or None (no stack needed:
     a scenario the collector cannot express says so before the stack starts). Its faults are
     judged where the collector's ``retargets`` move them."""
-    return unfit(retarget.retargeted(scenario, declared.retargets), declared)
+    return unfit(retarget.retargeted(scenario, declared.retargets, declared.retriggers), declared)
 
 
 def unfit(scenario: Scenario, declared: Abilities) -> str | None:
@@ -148,17 +148,23 @@ def unfit(scenario: Scenario, declared: Abilities) -> str | None:
             "Gym model server, and the collector's own loop generates without it (its requests go to "
             f"{', '.join(reach)} only)"
         )
+    calls = ", ".join(
+        target + (f" ({', '.join(routes)})" if routes else "") for target, routes in reach.items()
+    )
     for index, step in enumerate(scenario.faults):
         why = unreachable(step, reach)
         if why is not None:
-            calls = ", ".join(
-                target + (f" ({', '.join(routes)})" if routes else "") for target, routes in reach.items()
-            )
             unmoved = unmoved_why(declared, step.kind, step.target)
             return (
                 f"faults/{index} {step.kind} cannot reach the collector under test: {why}; the "
                 f"collector's own requests go to {calls} only"
             ) + (f"; not moved to them: {unmoved}" if unmoved else "")
+        if step.at.kind == "on_request" and unreached(reach, step.at.server or "agent", None) is not None:
+            return (
+                f"faults/{index} {step.kind} is triggered {step.at.describe()}, which the collector under "
+                f"test never requests, so it would never fire: the collector's own requests go to {calls} "
+                "only (a collector's retriggers say which server's requests count instead)"
+            )
     return None
 
 
@@ -237,10 +243,18 @@ def unreachable(step: FaultStep, reach: Reach) -> str | None:
 
 def unreached(reach: Reach, target: str, route: str | None) -> str | None:
     """Why a fault on ``target`` (``route`` when it names one) cannot reach a collector with
-    ``reach``, or None; one policy replica (``policy[0]``) counts as ``policy``."""
-    reached = target if target in reach else replica_of(target)[0]
+    ``reach``, or None; one policy replica (``policy[0]``) counts as ``policy``, unless the reach
+    names replicas of it: then only those (a collector given one replica's address)."""
+    base, index = replica_of(target)
+    named = (replica_of(name) for name in reach) if index is not None else ()
+    replicas = [f"{base}[{number}]" for of, number in named if of == base and number is not None]
+    reached = target if target in reach or replicas else base
     if reached not in reach:
-        return f"it acts on {target!r}"
+        return f"it acts on {target!r}" + (
+            f", a replica the collector is not given (it requests {', '.join(replicas)} only)"
+            if replicas
+            else ""
+        )
     routes = reach[reached]
     if routes is None or route is None or any(_requests(route, given) for given in routes):
         return None
