@@ -223,14 +223,17 @@ def declared_retargets(collector: object) -> tuple[Retarget, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Retrigger:
-    """An ``on_request`` trigger on ``server`` counts, for this collector, the requests to ``to``:
-    its own loop asks ``to`` once where the Gym stack's ``server`` would have been asked once (one
-    model call: the model server's request, or the collector's own to the policy); ``why`` says
-    which requests those are. Without it a trigger on a server the loop never asks never fires."""
+    """An ``on_request`` trigger on ``server`` counts, for this collector, the requests to ``to``
+    (on ``route`` only, when given: the one request doing the job, not the others the loop makes
+    there): its own loop asks ``to`` once where the Gym stack's ``server`` would have been asked
+    once (one model call: the model server's request, or the collector's own to the policy);
+    ``why`` says which requests those are. Without it a trigger on a server the loop never asks
+    never fires."""
 
     server: str
     to: str
     why: str
+    route: str | None = None
 
 
 def declared_retriggers(collector: object) -> tuple[Retrigger, ...]:

@@ -8,7 +8,8 @@ skipping. ``retarget`` rewrites the steps (target, route) and nothing else: kind
 duration, parameters and the expectations stay the scenario's. A trigger stays too, but for the
 server an ``on_request`` trigger counts: where the collector declares ``retriggers``
 (``collector.abilities.Retrigger``), a trigger on a server its loop never asks (the model server)
-counts the requests of the server its loop asks in its place (the policy), the same ``nth``. The
+counts the requests of the server its loop asks in its place (the policy; on one route when the
+retrigger names it: its generate calls), the same ``nth``. The
 fit step works it out once and the schedule gets the same ``Retargeted``, so a moved fault must
 still reach the collector and act there (a step that touches nothing fails the scenario), and its
 ``record`` writes each move into the History, for the story. A scenario file is never changed.
@@ -119,7 +120,7 @@ def moved_trigger(
         return at, None
     for retrigger in retriggers:
         if retrigger.server == at.server:
-            return dataclasses.replace(at, server=retrigger.to), retrigger
+            return dataclasses.replace(at, server=retrigger.to, route=retrigger.route), retrigger
     return at, None
 
 

@@ -244,6 +244,11 @@ def test_a_trigger_on_a_server_the_collector_never_asks_skips_unless_a_retrigger
     )
     assert "so it would never fire" in why
     assert collector_unfit(link, declared(SkyRLCollector)) is None
+    on_skyrl = retarget.retargeted(link, SkyRLCollector.retargets, SkyRLCollector.retriggers)
+    assert [(step.target, step.at) for step in on_skyrl.faults] == [
+        ("collector->policy", Trigger()),
+        ("collector->policy", Trigger("on_request", server="policy", nth=6, route="/inference/v1/generate")),
+    ]
 
 
 def test_a_retrigger_declaration_of_the_wrong_shape_or_moving_a_trigger_twice_says_what_is_valid() -> None:

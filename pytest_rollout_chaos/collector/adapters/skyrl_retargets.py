@@ -117,7 +117,9 @@ RETRIGGERS: Final = (
         "policy",
         "the model calls counted: a NeMo Gym agent sends each to the model server (/v1/responses); "
         f"{MODEL_CALLS}, one /inference/v1/generate each (a re-sent one counts again, as an agent's "
-        "re-sent model call does on the model server)",
+        "re-sent model call does on the model server; its /finish_session at a trajectory's end is "
+        "no model call)",
+        route="/inference/v1/generate",
     ),
 )
 """Which requests a trigger on the model server counts on SkyRL (``engine.retarget``): the policy's."""
