@@ -11,7 +11,8 @@ A collector (or its class, or its factory) may declare, as attributes:
   object (``workload.collections``), and why no more (one whose trainer state does not outlive a
   collection, so a second one would test the stand-in, not the trainer);
 - ``reaches``: the fault targets its own requests meet, each with the routes it requests there
-  (``None``: any route); a collector that sends every row through the Gym stack leaves it out;
+  (``None``: any route; ``policy`` stands for every replica, unless it names replicas, ``policy[0]``:
+  then only those); a collector that sends every row through the Gym stack leaves it out;
 - ``retargets``: ``Retarget``s, each moving a catalog fault aimed at a part of the Gym stack the
   collector's loop replaces (an agent's ``/run``, the agents' model link) onto the request of its
   own loop that does the same job, with why (``engine.retarget`` applies them before the fit step,

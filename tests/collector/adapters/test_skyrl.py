@@ -380,7 +380,7 @@ MAIN_FAILED = {
     "model-link-blackhole": STALLED,
     # its model link reset once all six rows are under way: RemoteInferenceClient._post re-sends a
     # generate cut by ServerDisconnectedError or ClientOSError a second later, 30 times, each reset
-    # again: past the 30 s deadline
+    # again, and raises after about 40 s: past the 30 s deadline
     "model-link-reset": STALLED,
     # a NaN, an Infinity or a 500 on every generate of a row: 30 retries a second apart, past 30 s
     "nan-logprobs-nan": STALLED,
