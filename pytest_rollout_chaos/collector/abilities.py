@@ -11,11 +11,15 @@ A collector (or its class, or its factory) may declare, as attributes:
   object (``workload.collections``), and why no more (one whose trainer state does not outlive a
   collection, so a second one would test the stand-in, not the trainer);
 - ``reaches``: the fault targets its own requests meet, each with the routes it requests there
-  (``None``: any route); a collector that sends every row through the Gym stack leaves it out;
+  (``None``: any route; ``policy`` stands for every replica, unless it names replicas, ``policy[0]``:
+  then only those); a collector that sends every row through the Gym stack leaves it out;
 - ``retargets``: ``Retarget``s, each moving a catalog fault aimed at a part of the Gym stack the
   collector's loop replaces (an agent's ``/run``, the agents' model link) onto the request of its
   own loop that does the same job, with why (``engine.retarget`` applies them before the fit step,
   and the History records each move); a fault no retarget moves keeps its target;
+- ``retriggers``: ``Retrigger``s, each saying which server's requests an ``on_request`` trigger on
+  a server the collector's loop never asks counts instead (one model server request for one policy
+  call of its own loop), with why (``engine.retarget`` applies them too, recorded as moved);
 - ``unmoved``: ``{fault kind or target: why}``, why a fault the collector's loop never meets has no
   counterpart there to move it to; a skip by reach then says so. A key naming a stack setting
   (``STACK_SETTINGS``) says why the collector's loop never meets what that setting changes: a
@@ -75,6 +79,7 @@ class Abilities:
     sets_stop: str | None  # where it sets the scenario's stop strings in its own generations, or None
     reach: Reach | None  # None: every row goes through the Gym stack
     retargets: tuple[Retarget, ...]
+    retriggers: tuple[Retrigger, ...]
     unmoved: Mapping[str, str]
     own_concurrency: str | None
 
@@ -93,6 +98,7 @@ def declared(collector: object) -> Abilities:
         sets_stop=_sets_stop(collector),
         reach=declared_reach(collector),
         retargets=declared_retargets(collector),
+        retriggers=declared_retriggers(collector),
         unmoved=_unmoved(collector),
         own_concurrency=own_concurrency(collector),
     )
@@ -212,6 +218,46 @@ def declared_retargets(collector: object) -> tuple[Retarget, ...]:
         raise CollectorTargetError(
             f"{_owner(collector)}.retargets moves faults onto {', '.join(item.to for item in chained)}, "
             "where it also moves them elsewhere; valid: each fault moved once, onto what no retarget moves"
+        )
+    return declared
+
+
+@dataclass(frozen=True, slots=True)
+class Retrigger:
+    """An ``on_request`` trigger on ``server`` counts, for this collector, the requests to ``to``
+    (on ``route`` only, when given: the one request doing the job, not the others the loop makes
+    there): its own loop asks ``to`` once where the Gym stack's ``server`` would have been asked
+    once (one model call: the model server's request, or the collector's own to the policy);
+    ``why`` says which requests those are. Without it a trigger on a server the loop never asks
+    never fires."""
+
+    server: str
+    to: str
+    why: str
+    route: str | None = None
+
+
+def declared_retriggers(collector: object) -> tuple[Retrigger, ...]:
+    """The declared ``retriggers``, checked; empty when absent. A trigger moves once: onto a server
+    no retrigger moves, and from a server only one retrigger names."""
+    declared = getattr(collector, "retriggers", None)
+    if declared is None:
+        return ()
+    if not isinstance(declared, tuple) or not all(
+        isinstance(item, Retrigger) and item.why and item.to != item.server for item in declared
+    ):
+        raise CollectorTargetError(
+            f"{_owner(collector)}.retriggers is {declared!r}; valid: a tuple of abilities.Retrigger, each "
+            "counting another server's requests, with why"
+        )
+    servers = [item.server for item in declared]
+    twice = [item.to for item in declared if item.to in servers] + [
+        server for index, server in enumerate(servers) if server in servers[:index]
+    ]
+    if twice:
+        raise CollectorTargetError(
+            f"{_owner(collector)}.retriggers moves the triggers on {', '.join(twice)} twice; valid: "
+            "each server's trigger moved once, onto a server no retrigger moves"
         )
     return declared
 

@@ -7,11 +7,11 @@ step acts once the retargets have moved it (``engine.fit_facts``).
 
 The rules then read only those facts and the scenario, all here: what the collector takes
 (``unsupported``), the stack settings its loop never meets (``setting_unmet``), its reach (a fault
-aimed where its own loop never requests would never fire; stop strings set in the model server
-never reach its generations unless ``sets_stop``), the replicas asked for (``replicas_unmet``),
-what each fault needs of its target, what real NeMo Gym or real vLLM cannot do (``hidden_exit``,
-``drift_prevented``, ``stop_unset``, a verifier scoring by the answer alone), a policy restart on a
-policy this run did not start.
+aimed where its own loop never requests would never fire, nor would one triggered by the requests
+of a server it never asks; stop strings set in the model server never reach its generations unless
+``sets_stop``), the replicas asked for (``replicas_unmet``), what each fault needs of its target,
+what real NeMo Gym or real vLLM cannot do (``hidden_exit``, ``drift_prevented``, ``stop_unset``, a
+verifier scoring by the answer alone), a policy restart on a policy this run did not start.
 
 One finer answer leaves the scenario running: ``inapplicable`` names the invariants that do not
 apply to the collector (``concurrency_bounded`` to one keeping its own concurrency), with why; the
@@ -62,7 +62,7 @@ def why_not(scenario: Scenario, stack: ChaosStack, collector: object, *, run_rep
 def fitted(scenario: Scenario, stack: StackFacts, declared: Abilities, *, run_replicas: int) -> Fit:
     """``why_not`` from the facts, with what the scenario runs with: its policy replicas, and its
     faults moved where they act for the collector (worked out once, here)."""
-    moved = retarget.retarget(scenario, declared.retargets)
+    moved = retarget.retarget(scenario, declared.retargets, declared.retriggers)
     steps = step_facts(moved.scenario.faults)
     wanted = scenario.stack.policy.replicas or run_replicas
     reason = (
@@ -83,7 +83,7 @@ def collector_unfit(scenario: Scenario, declared: Abilities) -> str | None:
     """Why a collector that declares ``declared`` cannot run ``scenario``, or None (no stack needed:
     a scenario the collector cannot express says so before the stack starts). Its faults are
     judged where the collector's ``retargets`` move them."""
-    return unfit(retarget.retargeted(scenario, declared.retargets), declared)
+    return unfit(retarget.retargeted(scenario, declared.retargets, declared.retriggers), declared)
 
 
 def unfit(scenario: Scenario, declared: Abilities) -> str | None:
@@ -112,17 +112,23 @@ def _unfit(scenario: Scenario, steps: tuple[StepFacts, ...], declared: Abilities
             "Gym model server, and the collector's own loop generates without it (its requests go to "
             f"{', '.join(reach)} only)"
         )
+    calls = ", ".join(
+        target + (f" ({', '.join(routes)})" if routes else "") for target, routes in reach.items()
+    )
     for step in steps:
-        why = _unreached(reach, step)
+        why = unreached(reach, step.target, step.route)
         if why is not None:
-            calls = ", ".join(
-                target + (f" ({', '.join(routes)})" if routes else "") for target, routes in reach.items()
-            )
             unmoved = _unmoved(declared, (step.kind, step.target, step.family))
             return (
                 f"faults/{step.index} {step.kind} cannot reach the collector under test: {why}; the "
                 f"collector's own requests go to {calls} only"
             ) + (f"; not moved to them: {unmoved}" if unmoved else "")
+        if step.at.kind == "on_request" and unreached(reach, step.at.server or "agent", None) is not None:
+            return (
+                f"faults/{step.index} {step.kind} is triggered {step.at.describe()}, which the collector "
+                f"under test never requests, so it would never fire: the collector's own requests go to "
+                f"{calls} only (a collector's retriggers say which server's requests count instead)"
+            )
     return None
 
 
@@ -197,17 +203,25 @@ def _unmoved(declared: Abilities, keys: tuple[str, ...]) -> str | None:
 
 
 def unreachable(step: FaultStep, reach: Reach) -> str | None:
-    """Why ``step`` cannot reach a collector with ``reach``, or None."""
-    return _unreached(reach, step_facts([step])[0])
+    """Why ``step`` cannot reach a collector with ``reach``, or None (``unreached`` with the
+    route it aims at)."""
+    return unreached(reach, step.target, retarget.aimed_route(step))
 
 
-def _unreached(reach: Reach, step: StepFacts) -> str | None:
-    """Why ``step`` cannot reach a collector with ``reach``, or None; one policy replica
-    (``policy[0]``) counts as ``policy``."""
-    target, route = step.target, step.route
-    reached = target if target in reach else step.family
+def unreached(reach: Reach, target: str, route: str | None) -> str | None:
+    """Why a fault on ``target`` (``route`` when it names one) cannot reach a collector with
+    ``reach``, or None; one policy replica (``policy[0]``) counts as ``policy``, unless the reach
+    names replicas of it: then only those (a collector given one replica's address)."""
+    base, index = replica_of(target)
+    named = (replica_of(name) for name in reach) if index is not None else ()
+    replicas = [f"{base}[{number}]" for of, number in named if of == base and number is not None]
+    reached = target if target in reach or replicas else base
     if reached not in reach:
-        return f"it acts on {target!r}"
+        return f"it acts on {target!r}" + (
+            f", a replica the collector is not given (it requests {', '.join(replicas)} only)"
+            if replicas
+            else ""
+        )
     routes = reach[reached]
     if routes is None or route is None or any(_requests(route, given) for given in routes):
         return None

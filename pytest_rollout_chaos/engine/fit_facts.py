@@ -12,7 +12,7 @@ from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.engine import retarget
 from pytest_rollout_chaos.faults import registry as faults
 from pytest_rollout_chaos.faults.base import Need
-from pytest_rollout_chaos.scenario.model import FaultStep
+from pytest_rollout_chaos.scenario.model import FaultStep, Trigger
 from pytest_rollout_chaos.servers.nemo_gym.stack import NemoGymStack
 from pytest_rollout_chaos.servers.policy.replicas import replica_of
 from pytest_rollout_chaos.stack import ChaosStack, Targets
@@ -49,7 +49,8 @@ def stack_facts(stack: ChaosStack) -> StackFacts:
 
 @dataclass(frozen=True, slots=True)
 class StepFacts:
-    """What the rules read of one fault step where it acts (its collector's retargets applied),
+    """What the rules read of one fault step where it acts (its collector's retargets and
+    retriggers applied),
     gathered once (``step_facts``)."""
 
     index: int
@@ -59,6 +60,7 @@ class StepFacts:
     family: str  # its target, a policy replica (``policy[1]``) as ``policy``
     needs: tuple[Need, ...]  # what its fault class needs of its target's servers
     terminates: bool  # its fault ends the target's process (``terminates_target``)
+    at: Trigger  # when it fires (an ``on_request`` trigger counts its server's requests)
 
 
 def step_facts(faults_given: Sequence[FaultStep]) -> tuple[StepFacts, ...]:
@@ -76,6 +78,7 @@ def step_facts(faults_given: Sequence[FaultStep]) -> tuple[StepFacts, ...]:
                 replica_of(step.target)[0],
                 tuple(fault.needs),
                 bool(getattr(fault, "terminates_target", False)),
+                step.at,
             )
         )
     return tuple(steps)

@@ -5,10 +5,14 @@ trajectory itself: no NeMo Gym agent, no model server) declares ``retargets``
 (``collector.abilities.Retarget``): a fault the catalog aims at the part it replaces acts on the
 request of its loop that does that part's job, so the scenario is judged on it instead of
 skipping. ``retarget`` rewrites the steps (target, route) and nothing else: kind, trigger,
-duration, parameters and the expectations stay the scenario's. The fit step works it out once and
-the schedule gets the same ``Retargeted``, so a moved fault must still reach the collector and act
-there (a step that touches nothing fails the scenario), and its ``record`` writes each move into
-the History, for the story. A scenario file is never changed.
+duration, parameters and the expectations stay the scenario's. A trigger stays too, but for the
+server an ``on_request`` trigger counts: where the collector declares ``retriggers``
+(``collector.abilities.Retrigger``), a trigger on a server its loop never asks (the model server)
+counts the requests of the server its loop asks in its place (the policy; on one route when the
+retrigger names it: its generate calls), the same ``nth``. The
+fit step works it out once and the schedule gets the same ``Retargeted``, so a moved fault must
+still reach the collector and act there (a step that touches nothing fails the scenario), and its
+``record`` writes each move into the History, for the story. A scenario file is never changed.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any, Final
 from pytest_rollout_chaos.collector import abilities
 from pytest_rollout_chaos.faults import registry as faults
 from pytest_rollout_chaos.history import History
-from pytest_rollout_chaos.scenario.model import FaultStep, Scenario
+from pytest_rollout_chaos.scenario.model import FaultStep, Scenario, Trigger
 
 SOURCE: Final = "engine"
 EVENT: Final = "retargeted"
@@ -29,7 +33,8 @@ EVENT: Final = "retargeted"
 
 @dataclass(frozen=True, slots=True)
 class Moved:
-    """One fault step a retarget moved: the scenario's ``faults[index]``, where it acts, and why."""
+    """One fault step a retarget or a retrigger moved: the scenario's ``faults[index]``, where (and
+    when) it acts, and why."""
 
     index: int
     step: FaultStep
@@ -51,32 +56,45 @@ class Retargeted:
             data = {
                 "step": move.index,
                 "kind": move.step.kind,
-                "from": _where(move.step.target, aimed_route(move.step)),
-                "to": _where(move.now.target, aimed_route(move.now)),
+                "from": _where(move.step, trigger=move.step.at != move.now.at),
+                "to": _where(move.now, trigger=move.step.at != move.now.at),
                 "why": move.why,
             }
             history.append(SOURCE, "info", EVENT, data)
 
 
-def retarget(scenario: Scenario, moves: tuple[abilities.Retarget, ...]) -> Retargeted:
+def retarget(
+    scenario: Scenario,
+    moves: tuple[abilities.Retarget, ...],
+    retriggers: tuple[abilities.Retrigger, ...] = (),
+) -> Retargeted:
     """``scenario`` with each fault one of ``moves`` (a collector's declared ``retargets``) moves,
-    moved (the same scenario object when none moves), and the moves."""
-    if not moves:
+    moved, and each ``on_request`` trigger one of ``retriggers`` moves counting its server's
+    requests (the same scenario object when nothing moves), and the moves."""
+    if not moves and not retriggers:
         return Retargeted(scenario)
-    steps = [moved(step, moves) for step in scenario.faults]
-    done = tuple(
-        Moved(index, step, now, move.why)
-        for index, (step, (now, move)) in enumerate(zip(scenario.faults, steps, strict=True))
-        if move is not None
-    )
+    done = []
+    steps = []
+    for index, step in enumerate(scenario.faults):
+        now, move = moved(step, moves)
+        at, retrigger = moved_trigger(step.at, retriggers)
+        steps.append(dataclasses.replace(now, at=at))
+        why = "; ".join(given.why for given in (move, retrigger) if given is not None)
+        if why:
+            done.append(Moved(index, step, steps[-1], why))
     if not done:
         return Retargeted(scenario)
-    return Retargeted(dataclasses.replace(scenario, faults=tuple(now for now, _ in steps)), done)
+    return Retargeted(dataclasses.replace(scenario, faults=tuple(steps)), tuple(done))
 
 
-def retargeted(scenario: Scenario, moves: tuple[abilities.Retarget, ...]) -> Scenario:
-    """``scenario`` with each fault one of ``moves`` moves, moved; the same object when none moves."""
-    return retarget(scenario, moves).scenario
+def retargeted(
+    scenario: Scenario,
+    moves: tuple[abilities.Retarget, ...],
+    retriggers: tuple[abilities.Retrigger, ...] = (),
+) -> Scenario:
+    """``scenario`` with what ``moves`` and ``retriggers`` move, moved; the same object when nothing
+    moves."""
+    return retarget(scenario, moves, retriggers).scenario
 
 
 def moved(
@@ -91,6 +109,19 @@ def moved(
                 params["route"] = move.to_route
             return dataclasses.replace(step, target=move.to, params=types.MappingProxyType(params)), move
     return step, None
+
+
+def moved_trigger(
+    at: Trigger, retriggers: tuple[abilities.Retrigger, ...]
+) -> tuple[Trigger, abilities.Retrigger | None]:
+    """``at`` counting the requests of the server the retrigger for its server names, and that
+    retrigger (None: an ``at`` that counts no server's requests, or one no retrigger moves)."""
+    if at.kind != "on_request":
+        return at, None
+    for retrigger in retriggers:
+        if retrigger.server == at.server:
+            return dataclasses.replace(at, server=retrigger.to, route=retrigger.route), retrigger
+    return at, None
 
 
 def aimed_route(step: FaultStep) -> str | None:
@@ -112,5 +143,7 @@ def aimed_style(step: FaultStep) -> str | None:
     return default if isinstance(default, str) else None
 
 
-def _where(target: str, route: str | None) -> str:
-    return target + (f" {route}" if route else "")
+def _where(step: FaultStep, *, trigger: bool) -> str:
+    """Where ``step`` acts (its target and route), and when, where its trigger moved."""
+    route = aimed_route(step)
+    return step.target + (f" {route}" if route else "") + (f" {step.at.describe()}" if trigger else "")

@@ -64,8 +64,9 @@ def completed_rollouts(history: History) -> int:
     return max(runs, done)
 
 
-def requests_seen(history: History, server: str) -> int:
-    """Requests server ``server`` received so far, as the fault layer in front of it recorded them.
+def requests_seen(history: History, server: str, route: str | None = None) -> int:
+    """Requests server ``server`` received so far (on ``route`` only, when given), as the fault
+    layer in front of it recorded them.
 
     ``server`` is a scenario name: ``policy``, ``model``, ``resources``, ``head``, an agent
     instance, or ``agent`` for all agent instances together.
@@ -74,6 +75,7 @@ def requests_seen(history: History, server: str) -> int:
         1
         for event in history.events(kind="invoke")
         if event.op != "hook" and (event.data.get("server") == server or event.source == server)
+        if route is None or event.op.partition(" ")[2].partition("?")[0] == route
     )
 
 
@@ -166,7 +168,8 @@ class Schedule:
         if trigger.kind == "after_completed":
             return completed_rollouts(self.ctx.history) >= (trigger.completed or 0)
         if trigger.kind == "on_request":
-            return requests_seen(self.ctx.history, trigger.server or "agent") >= (trigger.nth or 1)
+            seen = requests_seen(self.ctx.history, trigger.server or "agent", trigger.route)
+            return seen >= (trigger.nth or 1)
         raise FaultError(f"unknown trigger {trigger.kind!r}")
 
     async def _heal(self, entry: Applied) -> None:

@@ -196,7 +196,7 @@ def failure_text(result: ScenarioResult) -> str:
 def settings_section(history: History) -> list[str]:
     """What an adapter gave the trainer's code (every setting, and why), when the collector is one,
     and what of the trainer's path it stood in for (each upstream call it recorded with a list), and
-    the faults its retargets moved (``engine.retarget``)."""
+    the faults its retargets and retriggers moved (``engine.retarget``)."""
     lines = trainer_settings.section(history)
     stood_in: dict[str, list[str]] = {}
     for event in history.events(source="collector", kind="invoke", op="upstream"):
@@ -208,7 +208,7 @@ def settings_section(history: History) -> list[str]:
         lines.append("")
     moved = history.events(source=retarget.SOURCE, op=retarget.EVENT)
     if moved:
-        lines.append("faults moved onto the collector's own requests (its retargets):")
+        lines.append("faults moved onto the collector's own requests (its retargets and retriggers):")
         lines += [
             f"  faults/{event.data.get('step')} {event.data.get('kind')}: "
             f"{event.data.get('from')} -> {event.data.get('to')}: {event.data.get('why')}"

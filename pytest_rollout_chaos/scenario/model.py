@@ -83,6 +83,7 @@ class Trigger:
     after_s: float | None = None
     server: str | None = None
     nth: int | None = None
+    route: str | None = None  # on_request: only its requests on this route count (a retrigger's; None: all)
 
     def describe(self) -> str:
         if self.kind == "after_completed":
@@ -90,7 +91,7 @@ class Trigger:
         if self.kind == "after_s":
             return f"at t={self.after_s:g}s"
         if self.kind == "on_request":
-            return f"on request #{self.nth} to {self.server}"
+            return f"on request #{self.nth} to {self.server}" + (f" {self.route}" if self.route else "")
         return "at start"
 
     def to_yaml(self) -> object:

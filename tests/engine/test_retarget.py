@@ -1,5 +1,7 @@
 """A collector's ``retargets`` move a scenario's faults onto the requests its own loop makes, and
-only those faults: kind, trigger and parameters stay the scenario's, and each move is recorded."""
+only those faults: kind, trigger and parameters stay the scenario's, and each move is recorded; its
+``retriggers`` say which server's requests an ``on_request`` trigger counts where its loop never
+asks the trigger's own."""
 
 from __future__ import annotations
 
@@ -9,15 +11,21 @@ from typing import ClassVar
 
 import pytest
 
-from pytest_rollout_chaos.collector.abilities import Retarget, declared, declared_retargets
+from pytest_rollout_chaos.collector.abilities import (
+    Retarget,
+    Retrigger,
+    declared,
+    declared_retargets,
+    declared_retriggers,
+)
 from pytest_rollout_chaos.collector.adapters.skyrl import SkyRLCollector
 from pytest_rollout_chaos.collector.adapters.skyrl_retargets import UNMOVED
 from pytest_rollout_chaos.engine import retarget
-from pytest_rollout_chaos.engine.fit import collector_unfit, unmoved_why, why_not
+from pytest_rollout_chaos.engine.fit import collector_unfit, unmoved_why, unreached, why_not
 from pytest_rollout_chaos.engine.story import settings_section
 from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.history import History
-from pytest_rollout_chaos.scenario.model import FaultStep, load_scenario
+from pytest_rollout_chaos.scenario.model import FaultStep, Trigger, load_scenario
 from tests._unstarted_stack import unstarted_stack
 from tests.catalog._verdicts import CATALOG, run_catalog
 
@@ -167,6 +175,7 @@ def test_skyrls_retargets_move_the_agents_faults_onto_its_loops_requests_and_lea
             "truncated-run-response",  # collector->agent -> collector->resources
             "model-malformed-json",  # a model answer cut in half -> a generate answer cut in half
             "resources-down",  # agent->resources -> collector->resources, whose requests skyrl_env records
+            "model-link-reset",  # both hops of a model call -> collector->policy, on the policy's 6th request
         )
     }
     assert moved == dict.fromkeys(moved), moved
@@ -181,6 +190,98 @@ def test_skyrls_retargets_move_the_agents_faults_onto_its_loops_requests_and_lea
         reason = collector_unfit(load_scenario(CATALOG / f"{name}.chaos.yaml"), declared(SkyRLCollector))
         assert "cannot reach the collector under test" in (reason or ""), name
         assert "; not moved to them: it " in (reason or ""), name  # and why SkyRL has no counterpart
+
+
+class _OwnModelLink:
+    """A collector whose own loop asks the policy where an agent asks the model server, one for one."""
+
+    reaches: ClassVar = {"policy": None, "collector->policy": None}
+    retargets: ClassVar = (
+        Retarget("agent->model", "collector->policy", "its own model calls", kinds=("reset_peer",)),
+        Retarget("model->policy", "collector->policy", "its own model calls, slowed", kinds=("latency",)),
+    )
+    retriggers: ClassVar[tuple[Retrigger, ...]] = (
+        Retrigger("model", "policy", "one policy call for each model call"),
+    )
+
+
+def test_a_retrigger_moves_the_server_an_on_request_trigger_counts_and_keeps_its_nth() -> None:
+    link = load_scenario(CATALOG / "model-link-reset.chaos.yaml")
+    moved = retarget.retarget(link, declared_retargets(_OwnModelLink), declared_retriggers(_OwnModelLink))
+    slowed, reset = moved.scenario.faults
+    assert (slowed.target, slowed.at) == ("collector->policy", Trigger())  # ``at: start`` counts nothing
+    assert (reset.target, reset.at) == ("collector->policy", Trigger("on_request", server="policy", nth=6))
+    assert dict(reset.params) == dict(link.faults[1].params)
+    history = History()
+    moved.record(history)
+    events = [event.data for event in history.events() if event.op == retarget.EVENT]
+    assert events[1] == {
+        "step": 1,
+        "kind": "reset_peer",
+        "from": "agent->model on request #6 to model",
+        "to": "collector->policy on request #6 to policy",
+        "why": "its own model calls; one policy call for each model call",
+    }
+    assert events[0]["from"] == "model->policy"  # its trigger did not move: not said
+    assert (
+        "  faults/1 reset_peer: agent->model on request #6 to model -> collector->policy on request #6 "
+        in ("\n".join(settings_section(history)))
+    )
+    alone = retarget.retarget(link, (), declared_retriggers(_OwnModelLink))
+    assert [move.index for move in alone.moved] == [1]  # a trigger moves without its fault
+    assert alone.scenario.faults[1].target == "agent->model"
+
+
+def test_a_trigger_on_a_server_the_collector_never_asks_skips_unless_a_retrigger_counts_another() -> None:
+    class Unretriggered(_OwnModelLink):
+        retriggers: ClassVar = ()
+
+    link = load_scenario(CATALOG / "model-link-reset.chaos.yaml")
+    assert collector_unfit(link, declared(_OwnModelLink)) is None
+    why = collector_unfit(link, declared(Unretriggered)) or ""
+    assert why.startswith("faults/1 reset_peer is triggered on request #6 to model, which the collector "), (
+        why
+    )
+    assert "so it would never fire" in why
+    assert collector_unfit(link, declared(SkyRLCollector)) is None
+    on_skyrl = retarget.retargeted(link, SkyRLCollector.retargets, SkyRLCollector.retriggers)
+    assert [(step.target, step.at) for step in on_skyrl.faults] == [
+        ("collector->policy", Trigger()),
+        ("collector->policy", Trigger("on_request", server="policy", nth=6, route="/inference/v1/generate")),
+    ]
+
+
+def test_a_retrigger_declaration_of_the_wrong_shape_or_moving_a_trigger_twice_says_what_is_valid() -> None:
+    class Wrong:
+        retriggers: ClassVar = (Retrigger("model", "model", "nowhere else"),)
+
+    with pytest.raises(CollectorTargetError, match=r"a tuple of abilities\.Retrigger"):
+        declared_retriggers(Wrong)
+
+    class Twice:
+        retriggers: ClassVar = (
+            Retrigger("model", "agent", "one hop"),
+            Retrigger("agent", "policy", "another"),
+        )
+
+    with pytest.raises(CollectorTargetError, match="moves the triggers on agent twice"):
+        declared_retriggers(Twice)
+
+
+def test_a_reach_naming_a_replica_reaches_that_replica_only() -> None:
+    given_one = {"policy": None, "policy[0]": None}
+    assert unreached(given_one, "policy", None) is None
+    assert unreached(given_one, "policy[0]", None) is None
+    assert unreached(given_one, "policy[1]", None) == (
+        "it acts on 'policy[1]', a replica the collector is not given (it requests policy[0] only)"
+    )
+    assert unreached({"policy": None}, "policy[1]", None) is None  # every replica, as ``policy``
+    killed = collector_unfit(
+        load_scenario(CATALOG / "policy-replica-killed.chaos.yaml"), declared(SkyRLCollector)
+    )
+    assert "faults/1 kill cannot reach the collector under test: it acts on 'policy[1]', a replica" in (
+        killed or ""
+    )
 
 
 def test_an_unmoved_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
@@ -198,7 +299,7 @@ def test_the_story_says_which_faults_moved_where_and_why() -> None:
     isolated = load_scenario(CATALOG / "trajectory-exception-isolated.chaos.yaml")
     retarget.retarget(isolated, declared_retargets(_OwnLoop)).record(history)
     assert settings_section(history) == [
-        "faults moved onto the collector's own requests (its retargets):",
+        "faults moved onto the collector's own requests (its retargets and retriggers):",
         "  faults/0 trajectory_exception: agent /run -> resources /seed_session: its environment's init",
         "",
     ]

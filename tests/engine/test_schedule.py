@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from pytest_rollout_chaos.engine.schedule import Schedule, completed_rollouts
+from pytest_rollout_chaos.engine.schedule import Schedule, completed_rollouts, requests_seen
 from pytest_rollout_chaos.faults.base import FaultContext
 from pytest_rollout_chaos.history import History
 from pytest_rollout_chaos.scenario.model import FaultStep, Trigger
@@ -112,3 +112,22 @@ def test_a_trajectory_the_collector_steps_itself_completes_when_its_verify_is_an
         "resources", "ok", "POST /seed_session", {**link, "row": 2, "status": 200}, request_id="r-4"
     )
     assert completed_rollouts(history) == 1  # row 0 (once); row 1's verifier failed; row 2 only began
+
+
+def test_a_trigger_on_a_route_counts_the_servers_requests_on_that_route_only() -> None:
+    """A retrigger's route (``abilities.Retrigger``): a trajectory's closing call to the policy is no
+    model call."""
+    history = History()
+    link = {"link": "collector->policy", "server": "policy"}
+    for number, op in enumerate(
+        ["POST /inference/v1/generate", "POST /finish_session", "POST /inference/v1/generate"]
+    ):
+        history.append("policy", "invoke", op, link, request_id=f"p-{number}")
+    assert requests_seen(history, "policy") == 3
+    assert requests_seen(history, "policy", "/inference/v1/generate") == 2
+    schedule = Schedule([], FaultContext(history))
+    generates = Trigger("on_request", server="policy", nth=3, route="/inference/v1/generate")
+    assert not schedule._triggered(generates)
+    history.append("policy", "invoke", "POST /inference/v1/generate", link, request_id="p-3")
+    assert schedule._triggered(generates)
+    assert generates.describe() == "on request #3 to policy /inference/v1/generate"

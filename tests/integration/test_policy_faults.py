@@ -40,7 +40,8 @@ def _run(stack: ChaosStack, scenario_name: str, target: str) -> ScenarioResult:
     if not scenario.stack.policy.splice_prefix:
         stack.gym.set_splice(False)
     factory = load_factory(target)
-    moved = retarget.retarget(scenario, declared(factory).retargets)
+    moves = declared(factory)
+    moved = retarget.retarget(scenario, moves.retargets, moves.retriggers)
     result = run_once(scenario, stack, factory, seed=0, target=target, retargeted=moved)
     judge(result)
     return result

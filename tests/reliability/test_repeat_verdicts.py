@@ -41,7 +41,8 @@ def _run_once(name: str, stack: ChaosStack, settings: ChaosSettings) -> Scenario
         env_latency_ms_per_item=scenario.stack.env_latency_ms_per_item,
     )
     factory = load_factory(settings.target)
-    moved = retarget.retarget(scenario, declared(factory).retargets)
+    moves = declared(factory)
+    moved = retarget.retarget(scenario, moves.retargets, moves.retriggers)
     running = execute(scenario, stack, factory, seed=settings.seed, target=settings.target, retargeted=moved)
     result = asyncio.run(running)
     judge(result)

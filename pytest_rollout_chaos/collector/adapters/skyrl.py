@@ -48,7 +48,8 @@ generation per prompt under SkyRL's ``token_mean``, not in a group (``train_batc
 **Faults on the parts SkyRL replaces** (``skyrl_retargets``: which move where, which do not and
 why). SkyRL's loop has no NeMo Gym agent and no model server: it runs each trajectory itself. A
 catalog fault aimed at them acts on the request of SkyRL's loop doing the same job, or skips by
-reach, saying so.
+reach, saying so; a trigger on the model server's nth request counts the policy's. Its client is
+given one policy address, so of several replicas it reaches the first only.
 
 **Validation** (``skyrl_validation``): SkyRL's own ``RayPPOTrainer.eval`` (``evaluate``) over one
 eval batch of the same prompts, through the same generator, environment and client, with the
@@ -67,7 +68,7 @@ import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
-from pytest_rollout_chaos.collector.abilities import Retarget
+from pytest_rollout_chaos.collector.abilities import Retarget, Retrigger
 from pytest_rollout_chaos.collector.adapters import skyrl_env
 from pytest_rollout_chaos.collector.adapters import skyrl_train_batch as train_batch
 from pytest_rollout_chaos.collector.adapters import skyrl_validation as validation
@@ -78,7 +79,7 @@ from pytest_rollout_chaos.collector.adapters.skyrl_prompts import (
     generator_class,
     prompts_of,
 )
-from pytest_rollout_chaos.collector.adapters.skyrl_retargets import RETARGETS, UNMOVED
+from pytest_rollout_chaos.collector.adapters.skyrl_retargets import RETARGETS, RETRIGGERS, UNMOVED
 from pytest_rollout_chaos.collector.adapters.skyrl_settings import (
     GROUP_SIZE,
     KNOWN,
@@ -158,12 +159,14 @@ class SkyRLCollector:
     cannot_combine: ClassVar[Mapping[tuple[Style, Mode], str]] = {("native", "validation"): NO_BATCHED_STEP}
     reaches: ClassVar[Mapping[str, tuple[str, ...] | None]] = {
         "policy": ("/inference/v1/generate",),
+        "policy[0]": ("/inference/v1/generate",),  # the one replica collector->policy goes to
         "collector->policy": None,
         "resources": ("/seed_session", "/calculator", "/verify"),
         "collector->resources": None,
         "collector": None,
     }
     retargets: ClassVar[tuple[Retarget, ...]] = RETARGETS
+    retriggers: ClassVar[tuple[Retrigger, ...]] = RETRIGGERS
     unmoved: ClassVar[Mapping[str, str]] = UNMOVED
     skip_failed_rollouts = False
     max_group_size: int | None = None  # one row per prompt on a tree without the hook (__init__)

@@ -1,11 +1,15 @@
 """The catalog's faults on the parts of the Gym stack SkyRL's loop replaces, for the ``skyrl``
 adapter: each moved onto the request of SkyRL's loop doing that part's job (``RETARGETS``), or not
-moved, and why (``UNMOVED``).
+moved, and why (``UNMOVED``); and the requests a trigger on the model server counts there
+(``RETRIGGERS``).
 
 ``engine.retarget`` applies them, each move recorded in the History. SkyRL's loop has no NeMo Gym
 agent and no model server: it runs each trajectory itself. A catalog fault aimed at them acts on
 the request of SkyRL's loop doing the same job, so it really meets SkyRL's code: the agents' model
-link (``agent->model``) is its inference client's (``collector->policy``); an agent's link to the
+link (``agent->model``) is its inference client's (``collector->policy``), and so is the model
+server's to the policy (``model->policy``) for a slowed call, the two hops of a model call being
+its one; and a trigger on the model server's nth request fires on the policy's nth, each model call
+of its loop being one request there; an agent's link to the
 resources server, and the collector's to the agents, are its environment's
 (``collector->resources``); the one ``/run`` that starts a trajectory is its environment's ``init``
 (``/seed_session``, inside ``agent_loop``), for a failing or hanging trajectory; the logprobs an
@@ -13,7 +17,7 @@ agent relays are those ``/inference/v1/generate`` answers; the policy's chat rou
 route; a model server's answer that no longer parses is that generate answer (only styles that
 leave nothing to parse: one read into its fields has no counterpart). Not moved, and skipping by
 reach, saying so: the agents' processes (SkyRL has none: killing, freezing or partitioning one has
-no counterpart), the model server's other faults and its link to the policy, ``prefix_drift``
+no counterpart), the model server's other faults and its link's but a latency, ``prefix_drift``
 (SkyRL keeps its token ids itself: no answer carries prompt ids to drift), the ``/run`` answer's
 own fields (``malformed_json`` styles) and the Gym client; so do the stack settings SkyRL's loop
 never meets (the model server's re-rendering, ``splice_prefix: false``; the verifier's rescoring
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from pytest_rollout_chaos.collector.abilities import Retarget
+from pytest_rollout_chaos.collector.abilities import Retarget, Retrigger
 from pytest_rollout_chaos.servers.faultlayer.rewrite import UNPARSABLE_STYLES
 from pytest_rollout_chaos.servers.gym.tasks import AGENT_FOR_TASK
 
@@ -43,6 +47,13 @@ RETARGETS: Final = (
         "collector->policy",
         f"the trajectory's model calls: a NeMo Gym agent makes them through the model server; {MODEL_CALLS}",
         kinds=_ON_REQUESTS,
+    ),
+    Retarget(
+        "model->policy",
+        "collector->policy",
+        "a slowed model call: NeMo Gym's model server makes it to the policy for an agent; "
+        f"{MODEL_CALLS}, so its one link is both hops (a latency on each adds up there)",
+        kinds=("latency",),
     ),
     Retarget(
         "agent->resources",
@@ -98,8 +109,20 @@ RETARGETS: Final = (
 )
 """The catalog's faults on the Gym stack's parts SkyRL's loop replaces, moved onto the request of
 its loop that does that part's job (``engine.retarget``); the rest (the agents' processes, the
-model server but for an answer that does not parse, the Gym client, the /run answer's own fields)
-are not moved, and skip by reach."""
+model server but for an answer that does not parse or a slowed call, the Gym client, the /run
+answer's own fields) are not moved, and skip by reach."""
+RETRIGGERS: Final = (
+    Retrigger(
+        "model",
+        "policy",
+        "the model calls counted: a NeMo Gym agent sends each to the model server (/v1/responses); "
+        f"{MODEL_CALLS}, one /inference/v1/generate each (a re-sent one counts again, as an agent's "
+        "re-sent model call does on the model server; its /finish_session at a trajectory's end is "
+        "no model call)",
+        route="/inference/v1/generate",
+    ),
+)
+"""Which requests a trigger on the model server counts on SkyRL (``engine.retarget``): the policy's."""
 _NO_AGENT: Final = (
     "it acts on a NeMo Gym agent's server; SkyRL runs each trajectory as an agent_loop task in the "
     "trainer's own process, so nothing of SkyRL's stands where the agent's process does to be killed, "
@@ -107,8 +130,8 @@ _NO_AGENT: Final = (
 )
 _NO_MODEL_SERVER: Final = (
     "it acts on NeMo Gym's model server or its link to the policy; SkyRL's client asks the policy "
-    "itself (collector->policy), with no model server between, so neither its answers nor its requests "
-    "(which this scenario's schedule may count) exist in SkyRL's loop"
+    "itself (collector->policy), with no model server between to meet it: to retry a cut call, or "
+    "answer the agent for it (only a slowed call is the same on SkyRL's one link, and moves there)"
 )
 UNMOVED: Final = {
     "prefix_drift": "it drifts the prompt ids an answer reports; SkyRL keeps each trajectory's token ids "
