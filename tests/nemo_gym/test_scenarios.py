@@ -7,11 +7,11 @@ backend's environment (with latency) in batches. Afterwards no NeMo Gym server i
 
 from __future__ import annotations
 
-import psutil
 import pytest
 
 from pytest_rollout_chaos.servers.nemo_gym.locate import GymPython
 from pytest_rollout_chaos.servers.nemo_gym.stack import LAUNCHER
+from tests.nemo_gym._processes import started_here
 
 pytestmark = pytest.mark.slow  # runs scenarios on the whole NeMo Gym stack
 
@@ -66,14 +66,14 @@ RAY_PROCESSES = ("raylet", "gcs_server", "ray::")
 
 
 def _launched() -> set[int]:
-    """Pids of running NeMo Gym servers started through our launcher, and of any Ray daemon."""
-    found = set()
-    for process in psutil.process_iter(["pid", "name", "cmdline"]):
-        if str(LAUNCHER) in (process.info["cmdline"] or []) or str(process.info["name"]).startswith(
-            RAY_PROCESSES
-        ):
-            found.add(process.info["pid"])
-    return found
+    """Pids of running NeMo Gym servers started through our launcher, and of any Ray daemon, that
+    this worker started."""
+    return started_here(
+        lambda process: (
+            str(LAUNCHER) in (process.info["cmdline"] or [])
+            or str(process.info["name"]).startswith(RAY_PROCESSES)
+        )
+    )
 
 
 def test_scenarios_on_the_nemo_gym_backend(pytester: pytest.Pytester, gym_python: GymPython) -> None:

@@ -20,7 +20,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from pytest_rollout_chaos import preflight
@@ -28,6 +27,7 @@ from pytest_rollout_chaos.collector.adapters.nemo_gym import PROGRAM
 from pytest_rollout_chaos.servers.nemo_gym.locate import GymPython
 from pytest_rollout_chaos.settings import ChaosSettings
 from tests.catalog._verdicts import run_catalog
+from tests.nemo_gym._processes import started_here
 
 pytestmark = pytest.mark.slow  # runs a scenario on the whole NeMo Gym stack
 
@@ -59,12 +59,8 @@ what the collection did (the run's ``outcome``)."""
 
 
 def _collections() -> set[int]:
-    """Pids of running NeMo Gym collections started by the ``nemo_gym`` target."""
-    return {
-        process.info["pid"]
-        for process in psutil.process_iter(["pid", "cmdline"])
-        if str(PROGRAM) in (process.info["cmdline"] or [])
-    }
+    """Pids of running NeMo Gym collections started by the ``nemo_gym`` target in this worker."""
+    return started_here(lambda process: str(PROGRAM) in (process.info["cmdline"] or []))
 
 
 def _baseline(tmp_path: Path, *stack_args: str) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """The ``nemo_rl`` adapter in validation mode: NeMo RL's own ``validate()`` decides the verdict.
 
-The gate: on the tree before PR #2209 ``validation-batched-env`` fails by ``batched_env_eval``
-alone (``validate()`` steps the environment once per sample per turn), on the PR's head it
-passes, and no other validation-mode scenario changes verdict. An adapter broken on purpose
+The gate on PR #2209 (``tests/collector/adapters/test_gates.py``, pair ``nemo_rl#2209``) shows
+that on the tree before the PR ``validation-batched-env`` fails by ``batched_env_eval`` alone
+(``validate()`` steps the environment once per sample per turn), that it passes on the PR's head,
+and that no other validation-mode scenario changes verdict. Here: an adapter broken on purpose
 (``_nemo_rl_val_broken``: it runs NeMo RL's batched loop itself instead of ``validate()``) makes
 the pre-fix tree look fixed, so the gate guards the adapter's fidelity too. The fast tests pin
 the pieces that need no trainer: the mapping, the observation of rollout functions, the Ray
@@ -13,14 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from types import ModuleType, SimpleNamespace
 from typing import Any, NamedTuple, cast
 
 import pytest
 import pytest_asyncio
 import torch
-import yaml
 from aiohttp import web
 
 from pytest_rollout_chaos.collector.abilities import declared
@@ -36,84 +36,26 @@ from pytest_rollout_chaos.collector.adapters.nemo_rl_interfaces import (
 from pytest_rollout_chaos.collector.protocol import CollectionError, CollectorContext, CollectorSettings, Turn
 from pytest_rollout_chaos.engine.fit import unsupported
 from pytest_rollout_chaos.history import History
-from tests.catalog._verdicts import CATALOG, ScenarioVerdicts, run_catalog
-from tests.collector.adapters._nemo_rl_val_trees import BASE, HEAD, nemo_rl_tree
+from tests.catalog._verdicts import CATALOG, run_catalog
+from tests.collector.adapters._nemo_rl_val_trees import BASE, nemo_rl_tree
 
 SCENARIO = "validation-batched-env"
 BROKEN = "tests.collector.adapters._nemo_rl_val_broken:self_batching"
-Verdicts = dict[str, ScenarioVerdicts]
-
-
-def validation_scenarios() -> list[str]:
-    """The catalog's validation-mode scenarios, by file stem."""
-    names = []
-    for path in sorted(CATALOG.glob("*.chaos.yaml")):
-        workload = yaml.safe_load(path.read_text()).get("workload") or {}
-        if workload.get("mode") == "validation":
-            names.append(path.name.removesuffix(".chaos.yaml"))
-    return names
-
-
-@pytest.fixture(scope="module")
-def catalog_on(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], Verdicts]:
-    """The validation scenarios run by a target over a tree, once per (tree, target) in this module."""
-    into = tmp_path_factory.mktemp("nemo-rl-trees")
-    done: dict[tuple[str, str], Verdicts] = {}
-
-    def run(tree: str, target: str = "nemo_rl") -> Verdicts:
-        if (tree, target) not in done:
-            path = nemo_rl_tree(tree, into)
-            scratch = tmp_path_factory.mktemp(f"{tree}-{target.rpartition(':')[2]}")
-            scenarios = validation_scenarios() if target == "nemo_rl" else [SCENARIO]
-            done[(tree, target)] = run_catalog(
-                scratch, target=target, scenarios=scenarios, stack_args=[f"--rollout-chaos-upstream={path}"]
-            )
-        return done[(tree, target)]
-
-    return run
-
-
-def not_passing(verdicts: ScenarioVerdicts) -> dict[str, str]:
-    return {name: status for name, status in verdicts.invariants.items() if status in ("FAIL", "UNKNOWN")}
-
-
-@pytest.mark.slow
-def test_validation_batched_env_fails_before_pr_2209_by_batched_env_eval_and_passes_after(
-    catalog_on: Callable[[str, str], Verdicts],
-) -> None:
-    base = catalog_on(BASE, "nemo_rl")[SCENARIO]
-    head = catalog_on(HEAD, "nemo_rl")[SCENARIO]
-    assert not base.passed
-    assert not_passing(base) == {"batched_env_eval": "FAIL"}, base.message
-    assert "per-sample env evaluation in validation" in base.message
-    assert "batch sizes [1, 1, 1, 1, 1, 1, 1, 1]" in base.message
-    assert head.passed, head.message
-    assert not_passing(head) == {}
-
-
-@pytest.mark.slow
-def test_no_other_validation_scenario_changes_verdict_between_the_trees(
-    catalog_on: Callable[[str, str], Verdicts],
-) -> None:
-    base, head = catalog_on(BASE, "nemo_rl"), catalog_on(HEAD, "nemo_rl")
-    assert SCENARIO in base
-    assert sorted(base) == sorted(head) == validation_scenarios()
-    changed = {
-        name: (base[name].passed, head[name].passed)
-        for name in base
-        if name != SCENARIO
-        and (base[name].passed, base[name].invariants) != (head[name].passed, head[name].invariants)
-    }
-    assert changed == {}
 
 
 @pytest.mark.slow
 def test_an_adapter_that_batches_the_environment_itself_makes_the_pre_fix_tree_look_fixed(
-    catalog_on: Callable[[str, str], Verdicts],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    broken = catalog_on(BASE, BROKEN)[SCENARIO]
-    assert broken.passed, broken.message
-    assert not catalog_on(BASE, "nemo_rl")[SCENARIO].passed
+    """The real adapter fails this scenario on this tree (the PR #2209 gate's base side)."""
+    tree = nemo_rl_tree(BASE, tmp_path_factory.mktemp("nemo-rl-broken"))
+    verdicts = run_catalog(
+        tmp_path_factory.mktemp("broken"),
+        target=BROKEN,
+        scenarios=[SCENARIO],
+        stack_args=[f"--rollout-chaos-upstream={tree}"],
+    )
+    assert verdicts[SCENARIO].passed, verdicts[SCENARIO].message
 
 
 @pytest.mark.slow
