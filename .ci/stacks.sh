@@ -14,22 +14,41 @@
 CI_STACKS=(nemo-gym-0.4 nemo-gym-0.7 vllm trainers verl ray nemo-rl skyrl)
 declare -A STACK_STATE=() STACK_WHY=() STACK_KNOWN=()
 for _stack in "${CI_STACKS[@]}"; do STACK_KNOWN[$_stack]=1; done
+# The machine's CPU time so far, all cores: "BUSY TOTAL" in clock ticks, from /proc/stat ("0 0"
+# where there is none). A stage's busy share says whether more workers could have sped it up.
+cpu_ticks() {
+    local _cpu user nice system idle iowait irq softirq steal _rest
+    if read -r _cpu user nice system idle iowait irq softirq steal _rest </proc/stat 2>/dev/null; then
+        echo "$((user + nice + system + irq + softirq + steal)) $((user + nice + system + idle + iowait + irq + softirq + steal))"
+    else
+        echo "0 0"
+    fi
+}
+
 CI_STAGE="setup"
 STAGE_STARTED=$SECONDS
+STAGE_CPU=$(cpu_ticks)
 STAGE_TIMES=()
 
 # stage NAME: the next stage begins; the one before it is timed (listed at exit, so each run says
-# where its hour went).
+# where its hour went, and how busy the machine's cores were meanwhile).
 stage() {
     stage_close
     CI_STAGE=$1
 }
 
 stage_close() {
+    local now busy
+    now=$(cpu_ticks)
+    busy="  -"
+    if [ "${now#* }" -gt "${STAGE_CPU#* }" ]; then
+        busy=$(printf '%3d' $((100 * (${now% *} - ${STAGE_CPU% *}) / (${now#* } - ${STAGE_CPU#* }))))
+    fi
     if [ -n "$CI_STAGE" ]; then
-        STAGE_TIMES+=("$(printf '%5d s  %s' $((SECONDS - STAGE_STARTED)) "$CI_STAGE")")
+        STAGE_TIMES+=("$(printf '%5d s  %s%% busy  %s' $((SECONDS - STAGE_STARTED)) "$busy" "$CI_STAGE")")
     fi
     STAGE_STARTED=$SECONDS
+    STAGE_CPU=$now
 }
 
 # ROLLOUT_CHAOS_CI_ALLOW_MISSING, checked: an unknown name is a usage error naming the valid ones.
@@ -150,7 +169,7 @@ stacks_only_done() {
 stacks_summary() {
     local status=$? name state why line last=$CI_STAGE
     stage_close
-    echo "--- time per stage (${SECONDS} s in all)"
+    echo "--- time per stage (${SECONDS} s in all; the share of all the machine's cores busy meanwhile)"
     printf '%s\n' ${STAGE_TIMES[@]+"${STAGE_TIMES[@]}"}
     echo "--- stacks (CI exit $status${last:+, last stage: $last})"
     for name in "${CI_STACKS[@]}"; do
