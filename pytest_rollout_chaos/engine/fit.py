@@ -370,11 +370,7 @@ def hidden_exit(
     agent then looks to any collector exactly like a frozen one.
     """
     relays = stack.relays
-    judging = [
-        name
-        for name in scenario.expect.invariants
-        if getattr(invariants.BY_NAME.get(name), "judges_exits", False)
-    ]
+    judging = [name for name in scenario.expect.invariants if name in invariants.JUDGING_EXITS]
     if not relays or not judging:
         return None
     for step in steps:
