@@ -12,9 +12,9 @@ hand-built stack lacks one.
 
 After the collection, ``settle`` waits until the fault layer has recorded the outcome of every
 request (what a fault cut is recorded a moment later), ``touched`` counts what one injected fault
-touched (its class's ``Fault.touched``), and ``not_acted`` and ``unacted_text`` write the lines
-and the failure text that the scenario engine (``engine.acted``) and the Python API
-(``injector``) both raise: a chaos test whose fault touched nothing of the collection tested
+touched (its class's ``Fault.touched``), and ``not_acted`` writes the lines that the scenario
+engine (``engine.acted``) and the Python API (``injector``) both report (their failure text is
+``engine.story.unacted_text``): a chaos test whose fault touched nothing of the collection tested
 nothing there.
 """
 
@@ -24,7 +24,7 @@ import asyncio
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 from pytest_rollout_chaos.faults import registry
 from pytest_rollout_chaos.faults._ray_fault import not_hosted_reason, not_on_host_reason, not_removable_reason
@@ -158,19 +158,4 @@ def not_acted(
         f"{found.counted} (expect_hits: {expected})"
         + (f"; it matched {matched}" if matched else "")
         + f"; {ran}"
-    )
-
-
-def unacted_text(lines: Sequence[str], *, what: Literal["scenario", "test"]) -> str:
-    """The failure text for faults that did not act: the lines, then what to do about it."""
-    faults = "\n".join(f"  {line}" for line in lines)
-    when, opt_out = (
-        ("trigger them while the collection runs", "expect_hits")
-        if what == "scenario"
-        else ("inject them while the collection runs", "expect_hits=")
-    )
-    return (
-        f"these faults did not act on the collection, so the {what} tested nothing there:\n{faults}\n"
-        f"aim them at what the workload uses (route, row, target), {when}, or say what they must "
-        f"touch with {opt_out} (0 for a fault meant to hit nothing)"
     )

@@ -93,7 +93,7 @@ class ChaosHarness(ProcessKeeper):
         outcome = yield  # a test that failed or skipped stands as it is
         injector = item.stash.get(INJECTOR_KEY, None)
         if injector is not None and (lines := injector.unacted()):
-            from pytest_rollout_chaos.acting import unacted_text
+            from pytest_rollout_chaos.engine.story import unacted_text
 
             pytest.fail(unacted_text(lines, what="test"), pytrace=False)
         return outcome

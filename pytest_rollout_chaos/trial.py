@@ -55,6 +55,8 @@ async def open_trial(
     if stack.pull_files is not None:  # servers elsewhere: their files here before following them
         await asyncio.to_thread(stack.pull_files)
         recorded.pull_with(stack.pull_files)
+    for path in events_files:  # what the servers record from now on
+        recorded.follow(path)
     async with contextlib.AsyncExitStack() as owned:
         collector = await owned.enter_async_context(
             collector_context(
@@ -63,7 +65,6 @@ async def open_trial(
                 policy_url=stack.collector_policy_url,
                 model=stack.policy.model,
                 eos_token_ids=eos_token_ids,
-                events_files=events_files,
                 agent_urls=stack.gym.agents,
                 model_dir=stack.policy.model_dir,
                 settings=settings,

@@ -1,8 +1,8 @@
 """Building a ``CollectorContext`` over a running stack: Gym client, environment, History, tokenizer.
 
 The context is what a trainer hands its collector; the clients it holds are closed on exit.
-The History follows every server's events file from now on, so each test judges only its own
-events.
+It records into the History it is given; which servers' events files that History follows is the
+trial's to say (``trial.open_trial``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ async def collector_context(
     policy_url: str,
     model: str,
     eos_token_ids: Iterable[int],
-    events_files: Iterable[Path] = (),
     agent_urls: Mapping[str, str] | None = None,
     model_dir: Path | None = None,
     settings: CollectorSettings | None = None,
@@ -49,8 +48,6 @@ async def collector_context(
     # No deadline on the Gym client, as NeMo Gym's has none: a collector's deadlines are its own.
     client = GymClient(head_url, history=recorded, agent_urls=agent_urls)
     env = GymEnvironment(resources_url, request_timeout_s=chosen.request_timeout_s)
-    for path in events_files:  # what the servers record from now on
-        recorded.follow(path)
     try:
         yield CollectorContext(
             gym=client,

@@ -23,7 +23,6 @@ pytest's scenario item reports as a skip), so the engine runs under any runner.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -37,7 +36,7 @@ from pytest_rollout_chaos.invariants.concurrency_bounded import ConcurrencyBound
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario
 from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME, RESOURCES_NAME
 from pytest_rollout_chaos.servers.policy.replicas import replica_of
-from pytest_rollout_chaos.stack import ChaosStack, Targets
+from pytest_rollout_chaos.stack import ChaosStack
 
 DRIFT_WITNESS: Final = "prompt_ids_drifted"
 
@@ -63,17 +62,11 @@ def fitted(scenario: Scenario, stack: StackFacts, declared: Abilities, *, run_re
     """``why_not`` from the facts, with what the scenario runs with: its policy replicas, and its
     faults moved where they act for the collector (worked out once, here)."""
     moved = retarget.retarget(scenario, declared.retargets, declared.retriggers)
-    steps = step_facts(moved.scenario.faults)
     wanted = scenario.stack.policy.replicas or run_replicas
+    steps = step_facts(moved.scenario.faults, stack.targets.using(wanted))
     reason = (
         replicas_unmet(scenario, stack, wanted)
-        or stack_unfit(
-            moved.scenario,
-            steps,
-            stack,
-            stack.targets.using(wanted),
-            sets_stop=declared.sets_stop is not None,
-        )
+        or stack_unfit(moved.scenario, steps, stack, sets_stop=declared.sets_stop is not None)
         or _unfit(moved.scenario, steps, declared)
     )
     return Fit(wanted, moved, reason)
@@ -280,32 +273,29 @@ def replicas_unmet(scenario: Scenario, stack: StackFacts, wanted: int) -> str | 
 
 def not_applicable(scenario: Scenario, stack: ChaosStack) -> str | None:
     """Why ``scenario`` cannot run on ``stack`` (its replicas in use), whatever the collector, or None."""
-    return stack_unfit(scenario, step_facts(scenario.faults), stack_facts(stack), stack.targets())
+    return stack_unfit(scenario, step_facts(scenario.faults, stack.targets()), stack_facts(stack))
 
 
 def stack_unfit(
     scenario: Scenario,
     steps: tuple[StepFacts, ...],
     stack: StackFacts,
-    targets: Targets,
     *,
     sets_stop: bool = False,
 ) -> str | None:
-    """Why ``scenario`` (its fault ``steps``) cannot run on a stack with ``stack``'s facts and
-    ``targets`` in use, whatever the collector, or None; ``sets_stop``: the collector sets stop
-    strings in its own generations, so the stack need not (``stop_unset``).
+    """Why ``scenario`` (its fault ``steps``, with the servers each stands for on the stack's
+    targets in use) cannot run on a stack with ``stack``'s facts, whatever the collector, or None;
+    ``sets_stop``: the collector sets stop strings in its own generations, so the stack need not
+    (``stop_unset``).
 
     Semantic faults act from the fault layer in front of every server and the layer records
     every request, so no scenario needs anything inside a server. What a fault needs is its
     class's to say (``Fault.needs``).
     """
-    servers: dict[str, tuple[str, ...]] = {}
     for step in steps:
-        try:
-            servers[step.target] = targets.expand(step.target)
-        except ValueError as error:  # ``policy[i]`` beyond the replicas in use
-            return f"faults/{step.index} {step.kind} on {step.target!r}: {error}"
-        why = stack.lacks.why(servers[step.target], step.needs)
+        if step.beyond is not None:
+            return f"faults/{step.index} {step.kind} on {step.target!r}: {step.beyond}"
+        why = stack.lacks.why(step.servers, step.needs)
         if why is not None:
             return f"faults/{step.index} {step.kind} on {step.target!r}: {why}"
     if scenario.workload.style == "gym" and RESOURCES_NAME in stack.real_servers:
@@ -320,7 +310,7 @@ def stack_unfit(
                 "/verify; real NeMo Gym's (equivalence_rule) scores by the answer alone"
             )
     reason = (
-        hidden_exit(scenario, steps, stack, servers)
+        hidden_exit(scenario, steps, stack)
         or drift_prevented(scenario, stack)
         or (None if sets_stop else stop_unset(scenario, stack))
     )
@@ -354,14 +344,9 @@ def stop_unset(scenario: Scenario, stack: StackFacts) -> str | None:
     return None
 
 
-def hidden_exit(
-    scenario: Scenario,
-    steps: tuple[StepFacts, ...],
-    stack: StackFacts,
-    servers: Mapping[str, tuple[str, ...]],
-) -> str | None:
-    """Why a server exit ``scenario`` (its ``steps``) judges the collector's answer to cannot reach
-    it, or None (``servers``: what each fault's target stands for).
+def hidden_exit(scenario: Scenario, steps: tuple[StepFacts, ...], stack: StackFacts) -> str | None:
+    """Why a server exit ``scenario`` (its ``steps``, with the servers each stands for) judges the
+    collector's answer to cannot reach it, or None.
 
     An invariant that judges how the collector answers a server going down (``judges_exits``:
     ``outage_fails_collection``) judges something only where that exit reaches the collector. From
@@ -370,17 +355,13 @@ def hidden_exit(
     agent then looks to any collector exactly like a frozen one.
     """
     relays = stack.relays
-    judging = [
-        name
-        for name in scenario.expect.invariants
-        if getattr(invariants.BY_NAME.get(name), "judges_exits", False)
-    ]
+    judging = [name for name in scenario.expect.invariants if name in invariants.JUDGING_EXITS]
     if not relays or not judging:
         return None
     for step in steps:
         if not step.terminates:
             continue
-        for server in servers[step.target]:
+        for server in step.servers:
             if server in relays:
                 return (
                     f"faults/{step.index} {step.kind} on {server!r}: {', '.join(judging)} judges how the "

@@ -1,7 +1,7 @@
 """The facts the fit step's rules read (``engine.fit``), gathered once before any rule runs: what
 a stack is (``StackFacts``) and where each of a scenario's fault steps acts (``StepFacts``, once the
-collector's retargets have moved it). The rules then ask nothing of the stack, the fault classes
-or the replica names about them."""
+collector's retargets have moved it, and, given a stack's targets, the servers it stands for).
+The rules then ask nothing of the stack, the fault classes or the replica names about them."""
 
 from __future__ import annotations
 
@@ -50,8 +50,7 @@ def stack_facts(stack: ChaosStack) -> StackFacts:
 @dataclass(frozen=True, slots=True)
 class StepFacts:
     """What the rules read of one fault step where it acts (its collector's retargets and
-    retriggers applied),
-    gathered once (``step_facts``)."""
+    retriggers applied), gathered once (``step_facts``)."""
 
     index: int
     kind: str
@@ -61,14 +60,24 @@ class StepFacts:
     needs: tuple[Need, ...]  # what its fault class needs of its target's servers
     terminates: bool  # its fault ends the target's process (``terminates_target``)
     at: Trigger  # when it fires (an ``on_request`` trigger counts its server's requests)
+    servers: tuple[str, ...] = ()  # the servers its target stands for on the stack (none without one)
+    beyond: str | None = None  # why its target stands for none there: a replica beyond those in use
 
 
-def step_facts(faults_given: Sequence[FaultStep]) -> tuple[StepFacts, ...]:
-    """What the rules read of each of ``faults_given`` (a scenario's fault steps)."""
+def step_facts(faults_given: Sequence[FaultStep], targets: Targets | None = None) -> tuple[StepFacts, ...]:
+    """What the rules read of each of ``faults_given`` (a scenario's fault steps); with ``targets``
+    (a stack's, its replicas in use), the servers each one's target stands for there."""
     steps = []
     for index, step in enumerate(faults_given):
         route = retarget.aimed_route(step)
         fault = faults.fault_class(step.kind)
+        servers: tuple[str, ...] = ()
+        beyond = None
+        if targets is not None:
+            try:
+                servers = targets.expand(step.target)
+            except ValueError as error:  # ``policy[i]`` beyond the replicas in use
+                beyond = str(error)
         steps.append(
             StepFacts(
                 index,
@@ -79,6 +88,8 @@ def step_facts(faults_given: Sequence[FaultStep]) -> tuple[StepFacts, ...]:
                 tuple(fault.needs),
                 bool(getattr(fault, "terminates_target", False)),
                 step.at,
+                servers,
+                beyond,
             )
         )
     return tuple(steps)

@@ -76,8 +76,8 @@ def retarget(
     done = []
     steps = []
     for index, step in enumerate(scenario.faults):
-        now, move = moved(step, moves)
         at, retrigger = moved_trigger(step.at, retriggers)
+        now, move = moved(step, moves)
         steps.append(dataclasses.replace(now, at=at))
         why = "; ".join(given.why for given in (move, retrigger) if given is not None)
         if why:

@@ -91,6 +91,20 @@ def run_on(scenario: Scenario, stack: ChaosStack, loaded: Loaded, settings: Chao
     draws = 1 if stack.samples_reproducibly else 1 + settings.redraws
     earlier: list[str] = []
     for draw in range(1, draws + 1):
+        # Each draw from a reset stack, set as the scenario's stack asks.
+        stack.reset(
+            env_latency_ms_per_call=scenario.stack.env_latency_ms_per_call,
+            env_latency_ms_per_item=scenario.stack.env_latency_ms_per_item,
+            policy_seed=scenario.stack.policy.seed,
+        )
+        if not scenario.stack.policy.splice_prefix:
+            stack.gym.set_splice(False)  # vanilla re-rendering: retokenization drift happens for real
+        if scenario.stack.policy.stop:
+            stack.gym.set_stop(scenario.stack.policy.stop)
+        if scenario.stack.rescore_bonus:
+            stack.gym.set_rescore_bonus(scenario.stack.rescore_bonus)
+        if scenario.stack.reward_spread:
+            stack.gym.set_reward_spread(scenario.stack.reward_spread)
         result = _draw(scenario, stack, loaded.factory, settings, fitting.retargeted)
         why = story.tested_nothing(result)
         if why is None or draw == draws:
@@ -108,20 +122,7 @@ def _draw(
     settings: ChaosSettings,
     retargeted: retarget.Retargeted,
 ) -> ScenarioResult:
-    """One run of ``scenario`` from a reset ``stack``, judged."""
-    stack.reset(
-        env_latency_ms_per_call=scenario.stack.env_latency_ms_per_call,
-        env_latency_ms_per_item=scenario.stack.env_latency_ms_per_item,
-        policy_seed=scenario.stack.policy.seed,
-    )
-    if not scenario.stack.policy.splice_prefix:
-        stack.gym.set_splice(False)  # vanilla re-rendering: retokenization drift happens for real
-    if scenario.stack.policy.stop:
-        stack.gym.set_stop(scenario.stack.policy.stop)
-    if scenario.stack.rescore_bonus:
-        stack.gym.set_rescore_bonus(scenario.stack.rescore_bonus)
-    if scenario.stack.reward_spread:
-        stack.gym.set_reward_spread(scenario.stack.reward_spread)
+    """One run of ``scenario`` on ``stack`` as ``run_on`` reset it for the draw, judged."""
     result = run_once(scenario, stack, factory, settings.seed, target=settings.target, retargeted=retargeted)
     if isinstance(result.raised, NotJudgedError):  # collect declined it before running anything
         raise result.raised

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import textwrap
 import traceback
-from typing import Final
+from collections.abc import Sequence
+from typing import Final, Literal
 
-from pytest_rollout_chaos import acting
 from pytest_rollout_chaos.collector.adapters import trainer_settings
 from pytest_rollout_chaos.engine import retarget, vacuity
 from pytest_rollout_chaos.engine.result import ScenarioResult
@@ -60,7 +60,7 @@ def raise_for(result: ScenarioResult) -> None:
     if result.unfired:
         raise ScenarioError(earlier + unfired_text(result))
     if result.unacted:
-        raise ScenarioError(earlier + unacted_text(result))
+        raise ScenarioError(earlier + unacted_text(result.unacted))
     if result.passed:
         return
     if _only_vacuous(result):
@@ -147,9 +147,20 @@ def unfired_text(result: ScenarioResult) -> str:
     )
 
 
-def unacted_text(result: ScenarioResult) -> str:
-    """A fault that touched nothing tested nothing, even when every invariant passed."""
-    return acting.unacted_text(result.unacted, what="scenario")
+def unacted_text(lines: Sequence[str], *, what: Literal["scenario", "test"] = "scenario") -> str:
+    """A fault that touched nothing tested nothing, even when every invariant passed: the ``lines``
+    (``acting.not_acted``), then what to do about it; one text for scenarios and Python tests."""
+    faults = "\n".join(f"  {line}" for line in lines)
+    when, opt_out = (
+        ("trigger them while the collection runs", "expect_hits")
+        if what == "scenario"
+        else ("inject them while the collection runs", "expect_hits=")
+    )
+    return (
+        f"these faults did not act on the collection, so the {what} tested nothing there:\n{faults}\n"
+        f"aim them at what the workload uses (route, row, target), {when}, or say what they must "
+        f"touch with {opt_out} (0 for a fault meant to hit nothing)"
+    )
 
 
 def vacuous_text(result: ScenarioResult) -> str:

@@ -84,6 +84,11 @@ CHECKERS: Final[tuple[Checker, ...]] = (
 )
 BY_NAME: Final[dict[str, Checker]] = {checker.name: checker for checker in CHECKERS}
 NAMES: Final = tuple(BY_NAME)
+# The invariants that judge how the collector answers a server's exit (``judges_exits``), which
+# the fit step asks of each scenario's list (``engine.fit.hidden_exit``).
+JUDGING_EXITS: Final = frozenset(
+    name for name, checker in BY_NAME.items() if getattr(checker, "judges_exits", False)
+)
 STANDING: Final[tuple[str, ...]] = (
     "accounted",
     "finite_logprobs",
