@@ -35,6 +35,8 @@ import pytest
 from pytest_rollout_chaos import cli, targets
 from pytest_rollout_chaos.gate.compare import UNCHANGED
 from pytest_rollout_chaos.gate.environment import python_fit
+from pytest_rollout_chaos.scenario.model import load_scenario
+from tests.catalog._verdicts import CATALOG
 from tests.collector.adapters import _nemo_rl_trees, _nemo_rl_val_trees, _skyrl_trees
 from tests.collector.adapters._trees import (
     REPO,
@@ -65,6 +67,12 @@ class Pair:
     still_raises: str = ""  # where the PR does not fix ``fixes``: what head's message must show
     fails_alone: bool = False  # ``by`` is the only invariant red (or unknown) on base
     base_says: tuple[str, ...] = ()  # what base's story of ``fixes`` must say
+
+
+def _validation_scenarios() -> frozenset[str]:
+    """The catalog's validation-mode scenarios, by name."""
+    loaded = map(load_scenario, CATALOG.glob("*.chaos.yaml"))
+    return frozenset(scenario.name for scenario in loaded if scenario.workload.mode == "validation")
 
 
 PAIRS = {
@@ -151,7 +159,7 @@ PAIRS = {
         regressions=frozenset(),
         needs=_nemo_rl_trees.TRAINER_MODULES + _nemo_rl_val_trees.VALIDATE_MODULES,
         # every other validation-mode scenario keeps its verdict (validate() is what the PR changes)
-        controls=frozenset({"baseline", "short-results", "validation-row-hangs", "agent-actor-restarted"}),
+        controls=frozenset({"baseline", "short-results"}) | _validation_scenarios(),
         # validate() steps the environment once per sample per turn before the PR
         fails_alone=True,
         base_says=("per-sample env evaluation in validation",),
