@@ -89,6 +89,8 @@ def test_the_example_collectors_pass_the_whole_catalog(pytester: pytest.Pytester
         f"--rollout-chaos-target={EXAMPLE}:make_collector",
         "-p",
         "no:cacheprovider",
+        "-n",  # two workers: the catalog mostly waits on its faults' deadlines
+        "2",
         "-rs",
         f"--junitxml={junit}",
         str(catalog),
