@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,16 @@ pytest_plugins = ["pytester"]
 # starts it with SIGINT ignored, which every child would inherit; Python's default comes back.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the modules with slow tests (child runs, the full stack) first, each
+    module's tests kept together and in order: the workers start the long tests early and end
+    together on the quick ones, which fill in around them."""
+    if not hasattr(config, "workerinput"):  # not an xdist worker
+        return
+    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow_files)
 
 
 # Inner runs get pytest-asyncio's loop scope (so it does not warn), leave the built-in catalog out
@@ -83,3 +94,11 @@ def _fast_runs_start_no_full_stack(
             f"rollout-chaos-logs* for the session's chaos_* fixtures:\n{listed}",
             pytrace=False,
         )
+
+
+@pytest.fixture
+def gate_scratch_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gate that fails or cannot judge keeps its trees and logs in its scratch folder (made by
+    ``tempfile.mkdtemp``) for its user to read; under test, that folder is made in the test's
+    ``tmp_path``, which pytest clears in its turn, not in the machine's ``/tmp``."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

@@ -46,7 +46,10 @@ from tests.collector.adapters._trees import (
     wrong_python,
 )
 
-pytestmark = pytest.mark.slow  # each gate is two catalog runs over real trainer code
+pytestmark = [
+    pytest.mark.slow,  # each gate is two catalog runs over real trainer code
+    pytest.mark.usefixtures("gate_scratch_in_tmp_path"),  # a failed gate's trees not left in /tmp
+]
 RUNS = ("--runs", "2")
 
 
@@ -65,7 +68,7 @@ class Pair:
     head_target: str | None = None  # the head side's target, when the PR adds the setting it turns on
     python: tuple[int, int] = (3, 11)  # the oldest Python the trainer runs on (beside requires-python)
     still_raises: str = ""  # where the PR does not fix ``fixes``: what head's message must show
-    fails_alone: bool = False  # ``by`` is the only invariant red (or unknown) on base
+    fails_alone: bool = False  # ``by`` is the only invariant red (or unknown) on base, none on head
     base_says: tuple[str, ...] = ()  # what base's story of ``fixes`` must say
 
 
@@ -228,8 +231,16 @@ def test_the_gate_shows_the_fix_and_every_other_verdict_the_pr_changes(
     target = changes[pair.fixes]
     assert target["base"]["invariants"][pair.by] == "FAIL", target["base"]["message"]
     if pair.fails_alone:
-        red = {name for name, status in target["base"]["invariants"].items() if status in ("FAIL", "UNKNOWN")}
-        assert red == {pair.by}, target["base"]["message"]
+        red = {
+            side: {
+                name for name, status in target[side]["invariants"].items() if status in ("FAIL", "UNKNOWN")
+            }
+            for side in ("base", "head")
+        }
+        assert red == {"base": {pair.by}, "head": set()}, (
+            target["base"]["message"],
+            target["head"]["message"],
+        )
     for words in pair.base_says:
         assert words in target["base"]["message"], target["base"]["message"]
     not_fixed = [failure for failure in document["failures"] if "expected fixed" in failure]
