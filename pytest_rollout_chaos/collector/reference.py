@@ -64,6 +64,7 @@ class ReferenceCollector:
         self._in_flight: set[int] = set()  # rows whose /run is awaited now, for errors that end the batch
         self._rows_of: dict[str, list[int]] = {}  # agent -> the rows routed to it
         self._answered: set[int] = set()  # rows whose /run brought a result
+        self._collecting: asyncio.Task[Any] | None = None  # the collection's task, which late rows ask
         self._probes = Probes(ctx.gym)
 
     async def collect(self, rows: Sequence[Row], *, mode: Mode) -> list[Rollout]:
@@ -137,6 +138,7 @@ class ReferenceCollector:
     async def _collect_gym(self, rows: Sequence[Row], indices: list[int]) -> list[Rollout]:
         limit = asyncio.Semaphore(self.settings.max_concurrency)
         self._rows_of, self._answered = {}, set()  # this collection's, not an earlier one's
+        self._collecting = asyncio.current_task()
         for row, index in zip(rows, indices, strict=True):
             self._rows_of.setdefault(_agent_name(row), []).append(index)
         return await all_or_first_error(
@@ -149,6 +151,7 @@ class ReferenceCollector:
         while attempts < self.settings.max_logprob_attempts:
             attempts += 1
             async with _row_permit(limit):
+                _start_unless_cancelled(self._collecting)
                 outcome = await self._run_once(row, index)
             if isinstance(outcome, str):
                 return results.aborted(index, outcome, attempts=attempts)
@@ -293,6 +296,14 @@ def _discard(awaitable: object) -> None:
         awaitable.close()
     elif isinstance(awaitable, asyncio.Future):
         awaitable.cancel()
+
+
+def _start_unless_cancelled(collecting: asyncio.Task[Any] | None) -> None:
+    """A row whose permit came free as the collection was being cancelled starts no ``/run``: it may
+    run before the cancellation reaches it (both woken in one turn of the loop), so it asks the
+    collection's task, which knows at once (``cancel_honoured``)."""
+    if collecting is not None and collecting.cancelling():
+        raise asyncio.CancelledError
 
 
 @contextlib.asynccontextmanager
