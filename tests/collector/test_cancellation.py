@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
@@ -59,3 +60,26 @@ async def test_retrying_on_base_exception_keeps_sending_after_the_cancel() -> No
     [verdict] = check_all(observation, ["cancel_honoured"])
     assert verdict.status is Status.FAIL, verdict.render()
     assert "it sent 4 requests after the cancel (rows [0, 1, 2, 3])" in verdict.summary
+
+
+class _CancelledAsRowZeroAnswers(FakeGym):
+    """Row 0's answer comes with the collection's cancellation queued right behind it: it lands after
+    row 0 gave its permit back and before the row woken by that permit runs, as the ``cancel``
+    fault's poll can land."""
+
+    collection: asyncio.Task[object] | None = None
+
+    async def _run(self, row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        answered = await super()._run(row)
+        if row["_rowidx"] == 0 and self.collection is not None:
+            asyncio.get_running_loop().call_soon(self.collection.cancel)
+        return answered
+
+
+async def test_a_row_whose_permit_frees_as_the_collection_is_cancelled_never_starts() -> None:
+    gym = _CancelledAsRowZeroAnswers()
+    ctx = context(gym, max_concurrency=1)
+    collection = gym.collection = asyncio.create_task(ReferenceCollector(ctx).collect(rows(3), mode="train"))
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(asyncio.shield(collection), timeout=10)
+    assert gym.calls == {0: 1}, f"rows started after the cancellation: {sorted(set(gym.calls) - {0})}"
