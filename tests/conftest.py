@@ -13,6 +13,7 @@ import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,19 @@ pytest_plugins = ["pytester"]
 # starts it with SIGINT ignored, which every child would inherit; Python's default comes back.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``-n``, an idle worker takes queued tests from the other (pytest-xdist's worksteal),
+    unless another ``--dist`` was asked: "load", the default, keeps each worker's queue its own, so
+    one worker could end alone on the last long child runs. Chosen here, not in the pytest
+    settings, which the README's ``pytest --rollout-chaos`` reads without pytest-xdist installed."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import WorkStealingScheduling  # only under pytest-xdist
+
+    return WorkStealingScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
