@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.catalog._verdicts import UNUSED_PLUGINS
+
 pytest_plugins = ["pytester"]
 
 # Ctrl-C must reach what the tests start (the SIGINT tests send it to an inner pytest and to
@@ -50,11 +52,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # Inner runs get pytest-asyncio's loop scope (so it does not warn), leave the built-in catalog out
-# (a test names the scenarios it runs) and start without Hypothesis's pytest plugin (about 0.7 s a
-# start; no inner run holds a Hypothesis test).
+# (a test names the scenarios it runs) and start without the plugins no child run uses.
 INNER_ASYNCIO_INI = (
     "asyncio_default_fixture_loop_scope = function\nrollout_chaos_catalog = false\n"
-    "addopts = -p no:hypothesispytest\n"
+    f"addopts = {' '.join(UNUSED_PLUGINS)}\n"
 )
 
 
