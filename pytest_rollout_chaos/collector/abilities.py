@@ -59,6 +59,7 @@ from pytest_rollout_chaos.collector.protocol import (
     supported_styles,
 )
 from pytest_rollout_chaos.errors import CollectorTargetError
+from pytest_rollout_chaos.servers.policy.replicas import replica_of
 
 Reach = Mapping[str, tuple[str, ...] | None]
 COMBINE_EXAMPLE: Final = 'cannot_combine = {("native", "train"): "why"}'
@@ -78,6 +79,7 @@ class Abilities:
     numbers_rows: str | None  # where it stamps each row's ``_rowidx`` itself, or None
     sets_stop: str | None  # where it sets the scenario's stop strings in its own generations, or None
     reach: Reach | None  # None: every row goes through the Gym stack
+    reach_replicas: Mapping[str, tuple[str, ...]]  # the policy replicas ``reach`` names, by server
     retargets: tuple[Retarget, ...]
     retriggers: tuple[Retrigger, ...]
     unmoved: Mapping[str, str]
@@ -86,6 +88,7 @@ class Abilities:
 
 def declared(collector: object) -> Abilities:
     """What ``collector`` (its factory, its class or the collector built) declares, checked."""
+    reach = declared_reach(collector)
     return Abilities(
         styles=supported_styles(collector),
         modes=supported_modes(collector),
@@ -96,11 +99,12 @@ def declared(collector: object) -> Abilities:
         max_collections_why=getattr(collector, "max_collections_why", "") or "its max_collections",
         numbers_rows=_numbers_rows(collector),
         sets_stop=_sets_stop(collector),
-        reach=declared_reach(collector),
+        reach=reach,
         retargets=declared_retargets(collector),
         retriggers=declared_retriggers(collector),
         unmoved=_unmoved(collector),
         own_concurrency=own_concurrency(collector),
+        reach_replicas=replicas_named(reach),
     )
 
 
@@ -159,6 +163,17 @@ def declared_reach(collector: object) -> Reach | None:
             'routes requested there (a tuple) or None, such as {"policy": ("/v1/completions",)}'
         )
     return declared
+
+
+def replicas_named(reach: Reach | None) -> Mapping[str, tuple[str, ...]]:
+    """The policy replicas ``reach`` names (``policy[0]``: a collector given one replica's
+    address), by the server they are replicas of."""
+    named: dict[str, tuple[str, ...]] = {}
+    for name in reach or ():
+        base, index = replica_of(name)
+        if index is not None:
+            named[base] = (*named.get(base, ()), name)
+    return named
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from pytest_rollout_chaos.collector import abilities
-from pytest_rollout_chaos.collector.abilities import Abilities, Reach
+from pytest_rollout_chaos.collector.abilities import Abilities
 from pytest_rollout_chaos.collector.protocol import Mode, Style
 from pytest_rollout_chaos.engine import retarget
 from pytest_rollout_chaos.engine.fit_facts import StackFacts, StepFacts, stack_facts, step_facts
@@ -35,7 +35,6 @@ from pytest_rollout_chaos.invariants import registry as invariants
 from pytest_rollout_chaos.invariants.concurrency_bounded import ConcurrencyBounded
 from pytest_rollout_chaos.scenario.model import FaultStep, Scenario
 from pytest_rollout_chaos.servers.gym.stack import MODEL_NAME, RESOURCES_NAME
-from pytest_rollout_chaos.servers.policy.replicas import replica_of
 from pytest_rollout_chaos.stack import ChaosStack
 
 DRIFT_WITNESS: Final = "prompt_ids_drifted"
@@ -109,14 +108,15 @@ def _unfit(scenario: Scenario, steps: tuple[StepFacts, ...], declared: Abilities
         target + (f" ({', '.join(routes)})" if routes else "") for target, routes in reach.items()
     )
     for step in steps:
-        why = unreached(reach, step.target, step.route)
+        why = unreached(declared, step.target, step.family, step.route)
         if why is not None:
-            unmoved = _unmoved(declared, (step.kind, step.target, step.family))
+            unmoved = unmoved_why(declared, step)
             return (
                 f"faults/{step.index} {step.kind} cannot reach the collector under test: {why}; the "
                 f"collector's own requests go to {calls} only"
             ) + (f"; not moved to them: {unmoved}" if unmoved else "")
-        if step.at.kind == "on_request" and unreached(reach, step.at.server or "agent", None) is not None:
+        counted = step.at.server or "agent"
+        if step.at.kind == "on_request" and unreached(declared, counted, step.at_family or counted, None):
             return (
                 f"faults/{step.index} {step.kind} is triggered {step.at.describe()}, which the collector "
                 f"under test never requests, so it would never fire: the collector's own requests go to "
@@ -185,30 +185,31 @@ def setting_unmet(scenario: Scenario, declared: Abilities) -> str | None:
     return None
 
 
-def unmoved_why(declared: Abilities, kind: str, target: str) -> str | None:
-    """Why the collector moves no fault of ``kind`` on ``target`` (its ``unmoved``, by kind first,
-    then target; a policy replica as ``policy``), or None when it declares nothing for them."""
-    return _unmoved(declared, (kind, target, replica_of(target)[0]))
-
-
-def _unmoved(declared: Abilities, keys: tuple[str, ...]) -> str | None:
+def unmoved_why(declared: Abilities, step: StepFacts) -> str | None:
+    """Why the collector moves no fault of ``step``'s kind on its target (its ``unmoved``, by kind
+    first, then target, then a policy replica's family), or None when it declares nothing for them."""
+    keys = (step.kind, step.target, step.family)
     return next((declared.unmoved[key] for key in keys if key in declared.unmoved), None)
 
 
-def unreachable(step: FaultStep, reach: Reach) -> str | None:
-    """Why ``step`` cannot reach a collector with ``reach``, or None (``unreached`` with the
-    route it aims at)."""
-    return unreached(reach, step.target, retarget.aimed_route(step))
+def unreachable(step: FaultStep, declared: Abilities) -> str | None:
+    """Why ``step`` cannot reach a collector that declares ``declared`` (its ``reach``), or None
+    (``unreached`` with the route it aims at)."""
+    (facts,) = step_facts((step,))
+    return unreached(declared, facts.target, facts.family, facts.route)
 
 
-def unreached(reach: Reach, target: str, route: str | None) -> str | None:
-    """Why a fault on ``target`` (``route`` when it names one) cannot reach a collector with
-    ``reach``, or None; one policy replica (``policy[0]``) counts as ``policy``, unless the reach
-    names replicas of it: then only those (a collector given one replica's address)."""
-    base, index = replica_of(target)
-    named = (replica_of(name) for name in reach) if index is not None else ()
-    replicas = [f"{base}[{number}]" for of, number in named if of == base and number is not None]
-    reached = target if target in reach or replicas else base
+def unreached(declared: Abilities, target: str, family: str, route: str | None) -> str | None:
+    """Why a fault on ``target`` (a replica of ``family``; ``route`` when it names one) cannot reach
+    a collector that declares ``declared``, or None (also when it declares no reach); one policy
+    replica (``policy[0]``) counts as ``policy``, unless the reach names replicas of it: then only
+    those (a collector given one replica's address)."""
+    reach = declared.reach
+    if reach is None:
+        return None
+    named = declared.reach_replicas
+    replicas = named[family] if family != target and family in named else ()
+    reached = target if target in reach or replicas else family
     if reached not in reach:
         return f"it acts on {target!r}" + (
             f", a replica the collector is not given (it requests {', '.join(replicas)} only)"

@@ -24,11 +24,12 @@ from pytest_rollout_chaos.errors import (
     ScenarioError,
     VacuousScenarioError,
 )
-from pytest_rollout_chaos.history import History
+from pytest_rollout_chaos.history import Event, History
 from pytest_rollout_chaos.invariants.base import Status, Verdict
 from pytest_rollout_chaos.scenario.model import Scenario
 
 RAISE_FRAMES: Final = 6  # the frames of a raise the failure text shows: where in the trainer it broke
+TIMELINE_EVENTS: Final = 40  # the events of its timeline (``in_timeline``) the failure text shows
 
 HINT_INVARIANT: Final = (
     "the collector under test broke the invariant(s) above; the evidence events come from the run's "
@@ -200,7 +201,8 @@ def failure_text(result: ScenarioResult) -> str:
         lines += [*vacuity.section(result.vacuous), ""]
     lines += settings_section(result.history)
     lines.append("timeline (faults, process exits, collection):")
-    lines += [f"  {line}" for line in timeline(result.history).splitlines()]
+    told = result.history.timeline(filter(in_timeline, result.history.events()), limit=TIMELINE_EVENTS)
+    lines += [f"  {line}" for line in (told or "(no fault or collection events recorded)").splitlines()]
     return "\n".join(lines)
 
 
@@ -229,13 +231,10 @@ def settings_section(history: History) -> list[str]:
     return lines
 
 
-def timeline(history: History, *, limit: int = 40) -> str:
-    """The events a reader needs to follow the story: faults, exits, and the collection itself."""
-    wanted = [
-        event
-        for event in history.events()
-        if event.source in ("fault", "process")
+def in_timeline(event: Event) -> bool:
+    """Whether a reader needs ``event`` to follow the story: faults, exits, and the collection itself."""
+    return (
+        event.source in ("fault", "process")
         or (event.source == "collector" and event.op in ("collect", "retry"))
         or (event.source == "engine" and event.op == "collection")
-    ]
-    return history.timeline(wanted, limit=limit) or "(no fault or collection events recorded)"
+    )

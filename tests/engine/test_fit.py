@@ -24,7 +24,12 @@ from pytest_rollout_chaos.scenario.model import FaultStep, Scenario, load_scenar
 from tests._unstarted_stack import unstarted_stack
 from tests.catalog._verdicts import CATALOG
 
-REACH = {"policy": ("/v1/completions",), "calculator_agent": None}
+
+class _Reaches:
+    reaches: ClassVar = {"policy": ("/v1/completions",), "calculator_agent": None}
+
+
+REACH = declared(_Reaches)
 
 
 def test_a_replica_of_a_reached_policy_is_reached_on_the_routes_it_declares() -> None:

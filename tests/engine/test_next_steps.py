@@ -146,7 +146,7 @@ def test_the_failure_text_shows_each_next_step_in_the_timeline() -> None:
     history = History()
     history.append("engine", "invoke", "collection", {"collection": 2, "of": 2, "rows": 1})
     history.append("engine", "fail", "collection", {"collection": 2, "outcome": "raised RuntimeError: x"})
-    text = story.timeline(history)
+    text = history.timeline(filter(story.in_timeline, history.events()))
     assert "engine invoke collection (collection=2, of=2, rows=1)" in text
     assert "engine fail collection (collection=2, outcome='raised RuntimeError: x')" in text
 

@@ -21,7 +21,8 @@ from pytest_rollout_chaos.collector.abilities import (
 from pytest_rollout_chaos.collector.adapters.skyrl import SkyRLCollector
 from pytest_rollout_chaos.collector.adapters.skyrl_retargets import UNMOVED
 from pytest_rollout_chaos.engine import retarget
-from pytest_rollout_chaos.engine.fit import collector_unfit, unmoved_why, unreached, why_not
+from pytest_rollout_chaos.engine.fit import collector_unfit, unmoved_why, unreachable, why_not
+from pytest_rollout_chaos.engine.fit_facts import step_facts
 from pytest_rollout_chaos.engine.story import settings_section
 from pytest_rollout_chaos.errors import CollectorTargetError
 from pytest_rollout_chaos.history import History
@@ -269,13 +270,19 @@ def test_a_retrigger_declaration_of_the_wrong_shape_or_moving_a_trigger_twice_sa
 
 
 def test_a_reach_naming_a_replica_reaches_that_replica_only() -> None:
-    given_one = {"policy": None, "policy[0]": None}
-    assert unreached(given_one, "policy", None) is None
-    assert unreached(given_one, "policy[0]", None) is None
-    assert unreached(given_one, "policy[1]", None) == (
+    class GivenOne:
+        reaches: ClassVar = {"policy": None, "policy[0]": None}
+
+    class GivenAll:
+        reaches: ClassVar = {"policy": None}
+
+    given_one = declared(GivenOne)
+    assert unreachable(FaultStep("kill", "policy"), given_one) is None
+    assert unreachable(FaultStep("kill", "policy[0]"), given_one) is None
+    assert unreachable(FaultStep("kill", "policy[1]"), given_one) == (
         "it acts on 'policy[1]', a replica the collector is not given (it requests policy[0] only)"
     )
-    assert unreached({"policy": None}, "policy[1]", None) is None  # every replica, as ``policy``
+    assert unreachable(FaultStep("kill", "policy[1]"), declared(GivenAll)) is None  # as ``policy``
     killed = collector_unfit(
         load_scenario(CATALOG / "policy-replica-killed.chaos.yaml"), declared(SkyRLCollector)
     )
@@ -290,8 +297,11 @@ def test_an_unmoved_declaration_of_the_wrong_shape_says_what_is_valid() -> None:
 
     with pytest.raises(CollectorTargetError, match="a mapping of fault kind, target or stack setting"):
         declared(Wrong)
-    assert unmoved_why(declared(SkyRLCollector), "kill", "calculator_agent") == UNMOVED["agent"]
-    assert unmoved_why(declared(SkyRLCollector), "latency", "collector->policy") is None
+    (agent_killed, policy_slowed) = step_facts(
+        (FaultStep("kill", "calculator_agent"), FaultStep("latency", "collector->policy"))
+    )
+    assert unmoved_why(declared(SkyRLCollector), agent_killed) == UNMOVED["agent"]
+    assert unmoved_why(declared(SkyRLCollector), policy_slowed) is None
 
 
 def test_the_story_says_which_faults_moved_where_and_why() -> None:
