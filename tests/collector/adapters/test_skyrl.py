@@ -19,6 +19,7 @@ the reason, where this interpreter cannot run SkyRL (Python 3.12 and its depende
 from __future__ import annotations
 
 import asyncio
+import re
 import textwrap
 import types
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from pytest_rollout_chaos.collector.abilities import declared
 from pytest_rollout_chaos.collector.adapters import skyrl, skyrl_output
 from pytest_rollout_chaos.engine.fit import collector_unfit
 from pytest_rollout_chaos.scenario.model import load_scenario
-from tests.catalog._verdicts import CATALOG, CATALOG_NAMES, run_catalog
+from tests.catalog._verdicts import CATALOG, CATALOG_NAMES, ScenarioVerdicts, run_catalog
 from tests.collector.adapters import _skyrl_trees as trees
 from tests.collector.adapters._trees import REPO
 
@@ -151,6 +152,31 @@ def upstream(tree: Path) -> list[str]:
     engine logs each as the collection's (``engine.run.finalized``), so none fails a later
     scenario, and the runs here keep warnings as errors, as a user's run does."""
     return [f"--rollout-chaos-upstream={tree}"]
+
+
+# Where SkyRL's step raises, its other trajectories run on (tqdm.gather leaves them, and their
+# environment requests run in threads no cancel stops): whether their last requests (the policy's
+# /finish_session) land just before the collection's end or just after it is timing, not SkyRL's
+# code. Seen both ways under load (resources-exit-zero: four, 0.53 s after the end, in a full CI
+# run; trajectory-exception-isolated earlier), so this invariant is left out where the step raised.
+TIMED_AFTER_A_RAISE = "quiet_after_end"
+
+
+def red(result: ScenarioVerdicts) -> set[str]:
+    """The invariants ``result`` failed, but ``TIMED_AFTER_A_RAISE`` where the collector raised."""
+    failed = {invariant for invariant, status in result.invariants.items() if status == "FAIL"}
+    return failed - {TIMED_AFTER_A_RAISE} if "outcome: the collector raised" in result.message else failed
+
+
+def passed_but_for_timing(result: ScenarioVerdicts) -> bool:
+    """Passed, or failed by ``TIMED_AFTER_A_RAISE`` alone after a raise: an invariant's failure,
+    no expectation missed."""
+    if result.passed:
+        return True
+    only_verdicts = "InvariantViolation" in result.message and not re.search(
+        r"^\s*expected:", result.message, re.MULTILINE
+    )
+    return result.skipped is None and only_verdicts and not red(result)
 
 
 @pytest.mark.slow
@@ -323,8 +349,7 @@ def test_skyrl_meets_groups_as_its_own_n_samples_per_prompt_does(
     for name, (failing, groups) in expected.items():
         result = verdicts[name]
         assert result.skipped is None, result.skipped
-        failed = {invariant for invariant, status in result.invariants.items() if status == "FAIL"}
-        assert failed == failing, f"{target} on {tree}, {name}:\n{result.message}"
+        assert red(result) == failing, f"{target} on {tree}, {name}:\n{result.message}"
         assert result.invariants["groups_intact"] == groups, result.message
         if "train_batch_sound" in failing:  # the placeholder, named, and why it moves the gradient
             assert "is in the train batch with reward 0.0, but it came back aborted" in result.message
@@ -422,14 +447,14 @@ def test_the_whole_catalog_on_skyrls_main(tmp_path: Path, skyrl_trees: dict[str,
         tmp_path, target="skyrl", stack_args=[*upstream(skyrl_trees[trees.MAIN]), *CATALOG_WORKERS]
     )
     assert sorted(verdicts) == CATALOG_NAMES, "each scenario of the catalog gives a verdict"
-    passed = {name for name, result in verdicts.items() if result.passed}
+    passed = {name for name, result in verdicts.items() if passed_but_for_timing(result)}
     moved = (passed - {"policy-503-storm"}) ^ MAIN_PASSED
     assert not moved, {name: verdicts[name].skipped or verdicts[name].message for name in moved}
     assert verdicts["baseline"].invariants["prefix_consistent"] == "PASS"
     assert verdicts["baseline"].invariants["train_batch_sound"] == "PASS"
     for name, failing in MAIN_FAILED.items():
         result = verdicts[name]
-        failed = {invariant for invariant, status in result.invariants.items() if status == "FAIL"}
+        failed = red(result)
         assert failed == failing or (name == "policy-503-storm" and not failed), (name, result.message)
     rest = set(verdicts) - MAIN_PASSED - set(MAIN_FAILED)
     unexpected = {
