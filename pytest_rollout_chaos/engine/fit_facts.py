@@ -60,7 +60,7 @@ class StepFacts:
     needs: tuple[Need, ...]  # what its fault class needs of its target's servers
     terminates: bool  # its fault ends the target's process (``terminates_target``)
     at: Trigger  # when it fires (an ``on_request`` trigger counts its server's requests)
-    at_family: str | None  # the server an ``on_request`` trigger counts, a replica as ``policy``
+    at_family: str | None  # the server its trigger counts (``on_request``), a replica as ``policy``
     servers: tuple[str, ...] = ()  # the servers its target stands for on the stack (none without one)
     beyond: str | None = None  # why its target stands for none there: a replica beyond those in use
 
