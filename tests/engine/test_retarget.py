@@ -5,6 +5,7 @@ asks the trigger's own."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import ClassVar
@@ -288,6 +289,22 @@ def test_a_reach_naming_a_replica_reaches_that_replica_only() -> None:
     )
     assert "faults/1 kill cannot reach the collector under test: it acts on 'policy[1]', a replica" in (
         killed or ""
+    )
+
+
+def test_a_trigger_counting_a_replicas_requests_fires_for_a_collector_reaching_the_policy() -> None:
+    class ReachesThePolicy:
+        reaches: ClassVar = {"policy": None, "calculator_agent": None}
+
+    class ReachesTheAgent:
+        reaches: ClassVar = {"calculator_agent": None}
+
+    scenario = load_scenario(CATALOG / "baseline.chaos.yaml")
+    on_a_replica = Trigger("on_request", server="policy[1]", nth=2)
+    scenario = dataclasses.replace(scenario, faults=(FaultStep("kill", "calculator_agent", at=on_a_replica),))
+    assert collector_unfit(scenario, declared(ReachesThePolicy)) is None  # ``policy[1]`` as ``policy``
+    assert "is triggered on request #2 to policy[1], which the collector under test never requests" in (
+        collector_unfit(scenario, declared(ReachesTheAgent)) or ""
     )
 
 
